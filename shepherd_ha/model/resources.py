@@ -1,0 +1,62 @@
+"""The resource kinds the API serves: names, paths, scope and subresources."""
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Resource:
+    plural: str             # path segment and store key: "pods"
+    kind: str               # "Pod"
+    api_version: str        # "v1" or "apps/v1"
+    namespaced: bool
+    subresources: tuple = ()
+    short_names: tuple = ()
+
+    @property
+    def singular(self):
+        return self.kind.lower()
+
+    @property
+    def list_kind(self):
+        return self.kind + "List"
+
+    @property
+    def has_status(self):
+        return "status" in self.subresources
+
+    def collection_path(self, namespace=None):
+        """URL path of the collection; namespace None means all namespaces."""
+        prefix = "/api/v1" if self.api_version == "v1" else "/apis/" + self.api_version
+        if self.namespaced and namespace:
+            return "%s/namespaces/%s/%s" % (prefix, namespace, self.plural)
+        return "%s/%s" % (prefix, self.plural)
+
+    def object_path(self, name, namespace=None, subresource=None):
+        path = "%s/%s" % (self.collection_path(namespace), name)
+        return path + "/" + subresource if subresource else path
+
+
+RESOURCES = {r.plural: r for r in (
+    Resource("namespaces", "Namespace", "v1", False, (), ("ns",)),
+    Resource("nodes", "Node", "v1", False, ("status",), ("no",)),
+    Resource("pods", "Pod", "v1", True, ("status",), ("po",)),
+    Resource("services", "Service", "v1", True, (), ("svc",)),
+    Resource("endpoints", "Endpoints", "v1", True, (), ("ep",)),
+    Resource("events", "Event", "v1", True, (), ("ev",)),
+    Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",)),
+)}
+
+_BY_KIND = {r.kind: r for r in RESOURCES.values()}
+
+
+def resource_for_kind(kind):
+    """The Resource of a manifest's `kind`, or None."""
+    return _BY_KIND.get(kind)
+
+
+def lookup(name):
+    """Resolve what a person types (pods, pod, po, Pod) to a Resource, or None."""
+    key = (name or "").lower()
+    for r in RESOURCES.values():
+        if key in (r.plural, r.singular) or key in r.short_names:
+            return r
+    return None
