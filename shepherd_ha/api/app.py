@@ -1,0 +1,85 @@
+"""Flask app factory: routes, Status errors for everything, request metrics."""
+import logging
+import time
+
+from flask import Flask, request
+from werkzeug.exceptions import HTTPException
+
+from . import health
+from .errors import ApiError, error_response
+from .metrics import ApiMetrics
+from .objects import ObjectApi, Target
+from shepherd_ha.model.resources import RESOURCES
+
+MAX_BODY_BYTES = 3 * 1024 * 1024
+_VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster")
+
+log = logging.getLogger("shepherd_ha.api")
+
+
+def create_app(replica):
+    app = Flask("shepherd_ha")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    objects = ObjectApi(replica)
+    metrics = ApiMetrics(replica)
+    app.extensions["shepherd_metrics"] = metrics
+
+    def collection(group_version, plural, namespace=None):
+        return objects.collection(Target(group_version, namespace, plural))
+
+    def item(group_version, plural, name, namespace=None, sub=None):
+        return objects.item(Target(group_version, namespace, plural, name, sub))
+
+    for prefix, gv in (("/api/v1", "v1"), ("/apis/apps/v1", "apps/v1")):
+        def bind(fn, gv=gv):
+            return lambda **kw: fn(gv, **kw)
+        for rule, fn in (
+            ("/namespaces/<namespace>/<plural>", collection),
+            ("/namespaces/<namespace>/<plural>/<name>", item),
+            ("/namespaces/<namespace>/<plural>/<name>/<sub>", item),
+            ("/<plural>", collection),
+            ("/<plural>/<name>", item),
+            ("/<plural>/<name>/<sub>", item),
+        ):
+            app.add_url_rule(prefix + rule, endpoint=(prefix + rule), view_func=bind(fn), methods=_VERBS)
+
+    health.register(app, replica, metrics)
+
+    @app.errorhandler(ApiError)
+    def on_api_error(err):
+        return error_response(err)
+
+    @app.errorhandler(HTTPException)
+    def on_http_error(err):
+        message = {404: "no such path %s: see docs/api.md for the API's paths" % request.path,
+                   405: "%s is not allowed on %s" % (request.method, request.path),
+                   413: "request body is larger than %d bytes" % MAX_BODY_BYTES}.get(err.code, err.description)
+        return error_response(ApiError(err.code or 500, message))
+
+    @app.errorhandler(Exception)
+    def on_bug(err):
+        log.exception("internal error on %s %s", request.method, request.path)
+        return error_response(ApiError(500, "internal error (%s): this is a bug in Shepherd HA, please report "
+                                       "it with the replica's log" % type(err).__name__))
+
+    @app.before_request
+    def start_timer():
+        request.environ["shepherd.start"] = time.perf_counter()
+
+    @app.after_request
+    def record(response):
+        resource = (request.view_args or {}).get("plural") or request.path
+        if resource not in RESOURCES and resource not in _PLAIN_PATHS:
+            resource = "other"   # keep label cardinality bounded
+        verb = request.method
+        if request.args.get("watch"):
+            verb = "WATCH"
+        metrics.requests.labels(verb, resource, str(response.status_code)).inc()
+        if verb != "WATCH":
+            start = request.environ.get("shepherd.start")
+            if start is not None:
+                metrics.latency.labels(verb, resource).observe(time.perf_counter() - start)
+        return response
+
+    return app

@@ -1,0 +1,40 @@
+"""Kubernetes-style Status errors: every failure the API returns is one of these."""
+from flask import jsonify
+
+_REASONS = {
+    400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict", 410: "Gone",
+    413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 422: "Invalid",
+    500: "InternalError", 503: "ServiceUnavailable",
+}
+
+
+class ApiError(Exception):
+    def __init__(self, code, message, reason=None, details=None, headers=None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.reason = reason or _REASONS.get(code, "Unknown")
+        self.details = details
+        self.headers = headers or {}
+
+
+def status_body(code, message, reason=None, details=None):
+    body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
+            "reason": reason or _REASONS.get(code, "Unknown"), "message": message, "metadata": {}}
+    if details:
+        body["details"] = details
+    return body
+
+
+def error_response(err):
+    response = jsonify(status_body(err.code, err.message, err.reason, err.details))
+    response.status_code = err.code
+    for k, v in err.headers.items():
+        response.headers[k] = v
+    return response
+
+
+def unavailable(exc):
+    """ApiError for a Raft Unavailable: 503, Retry-After, and whether it may still apply."""
+    return ApiError(503, str(exc), headers={"Retry-After": "1",
+                                            "Shepherd-Outcome": getattr(exc, "outcome", "unknown")})

@@ -1,0 +1,69 @@
+"""Health, readiness, metrics, version and the cluster view."""
+import concurrent.futures
+
+import requests
+from flask import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+import shepherd_ha
+
+from .bodies import dumps
+
+PEER_TIMEOUT = 0.5
+
+
+def register(app, replica, metrics):
+    @app.get("/healthz")
+    def healthz():
+        return Response("ok\n", mimetype="text/plain")
+
+    @app.get("/readyz")
+    def readyz():
+        ready, reason = replica.ready()
+        return Response(reason + "\n", status=200 if ready else 503, mimetype="text/plain")
+
+    @app.get("/metrics")
+    def metrics_endpoint():
+        return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
+
+    @app.get("/version")
+    def version():
+        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id}),
+                        mimetype="application/json")
+
+    @app.get("/shepherd/v1/replica")
+    def replica_status():
+        return Response(dumps(replica.status()), mimetype="application/json")
+
+    @app.get("/shepherd/v1/cluster")
+    def cluster():
+        return Response(dumps(cluster_view(replica)), mimetype="application/json")
+
+
+def _ask(peer):
+    base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
+            "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
+    if not peer.api:
+        return dict(base, error="no API address configured for this peer")
+    try:
+        reply = requests.get(peer.api.rstrip("/") + "/shepherd/v1/replica", timeout=PEER_TIMEOUT)
+        reply.raise_for_status()
+        return dict(reply.json(), reachable=True)
+    except (requests.RequestException, ValueError) as exc:
+        return dict(base, error=type(exc).__name__)
+
+
+def cluster_view(replica):
+    """Every replica's own report (or unreachable), and who leads."""
+    me = replica.status()
+    peers = replica.peers
+    if peers:
+        with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
+            others = list(pool.map(_ask, peers))
+    else:
+        others = []
+    replicas = sorted([me] + others, key=lambda r: r["id"])
+    leaders = [r for r in replicas if r.get("role") == "leader" and r.get("reachable")]
+    # Two replicas may both believe they lead for a moment: the higher term wins.
+    leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
+    return {"leader": leader, "self": replica.id, "replicas": replicas}

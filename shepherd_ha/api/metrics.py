@@ -1,0 +1,42 @@
+"""Prometheus metrics: request counts and latencies, plus Raft and store gauges read
+at scrape time (one registry per app, so several replicas can share a process)."""
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
+
+
+class ReplicaCollector:
+    def __init__(self, replica):
+        self.replica = replica
+
+    def collect(self):
+        status = self.replica.status()
+        gauges = {
+            "shepherd_raft_term": ("Current Raft term", status["term"]),
+            "shepherd_raft_commit_index": ("Raft commit index", status["commitIndex"]),
+            "shepherd_raft_applied_index": ("Raft index applied to the store", status["appliedIndex"]),
+            "shepherd_raft_is_leader": ("1 if this replica is the Raft leader", int(status["role"] == "leader")),
+            "shepherd_raft_connected_peers": ("Peers this replica is connected to", len(status["connectedPeers"])),
+            "shepherd_store_revision": ("Store revision", status["revision"]),
+            "shepherd_store_objects": ("Objects in the store", status["objects"]),
+            "shepherd_watch_log_oldest_revision": ("Oldest revision a watch can resume from",
+                                                  self.replica.watch_log.oldest_servable()),
+        }
+        for name, (doc, value) in gauges.items():
+            yield GaugeMetricFamily(name, doc, value=value)
+        yield CounterMetricFamily("shepherd_fsm_fenced_rejections", "Controller writes refused for a stale epoch",
+                                  value=status["fencedRejections"])
+        yield CounterMetricFamily("shepherd_fsm_malformed_commands", "Commands the store refused as malformed",
+                                  value=status["malformedCommands"])
+        yield CounterMetricFamily("shepherd_read_barriers", "Read barriers sent through Raft",
+                                  value=self.replica.barrier.barriers_sent)
+
+
+class ApiMetrics:
+    def __init__(self, replica):
+        self.registry = CollectorRegistry()
+        self.requests = Counter("shepherd_api_requests", "API requests by verb, resource and code",
+                                ["verb", "resource", "code"], registry=self.registry)
+        self.latency = Histogram("shepherd_api_request_duration_seconds", "API request latency (not watches)",
+                                 ["verb", "resource"], registry=self.registry,
+                                 buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
+        self.registry.register(ReplicaCollector(replica))

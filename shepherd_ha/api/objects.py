@@ -1,0 +1,324 @@
+"""Create, read, update, patch and delete of stored objects, and their subresources.
+
+Everything a request needs is checked here before anything is submitted, so bad
+input is a 4xx and never a half-written object. What must be checked against the
+committed state (exists, resourceVersion, namespace) the FSM checks atomically.
+"""
+import copy
+import random
+import string
+import uuid
+
+from flask import Response, request
+
+from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.model.merge_patch import merge_patch
+from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
+from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
+from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.replica import now_rfc3339
+
+from .bodies import dumps, flag, idempotency_key, json_body, json_object_body, require_merge_patch
+from .errors import ApiError, unavailable
+from . import watch
+
+# A read-modify-write that lost a race re-reads and tries again this many times.
+UPDATE_RETRIES = 5
+_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+
+
+def json_response(body, code=200):
+    return Response(dumps(body), status=code, mimetype="application/json")
+
+
+class Target:
+    """What a URL names: a resource, maybe a namespace, a name and a subresource."""
+
+    def __init__(self, group_version, namespace, plural, name=None, sub=None):
+        info = RESOURCES.get(plural)
+        if info is None or info.api_version != group_version:
+            known = ", ".join(sorted(p for p, r in RESOURCES.items() if r.api_version == group_version))
+            raise ApiError(404, "the server has no resource %r in %s (known: %s)"
+                           % (plural, group_version, known or "none"))
+        if info.namespaced and namespace is None and name is not None:
+            raise ApiError(404, "%s are namespaced: use %s" % (plural, info.object_path(name, "NAMESPACE")))
+        if not info.namespaced and namespace is not None:
+            raise ApiError(404, "%s are cluster-scoped: use %s" % (plural, info.collection_path()))
+        if sub is not None and sub not in info.subresources:
+            raise ApiError(404, "%s have no %r subresource (they have: %s)"
+                           % (plural, sub, ", ".join(info.subresources) or "none"))
+        if namespace is not None:
+            _check_dns_label(namespace, "namespace")
+        self.info, self.namespace, self.name, self.sub = info, namespace, name, sub
+
+    @property
+    def plural(self):
+        return self.info.plural
+
+    def describe(self):
+        where = " in namespace %s" % self.namespace if self.namespace else ""
+        return '%s "%s"%s' % (self.plural, self.name, where)
+
+
+def _check_dns_label(value, what):
+    ok = 0 < len(value) <= 63 and all(c.islower() or c.isdigit() or c == "-" for c in value) \
+        and value[0].isalnum() and value[-1].isalnum()
+    if not ok:
+        raise ApiError(400, "%s %r is not a valid name: use at most 63 lowercase letters, digits and '-', "
+                       "starting and ending with a letter or digit" % (what, value))
+
+
+class ObjectApi:
+    def __init__(self, replica):
+        self.replica = replica
+
+    # ---- dispatch ----
+
+    def collection(self, target):
+        if request.method == "GET":
+            if flag("watch"):
+                return watch.stream(self.replica, target)
+            return self.list(target)
+        if request.method == "POST":
+            if target.info.namespaced and target.namespace is None:
+                raise ApiError(405, "create %s in a namespace: POST %s"
+                               % (target.plural, target.info.collection_path("NAMESPACE")))
+            return self.create(target)
+        raise ApiError(405, "%s is not supported on a collection: use GET or POST" % request.method)
+
+    def item(self, target):
+        handlers = {None: {"GET": self.get, "PUT": self.replace, "PATCH": self.patch, "DELETE": self.delete},
+                    "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
+                    "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale}}
+        handler = handlers[target.sub].get(request.method)
+        if handler is None:
+            raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))
+        return handler(target)
+
+    # ---- reads ----
+
+    def _consistency(self):
+        """Kubernetes semantics: no resourceVersion = linearizable, "0" = any local state,
+        N = at least as new as N."""
+        rv = request.args.get("resourceVersion")
+        if rv in (None, ""):
+            return True
+        if not rv.isdigit():
+            raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
+        return int(rv) > self.replica.revision()
+
+    def _read(self, target, consistent):
+        try:
+            obj, _ = self.replica.get(target.plural, target.namespace, target.name, consistent)
+        except Unavailable as exc:
+            raise unavailable(exc)
+        if obj is None:
+            raise ApiError(404, "%s not found" % target.describe(),
+                           details={"name": target.name, "kind": target.plural})
+        return obj
+
+    def get(self, target):
+        return json_response(self._read(target, self._consistency()))
+
+    def list(self, target):
+        label_sel, field_sel = selectors(target)
+        try:
+            items, revision = self.replica.list(target.plural, target.namespace, self._consistency())
+        except Unavailable as exc:
+            raise unavailable(exc)
+        items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
+                 and field_sel.matches(o)]
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        return json_response({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
+                              "metadata": {"resourceVersion": str(revision)}, "items": items})
+
+    # ---- writes ----
+
+    def _submit(self, ops):
+        try:
+            result = self.replica.write(ops, key=idempotency_key())
+        except Unavailable as exc:
+            raise unavailable(exc)
+        if not result.get("ok"):
+            raise ApiError(result["code"], result["message"], result.get("reason"))
+        return result["results"][0]
+
+    def create(self, target):
+        obj = self._checked_body(target, json_object_body())
+        meta = obj["metadata"]
+        if not meta.get("name") and isinstance(meta.get("generateName"), str):
+            meta["name"] = meta["generateName"] + "".join(
+                random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
+        obj = self._defaulted_valid(target, obj)
+        for field in _SERVER_FIELDS:
+            meta = obj["metadata"]
+            meta.pop(field, None)
+        obj["metadata"]["uid"] = str(uuid.uuid4())
+        obj["metadata"]["creationTimestamp"] = now_rfc3339()
+        result = self._submit([{"op": "create", "resource": target.plural, "object": obj}])
+        return json_response(result["object"], result["code"])
+
+    def replace(self, target):
+        body = self._checked_body(target, json_object_body())
+        name = body["metadata"].get("name")
+        if name != target.name:
+            raise ApiError(400, "metadata.name %r does not match the name in the URL %r" % (name, target.name))
+        client_rv = body["metadata"].get("resourceVersion")
+        return json_response(*self._read_modify_write(target, lambda current: body, client_rv))
+
+    def patch(self, target):
+        require_merge_patch()
+        patch = json_body()
+        if not isinstance(patch, dict):
+            raise ApiError(400, "a merge patch for an object must be a JSON object")
+        client_rv = (patch.get("metadata") or {}).get("resourceVersion") \
+            if isinstance(patch.get("metadata"), dict) else None
+        return json_response(*self._read_modify_write(target, lambda current: merge_patch(current, patch),
+                                                      client_rv))
+
+    def _read_modify_write(self, target, change, client_rv):
+        """Apply `change(current)` with the read resourceVersion as precondition; on a
+        lost race re-read (linearizably) and retry, unless the client pinned a version.
+        Returns (stored object, status code)."""
+        for attempt in range(UPDATE_RETRIES):
+            current = self._read(target, consistent=attempt > 0)
+            new = change(current)
+            if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
+                raise ApiError(422, "the result must be an object with metadata", "Invalid")
+            new = dict(new, kind=target.info.kind, apiVersion=target.info.api_version)
+            new["metadata"] = dict(new["metadata"], name=target.name)
+            if target.namespace:
+                new["metadata"]["namespace"] = target.namespace
+            if target.sub == "status":
+                if not isinstance(new.get("status"), (dict, type(None))):
+                    raise invalid(target, [("status", "must be an object")])
+                merged = copy.deepcopy(current)
+                merged["status"] = new.get("status")
+                new = merged
+            else:
+                new = self._defaulted_valid(target, new)
+                causes = validate_update(target.plural, current, new)
+                if causes:
+                    raise invalid(target, causes)
+            precondition = {"resourceVersion": str(client_rv) if client_rv else current["metadata"]["resourceVersion"]}
+            try:
+                result = self._submit([{"op": "update", "resource": target.plural, "namespace": target.namespace,
+                                        "name": target.name, "object": new, "subresource": target.sub,
+                                        "precondition": precondition}])
+            except ApiError as err:
+                if err.reason == "Conflict" and not client_rv and attempt + 1 < UPDATE_RETRIES:
+                    continue
+                raise
+            return result["object"], result["code"]
+        raise ApiError(409, "%s kept changing; try again" % target.describe())
+
+    def delete(self, target):
+        options = json_body(required=False) or {}
+        if not isinstance(options, dict):
+            raise ApiError(400, "delete options must be a JSON object")
+        pre = options.get("preconditions") or {}
+        if not isinstance(pre, dict):
+            raise ApiError(400, "preconditions must be an object with resourceVersion and/or uid")
+        policy = options.get("propagationPolicy") or request.args.get("propagationPolicy") or "Background"
+        if policy not in ("Background", "Foreground", "Orphan"):
+            raise ApiError(400, "propagationPolicy %r is not one of Background, Foreground, Orphan" % policy)
+        op = {"op": "delete", "resource": target.plural, "namespace": target.namespace, "name": target.name,
+              "precondition": {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
+              "propagationPolicy": policy}
+        result = self._submit([op])
+        return json_response(result["object"], 200)
+
+    # ---- scale subresource ----
+
+    def _scale_of(self, obj):
+        meta = obj["metadata"]
+        return {"apiVersion": "autoscaling/v1", "kind": "Scale",
+                "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion",
+                                                  "creationTimestamp") if k in meta},
+                "spec": {"replicas": obj.get("spec", {}).get("replicas", 0)},
+                "status": {"replicas": (obj.get("status") or {}).get("replicas", 0)}}
+
+    def get_scale(self, target):
+        return json_response(self._scale_of(self._read(target, self._consistency())))
+
+    def replace_scale(self, target):
+        return self._set_replicas(target, json_object_body())
+
+    def patch_scale(self, target):
+        require_merge_patch()
+        patch = json_body()
+        if not isinstance(patch, dict):
+            raise ApiError(400, "a merge patch for a Scale must be a JSON object")
+        current = self._scale_of(self._read(target, True))
+        return self._set_replicas(target, merge_patch(current, patch))
+
+    def _set_replicas(self, target, scale):
+        causes = validate_scale(scale)
+        if causes:
+            raise invalid(target, causes)
+        replicas = scale["spec"]["replicas"]
+        client_rv = (scale.get("metadata") or {}).get("resourceVersion") if isinstance(scale.get("metadata"), dict) else None
+        main = Target(target.info.api_version, target.namespace, target.plural, target.name)
+
+        def change(current):
+            new = copy.deepcopy(current)
+            new.setdefault("spec", {})["replicas"] = replicas
+            return new
+        obj, _ = self._read_modify_write(main, change, client_rv)
+        return json_response(self._scale_of(obj), 200)
+
+    # ---- checks ----
+
+    def _checked_body(self, target, obj):
+        info = target.info
+        if obj.get("kind", info.kind) != info.kind:
+            raise ApiError(400, "kind %r does not match the URL, which is for %s" % (obj.get("kind"), info.kind))
+        if obj.get("apiVersion", info.api_version) != info.api_version:
+            raise ApiError(400, "apiVersion %r does not match the URL: %s are %s"
+                           % (obj.get("apiVersion"), target.plural, info.api_version))
+        obj = dict({"apiVersion": info.api_version, "kind": info.kind}, **obj)
+        obj.update(apiVersion=info.api_version, kind=info.kind)
+        meta = obj.get("metadata")
+        if meta is None:
+            meta = {}
+        if not isinstance(meta, dict):
+            raise invalid(target, [("metadata", "must be an object")])
+        meta = dict(meta)
+        if info.namespaced:
+            body_ns = meta.get("namespace")
+            if body_ns not in (None, "", target.namespace):
+                raise ApiError(400, "the namespace of the object (%s) does not match the namespace of the "
+                               "URL (%s)" % (body_ns, target.namespace))
+            meta["namespace"] = target.namespace
+        elif meta.get("namespace"):
+            raise ApiError(400, "%s are cluster-scoped: remove metadata.namespace" % target.plural)
+        obj["metadata"] = meta
+        return obj
+
+    def _defaulted_valid(self, target, obj):
+        causes = validate_object(target.plural, obj)
+        if causes:
+            raise invalid(target, causes, obj)
+        obj = apply_defaults(target.plural, obj)
+        causes = validate_object(target.plural, obj)
+        if causes:
+            raise invalid(target, causes, obj)
+        return obj
+
+
+def invalid(target, causes, obj=None):
+    causes = [{"field": c[0], "message": c[1]} for c in causes]
+    name = target.name or (obj.get("metadata") or {}).get("name") if isinstance(obj, dict) else target.name
+    message = "%s %r is invalid: %s" % (target.info.kind, name,
+                                        "; ".join("%s: %s" % (c["field"], c["message"]) for c in causes))
+    return ApiError(422, message, "Invalid", details={"kind": target.plural, "name": target.name,
+                                                      "causes": causes})
+
+
+def selectors(target):
+    try:
+        return (parse_label_selector(request.args.get("labelSelector")),
+                parse_field_selector(request.args.get("fieldSelector"), target.plural))
+    except SelectorError as exc:
+        raise ApiError(400, str(exc))

@@ -1,0 +1,107 @@
+"""Watch streams: newline-delimited JSON events from a replica's watch log.
+
+A watch holds one server thread while it lasts; it wakes on every applied change
+(or every second) and writes a bookmark or a bare newline when idle, so a client
+that went away is noticed and its thread freed.
+"""
+import time
+
+from flask import Response, request
+
+from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.watch_log import WatchExpired
+
+from .bodies import dumps, flag
+from .errors import ApiError, status_body, unavailable
+
+BOOKMARK_INTERVAL = 5.0
+DEFAULT_TIMEOUT = 1800
+
+
+def stream(replica, target):
+    from .objects import selectors  # shared parsing; imported here to avoid a cycle
+    label_sel, field_sel = selectors(target)
+    bookmarks = flag("allowWatchBookmarks")
+    timeout = _timeout()
+    rv = request.args.get("resourceVersion")
+    info = target.info
+
+    def matches(obj):
+        if obj is None:
+            return False
+        meta = obj.get("metadata", {})
+        if target.namespace is not None and meta.get("namespace") != target.namespace:
+            return False
+        return label_sel.matches(meta.get("labels")) and field_sel.matches(obj)
+
+    initial = []
+    if rv in (None, "", "0"):
+        try:
+            items, start = replica.list(info.plural, target.namespace, consistent=rv != "0")
+        except Unavailable as exc:
+            raise unavailable(exc)
+        initial = [{"type": "ADDED", "object": o} for o in items if matches(o)]
+    elif not rv.isdigit():
+        raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
+    else:
+        start = int(rv)
+        try:
+            replica.watch_log.since(start)
+        except WatchExpired as exc:
+            raise ApiError(410, str(exc), "Expired")
+
+    def events_of(change):
+        if change.resource != info.plural:
+            return None
+        now, before = matches(change.object), matches(change.previous)
+        if change.type == "DELETED":
+            return {"type": "DELETED", "object": change.previous} if before else None
+        if now and before:
+            return {"type": "MODIFIED", "object": change.object}
+        if now:
+            return {"type": "ADDED", "object": change.object}
+        if before:  # stopped matching the selector: gone from this watcher's view
+            return {"type": "DELETED", "object": change.object}
+        return None
+
+    def bookmark(revision):
+        return {"type": "BOOKMARK", "object": {"kind": info.kind, "apiVersion": info.api_version,
+                                               "metadata": {"resourceVersion": str(revision)}}}
+
+    def generate():
+        for event in initial:
+            yield dumps(event) + "\n"
+        last = start
+        deadline = time.monotonic() + timeout
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            try:
+                changes = replica.watch_log.since(last)
+            except WatchExpired as exc:
+                yield dumps({"type": "ERROR", "object": status_body(410, str(exc), "Expired")}) + "\n"
+                return
+            out = []
+            for change in changes:
+                last = change.revision
+                event = events_of(change)
+                if event is not None:
+                    out.append(dumps(event) + "\n")
+            if out:
+                quiet_since = time.monotonic()
+                yield "".join(out)
+            elif time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
+                quiet_since = time.monotonic()
+                yield dumps(bookmark(last)) + "\n" if bookmarks else "\n"
+            replica.watch_log.wait_beyond(last, 1.0)
+
+    return Response(generate(), mimetype="application/json",
+                    headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _timeout():
+    value = request.args.get("timeoutSeconds")
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if not value.isdigit() or int(value) == 0:
+        raise ApiError(400, "timeoutSeconds must be a positive whole number of seconds")
+    return int(value)

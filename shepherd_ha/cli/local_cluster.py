@@ -1,0 +1,262 @@
+"""A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
+
+Layout of DIR:
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port
+  config                client config for `sheepctl --config DIR/config`
+  <id>/server.yaml      that replica's `shepherd-ha server --config`
+  <id>/data/            its Raft journal and snapshots
+  <id>/server.log       its output
+  <id>/pid              its PID while it runs
+
+Used by `shepherd-ha local`, the tests and the benchmarks. Processes are only ever
+signalled by the PID we recorded, after checking it still runs our command line.
+"""
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import requests
+import yaml
+
+API_OFFSET, RAFT_OFFSET = 0, 100
+
+
+class LocalClusterError(Exception):
+    pass
+
+
+def port_free(port, host="127.0.0.1"):
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
+def find_base_port(replicas, low=20000, high=60000, attempts=200):
+    """A base port where every API and Raft port of `replicas` replicas is free."""
+    rng = secrets.SystemRandom()
+    for _ in range(attempts):
+        base = rng.randrange(low, high - 200)
+        if all(port_free(base + off + i) for i in range(1, replicas + 1) for off in (API_OFFSET, RAFT_OFFSET)):
+            return base
+    raise LocalClusterError("no free port range found between %d and %d" % (low, high))
+
+
+class LocalCluster:
+    def __init__(self, directory):
+        self.dir = os.path.abspath(directory)
+        self.spec_path = os.path.join(self.dir, "cluster.yaml")
+
+    # ---- layout ----
+
+    @property
+    def exists(self):
+        return os.path.exists(self.spec_path)
+
+    def spec(self):
+        if not self.exists:
+            raise LocalClusterError("no cluster in %s: create one with `shepherd-ha local up --dir %s`"
+                                    % (self.dir, self.dir))
+        with open(self.spec_path) as fh:
+            return yaml.safe_load(fh)
+
+    def ids(self):
+        return [r["id"] for r in self.spec()["replicas"]]
+
+    def replica(self, ident):
+        for r in self.spec()["replicas"]:
+            if r["id"] == ident:
+                return r
+        raise LocalClusterError("no replica %r in %s (replicas: %s)" % (ident, self.dir, ", ".join(self.ids())))
+
+    def api_urls(self):
+        return [r["api"] for r in self.spec()["replicas"]]
+
+    def create(self, replicas=3, base_port=8000, server_options=None):
+        """Write the layout for a new cluster (processes are started separately)."""
+        if replicas < 1:
+            raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
+        busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
+                if not port_free(p)]
+        if busy:
+            raise LocalClusterError("port(s) %s in use: pick another --base-port" % ", ".join(map(str, busy)))
+        os.makedirs(self.dir, exist_ok=True)
+        members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
+                    "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
+        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port}
+        for member in members:
+            rdir = os.path.join(self.dir, member["id"])
+            os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
+                              for m in members if m is not member)
+            server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
+                      "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
+                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+            server.update(server_options or {})
+            with open(os.path.join(rdir, "server.yaml"), "w") as fh:
+                yaml.safe_dump(server, fh, sort_keys=False)
+        password_path = os.path.join(self.dir, "raft-password")
+        with open(password_path, "w") as fh:
+            fh.write(spec["raft_password"] + "\n")
+        os.chmod(password_path, 0o600)
+        with open(self.spec_path, "w") as fh:
+            yaml.safe_dump(spec, fh, sort_keys=False)
+        os.chmod(self.spec_path, 0o600)
+        self.write_client_config()
+
+    def write_client_config(self):
+        path = os.path.join(self.dir, "config")
+        with open(path, "w") as fh:
+            yaml.safe_dump({"servers": self.api_urls(), "namespace": "default"}, fh, sort_keys=False)
+        return path
+
+    # ---- processes ----
+
+    def _paths(self, ident):
+        rdir = os.path.join(self.dir, ident)
+        return (os.path.join(rdir, "server.yaml"), os.path.join(rdir, "pid"), os.path.join(rdir, "server.log"))
+
+    def pid(self, ident):
+        """The PID of our running replica process, or None."""
+        config_path, pid_path, _ = self._paths(ident)
+        try:
+            with open(pid_path) as fh:
+                pid = int(fh.read().strip())
+            with open("/proc/%d/cmdline" % pid, "rb") as fh:
+                cmdline = fh.read().decode(errors="replace")
+            with open("/proc/%d/stat" % pid) as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except (OSError, ValueError):
+            return None
+        if config_path not in cmdline or state == "Z":
+            return None   # the PID was reused by something that is not ours, or is a zombie
+        return pid
+
+    def start(self, ident):
+        self.replica(ident)
+        if self.pid(ident):
+            return self.pid(ident)
+        config_path, pid_path, log_path = self._paths(ident)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path],
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        with open(pid_path, "w") as fh:
+            fh.write(str(proc.pid))
+        return proc.pid
+
+    def start_all(self):
+        return {ident: self.start(ident) for ident in self.ids()}
+
+    def signal(self, ident, sig):
+        pid = self.pid(ident)
+        if pid is None:
+            return False
+        os.kill(pid, sig)
+        return True
+
+    def kill(self, ident):
+        """SIGKILL, for drills: no clean shutdown at all."""
+        pid = self.pid(ident)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGKILL)
+        self._reap(pid, 5)
+        return True
+
+    def stop(self, ident, timeout=10.0):
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+        pid = self.pid(ident)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        if not self._reap(pid, timeout):
+            os.kill(pid, signal.SIGKILL)
+            self._reap(pid, 5)
+        return True
+
+    def stop_all(self, timeout=10.0):
+        for ident in self.ids():
+            pid = self.pid(ident)
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        for ident in self.ids():
+            self.stop(ident, timeout)
+
+    @staticmethod
+    def _reap(pid, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)   # our child: reap it
+                if done:
+                    return True
+            except ChildProcessError:
+                try:
+                    with open("/proc/%d/stat" % pid) as fh:
+                        if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                            return True
+                except OSError:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    # ---- state ----
+
+    def replica_status(self, ident, timeout=0.5):
+        member = self.replica(ident)
+        try:
+            reply = requests.get(member["api"] + "/shepherd/v1/replica", timeout=timeout)
+            return reply.json()
+        except (requests.RequestException, ValueError):
+            return None
+
+    def status(self):
+        rows = []
+        for member in self.spec()["replicas"]:
+            state = self.replica_status(member["id"])
+            rows.append({"id": member["id"], "pid": self.pid(member["id"]), "api": member["api"],
+                         "raft": member["raft"], "role": state["role"] if state else "down",
+                         "term": state["term"] if state else None,
+                         "revision": state["revision"] if state else None})
+        return rows
+
+    def leader(self):
+        """Id of the replica that leads with the highest term, among those answering."""
+        best = None
+        for ident in self.ids():
+            state = self.replica_status(ident)
+            if state and state["role"] == "leader" and (best is None or state["term"] > best["term"]):
+                best = state
+        return best["id"] if best else None
+
+    def wait_ready(self, timeout=30.0, progress=None, ids=None):
+        """Wait until there is a leader and the given (default: running) replicas are ready."""
+        deadline = time.monotonic() + timeout
+        shown = None
+        while time.monotonic() < deadline:
+            waiting = []
+            for ident in ids or [i for i in self.ids() if self.pid(i)]:
+                try:
+                    ok = requests.get(self.replica(ident)["api"] + "/readyz", timeout=0.5)
+                    if ok.status_code != 200:
+                        waiting.append("%s: %s" % (ident, ok.text.strip()))
+                except requests.RequestException:
+                    waiting.append("%s: not answering yet" % ident)
+            leader = self.leader()
+            if not waiting and leader:
+                return leader
+            line = "; ".join(waiting) or "waiting for a leader"
+            if progress and line != shown:
+                progress(line)
+                shown = line
+            time.sleep(0.1)
+        raise LocalClusterError("cluster in %s not ready within %.0fs: %s (see %s/*/server.log)"
+                                % (self.dir, timeout, shown or "no leader", self.dir))

@@ -1,0 +1,59 @@
+"""`shepherd-ha server`: run one control-plane replica until SIGTERM/SIGINT."""
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+import waitress
+
+from shepherd_ha import config
+from shepherd_ha.api.app import create_app
+from shepherd_ha.store.raft_node import ConfigError
+from shepherd_ha.store.replica import Replica
+
+log = logging.getLogger("shepherd_ha.server")
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser("server", help="run one control-plane replica",
+                                   description="Run one control-plane replica: a Raft member and the HTTP API.")
+    config.add_arguments(parser, config.SERVER_OPTIONS)
+    parser.set_defaults(func=run)
+
+
+def run(args):
+    try:
+        values = config.resolve(args, config.SERVER_OPTIONS)
+        settings, peers, host, port, api_url = config.server_settings(values)
+    except ConfigError as exc:
+        print("shepherd-ha server: %s" % exc, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=values["log_level"].upper(),
+                        format="%(asctime)s %(levelname)s " + values["id"] + " %(name)s: %(message)s")
+    replica = Replica(values["id"], settings, peers, api_url=api_url,
+                      write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    stopping = threading.Event()
+
+    def stop(signum, frame):
+        if stopping.is_set():
+            return
+        stopping.set()
+        log.info("signal %d: stopping replica %s", signum, values["id"])
+        replica.node.syncobj.destroy()
+        deadline = time.monotonic() + 5
+        while replica.node.syncobj.tick_thread_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        logging.shutdown()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    app = create_app(replica)
+    log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
+             ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
+    waitress.serve(app, host=host, port=port, threads=values["api_threads"], ident="shepherd-ha",
+                   channel_timeout=3600, connection_limit=1000, clear_untrusted_proxy_headers=True,
+                   _quiet=True)
+    return 0

@@ -1,0 +1,154 @@
+"""Settings of `shepherd-ha server`: command line > SHEPHERD_* environment > YAML file > default.
+
+One table describes every option, so --help, the environment and the file agree.
+"""
+import dataclasses
+import os
+
+import yaml
+
+from shepherd_ha.store.raft_node import ConfigError, RaftSettings
+from shepherd_ha.store.replica import Peer
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    type: type
+    default: object
+    help: str
+
+    @property
+    def env(self):
+        return "SHEPHERD_" + self.name.upper()
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+
+SERVER_OPTIONS = (
+    Option("id", str, None, "this replica's id, unique in the cluster (e.g. r1)"),
+    Option("raft_address", str, None, "host:port where this replica's Raft peers reach it; also its bind "
+           "address unless --raft-bind is given"),
+    Option("raft_bind", str, None, "host:port to bind Raft on when it differs from --raft-address (NAT)"),
+    Option("peers", str, "", "the other replicas: ID@RAFT_HOST:PORT/API_HOST:PORT, comma-separated, "
+           "e.g. r2@10.0.0.2:7000/10.0.0.2:8000 (the API part feeds the cluster view)"),
+    Option("api_bind", str, "127.0.0.1:8001", "host:port the HTTP API listens on"),
+    Option("api_url", str, None, "URL other replicas and clients use for this API (default http://API_BIND)"),
+    Option("data_dir", str, None, "directory for the Raft journal and snapshots (kept across restarts)"),
+    Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
+           "--raft-password-file)"),
+    Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("heartbeat", float, 0.05, "seconds between leader heartbeats"),
+    Option("election_timeout_min", float, 0.3, "lower bound of the random election timeout (s); must "
+           "exceed 3 x heartbeat"),
+    Option("election_timeout_max", float, 0.6, "upper bound of the random election timeout (s)"),
+    Option("leader_fallback", float, 1.0, "a leader that hears from no majority for this long steps down (s)"),
+    Option("write_timeout", float, 2.0, "seconds a write or linearizable read may wait for Raft before 503"),
+    Option("watch_log_size", int, 10000, "changes kept in memory for watches to resume from"),
+    Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
+    Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+)
+
+
+def add_arguments(parser, options):
+    parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
+                        "with _ or -); env SHEPHERD_SERVER_CONFIG")
+    for opt in options:
+        default = "" if opt.default in (None, "") else " (default %s)" % opt.default
+        parser.add_argument(opt.flag, dest=opt.name, default=None,
+                            help="%s; env %s%s" % (opt.help, opt.env, default))
+
+
+def resolve(args, options, environ=None, config_env="SHEPHERD_SERVER_CONFIG"):
+    """Merge the sources into a dict of typed values; ConfigError names the bad one."""
+    environ = os.environ if environ is None else environ
+    path = getattr(args, "config", None) or environ.get(config_env)
+    from_file = {}
+    if path:
+        try:
+            with open(path) as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError("cannot read config file %s: %s" % (path, exc.strerror))
+        except yaml.YAMLError as exc:
+            raise ConfigError("config file %s is not valid YAML: %s" % (path, exc))
+        if not isinstance(loaded, dict):
+            raise ConfigError("config file %s must hold a mapping of option: value" % path)
+        from_file = {str(k).replace("-", "_"): v for k, v in loaded.items()}
+        known = {o.name for o in options}
+        unknown = sorted(set(from_file) - known)
+        if unknown:
+            raise ConfigError("config file %s has unknown option(s) %s" % (path, ", ".join(unknown)))
+    values = {}
+    for opt in options:
+        for source, raw in (("flag " + opt.flag, getattr(args, opt.name, None)),
+                            ("env " + opt.env, environ.get(opt.env)),
+                            ("config file key " + opt.name, from_file.get(opt.name))):
+            if raw is not None:
+                break
+        else:
+            source, raw = "default", opt.default
+        values[opt.name] = _convert(opt, raw, source)
+    return values
+
+
+def _convert(opt, raw, source):
+    if raw is None:
+        return None
+    if opt.name == "peers" and isinstance(raw, list):
+        raw = ",".join(str(p) for p in raw)
+    try:
+        return opt.type(raw)
+    except (TypeError, ValueError):
+        raise ConfigError("%s: %r is not a valid %s for %s" % (source, raw, opt.type.__name__, opt.name))
+
+
+def parse_peers(text):
+    """'r2@h:7002/h:8002,r3@h:7003' -> [Peer]."""
+    peers = []
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        ident, at, rest = part.partition("@")
+        raft, _, api = rest.partition("/")
+        if not at or not ident or not raft:
+            raise ConfigError("peer %r is not ID@RAFT_HOST:PORT[/API_HOST:PORT]" % part)
+        if api and not api.startswith("http"):
+            api = "http://" + api
+        peers.append(Peer(ident, raft, api or None))
+    ids = [p.id for p in peers]
+    if len(set(ids)) != len(ids):
+        raise ConfigError("peer ids must be unique: %s" % ", ".join(ids))
+    return peers
+
+
+def server_settings(values):
+    """(RaftSettings, peers, api host, api port, api url) from resolved values."""
+    for required in ("id", "raft_address", "data_dir"):
+        if not values.get(required):
+            raise ConfigError("--%s is required (or %s)" % (required.replace("_", "-"),
+                                                            "SHEPHERD_" + required.upper()))
+    password = values.get("raft_password")
+    if not password and values.get("raft_password_file"):
+        try:
+            with open(values["raft_password_file"]) as fh:
+                password = fh.read().strip()
+        except OSError as exc:
+            raise ConfigError("cannot read --raft-password-file %s: %s" % (values["raft_password_file"],
+                                                                           exc.strerror))
+    peers = parse_peers(values.get("peers"))
+    if values["id"] in {p.id for p in peers}:
+        raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])
+    settings = RaftSettings(
+        self_address=values["raft_address"], peer_addresses=[p.raft for p in peers],
+        data_dir=values["data_dir"], password=password, bind_address=values.get("raft_bind"),
+        heartbeat=values["heartbeat"], election_timeout_min=values["election_timeout_min"],
+        election_timeout_max=values["election_timeout_max"], leader_fallback=values["leader_fallback"])
+    settings.validate()
+    host, _, port = values["api_bind"].rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError("--api-bind %r is not host:port" % values["api_bind"])
+    api_url = values.get("api_url") or "http://%s:%s" % (host, port)
+    if values["write_timeout"] <= 0:
+        raise ConfigError("--write-timeout must be positive")
+    return settings, peers, host, int(port), api_url

@@ -1,0 +1,368 @@
+"""The replicated state machine: every replica applies the same commands in the
+same order and must end in the same state.
+
+Pure by rule: no I/O, no clock, no randomness, no threads. Everything
+non-deterministic (uid, timestamps, defaults) is computed by the caller before
+the command is submitted. Outcomes (conflict, not found, fenced) are returned as
+values, identical on every replica; `apply` never raises, because an exception
+here would stall PySyncObj's apply loop on every replica forever.
+
+Stored objects are never mutated in place (copy on write), so readers may hold
+references to them outside the store lock.
+
+Commands (plain dicts, pickled into the Raft log):
+  {"type": "write", "key": str|None, "epoch": [term, replica]|None, "ops": [op, ...]}
+      ops are applied atomically: all or none.
+  {"type": "group", "commands": [command, ...]}
+      independent commands sharing one log entry (group commit); one result each.
+  {"type": "claim", "term": int, "replica": str}   controller epoch (fencing)
+  {"type": "barrier"}                               linearizable-read marker
+
+Ops:
+  {"op": "create", "resource": plural, "object": obj}
+  {"op": "update", "resource": plural, "namespace": ns, "name": name,
+   "object": obj, "subresource": None|"status", "precondition": {...}}
+  {"op": "delete", "resource": plural, "namespace": ns, "name": name,
+   "precondition": {...}}
+Preconditions: {"resourceVersion": "12", "uid": "..."}; either may be absent.
+"""
+import collections
+import copy
+import hashlib
+import json
+
+from shepherd_ha.model.resources import RESOURCES
+
+DEFAULT_DEDUP_LIMIT = 50000
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+# Fields a client may not set on the main resource: the store owns them.
+_SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
+
+
+class Change(collections.namedtuple("Change", "revision type resource object previous")):
+    """One applied mutation, fed to the replica's watch log."""
+
+
+class _Failure(Exception):
+    """A business outcome that aborts the current atomic write."""
+
+    def __init__(self, code, reason, message, index=None):
+        super().__init__(message)
+        self.code, self.reason, self.message, self.index = code, reason, message, index
+
+
+def _failure(code, reason, message, index=None):
+    return {"ok": False, "code": code, "reason": reason, "message": message, "index": index}
+
+
+def _key(namespace, name):
+    return (namespace or "", name)
+
+
+def _describe(resource, namespace, name):
+    where = " in namespace %s" % namespace if namespace else ""
+    return '%s "%s"%s' % (resource, name, where)
+
+
+class StoreFSM:
+    def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
+        self.objects = {plural: {} for plural in RESOURCES}
+        self.revision = 0
+        self.epoch = [0, ""]          # highest controller claim: [raft term, replica id]
+        self.fenced_rejections = 0    # controller writes refused for a stale epoch
+        self.malformed_commands = 0
+        self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
+        self.dedup_limit = dedup_limit
+
+    # ---- reads (callers hold the replica's store lock) ----
+
+    def get(self, resource, namespace, name):
+        return self.objects.get(resource, {}).get(_key(namespace, name))
+
+    def list(self, resource, namespace=None):
+        bucket = self.objects.get(resource, {})
+        if namespace is None:
+            return list(bucket.values())
+        return [o for (ns, _), o in bucket.items() if ns == namespace]
+
+    def count(self):
+        return sum(len(b) for b in self.objects.values())
+
+    def digest(self):
+        """Hash of the whole state: equal on replicas that applied the same log."""
+        h = hashlib.sha256()
+        h.update(str(self.revision).encode())
+        for plural in sorted(self.objects):
+            for key in sorted(self.objects[plural]):
+                h.update(json.dumps(self.objects[plural][key], sort_keys=True).encode())
+        return h.hexdigest()
+
+    # ---- apply ----
+
+    def apply(self, command):
+        """Apply one command and return its result (a dict)."""
+        return self.apply_with_changes(command)[0]
+
+    def apply_with_changes(self, command):
+        """Apply one command; return (result, [Change, ...]). Never raises."""
+        changes = []
+        try:
+            result = self._dispatch(command, changes)
+        except Exception as exc:  # a bug or a malformed command: refuse it, keep going
+            self.malformed_commands += 1
+            del changes[:]
+            result = _failure(400, "BadRequest", "malformed command refused by the store: %s: %s"
+                              % (type(exc).__name__, exc))
+        return result, changes
+
+    def _dispatch(self, command, changes):
+        kind = command.get("type") if isinstance(command, dict) else None
+        handler = getattr(self, "_apply_" + kind, None) if isinstance(kind, str) else None
+        if handler is None:
+            raise ValueError("unknown command type %r" % (kind,))
+        return handler(command, changes)
+
+    def _apply_barrier(self, command, changes):
+        return {"ok": True, "revision": self.revision}
+
+    def _apply_claim(self, command, changes):
+        term, replica = int(command["term"]), str(command["replica"])
+        if [term, replica] == self.epoch:
+            return {"ok": True, "epoch": list(self.epoch)}
+        if term <= self.epoch[0]:
+            return _failure(409, "Fenced", "claim for term %d is older than epoch term %d"
+                            % (term, self.epoch[0]))
+        self.epoch = [term, replica]
+        return {"ok": True, "epoch": list(self.epoch)}
+
+    def _apply_group(self, command, changes):
+        results = []
+        for sub in command["commands"]:
+            result, sub_changes = self.apply_with_changes(sub)
+            changes.extend(sub_changes)
+            results.append(result)
+        return {"ok": True, "results": results}
+
+    def _apply_write(self, command, changes):
+        key = command.get("key")
+        if key is not None and key in self.dedup:
+            return self._replay(self.dedup[key])
+        epoch = command.get("epoch")
+        if epoch is not None and list(epoch) != self.epoch:
+            self.fenced_rejections += 1
+            result = _failure(409, "Fenced", "write from controller epoch %s refused: current epoch is %s"
+                              % (list(epoch), self.epoch))
+        else:
+            result = self._write_atomically(command["ops"], changes)
+        if key is not None:
+            self._remember(key, result)
+        return result
+
+    def _write_atomically(self, ops, changes):
+        if not isinstance(ops, list) or not ops:
+            raise ValueError("a write needs a non-empty list of ops")
+        staged = {}           # (resource, key) -> new object or None (deleted)
+        planned = []
+        results = []
+        try:
+            for index, op in enumerate(ops):
+                handler = getattr(self, "_op_" + str(op.get("op")), None)
+                if handler is None:
+                    raise ValueError("unknown op %r" % (op.get("op"),))
+                results.append(handler(op, staged, planned, index))
+        except _Failure as f:
+            return _failure(f.code, f.reason, f.message, f.index)
+        # Nothing has been touched yet: commit the plan in order.
+        for change in planned:
+            bucket = self.objects[change.resource]
+            meta = (change.object or change.previous)["metadata"]
+            key = _key(meta.get("namespace"), meta["name"])
+            if change.type == DELETED:
+                bucket.pop(key, None)
+            else:
+                bucket[key] = change.object
+            self.revision = change.revision
+        changes.extend(planned)
+        return {"ok": True, "results": results, "revision": self.revision}
+
+    # ---- ops: plan a change against the store plus what this write staged ----
+
+    def _current(self, staged, resource, namespace, name):
+        skey = (resource, _key(namespace, name))
+        if skey in staged:
+            return staged[skey]
+        return self.get(resource, namespace, name)
+
+    def _next_revision(self, planned):
+        return self.revision + len(planned) + 1
+
+    def _stage(self, staged, planned, change):
+        obj = change.object or change.previous
+        meta = obj["metadata"]
+        staged[(change.resource, _key(meta.get("namespace"), meta["name"]))] = change.object
+        planned.append(change)
+
+    @staticmethod
+    def _check_precondition(op, current, index, resource, namespace, name):
+        pre = op.get("precondition") or {}
+        want_rv = pre.get("resourceVersion")
+        have_rv = current["metadata"].get("resourceVersion")
+        if want_rv not in (None, "") and str(want_rv) != have_rv:
+            raise _Failure(409, "Conflict", "%s was modified (resourceVersion %s, you sent %s); "
+                           "read it again and re-apply your change"
+                           % (_describe(resource, namespace, name), have_rv, want_rv), index)
+        want_uid = pre.get("uid")
+        if want_uid not in (None, "") and want_uid != current["metadata"].get("uid"):
+            raise _Failure(409, "Conflict", "%s has uid %s, not %s: it was deleted and re-created"
+                           % (_describe(resource, namespace, name), current["metadata"].get("uid"),
+                              want_uid), index)
+
+    def _op_create(self, op, staged, planned, index):
+        resource = op["resource"]
+        info = RESOURCES[resource]
+        obj = copy.deepcopy(op["object"])
+        meta = obj["metadata"]
+        name, namespace = meta["name"], meta.get("namespace") if info.namespaced else None
+        if info.namespaced:
+            if not namespace:
+                raise ValueError("namespaced create without metadata.namespace")
+            ns = self._current(staged, "namespaces", None, namespace)
+            if ns is None:
+                raise _Failure(404, "NotFound", 'namespace "%s" not found: create it first '
+                               '(sheepctl create namespace %s)' % (namespace, namespace), index)
+            if ns["metadata"].get("deletionTimestamp"):
+                raise _Failure(409, "Conflict", 'namespace "%s" is being deleted' % namespace, index)
+        else:
+            meta.pop("namespace", None)
+        if self._current(staged, resource, namespace, name) is not None:
+            raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
+                           "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
+        revision = self._next_revision(planned)
+        meta["resourceVersion"] = str(revision)
+        meta["generation"] = 1
+        self._stage(staged, planned, Change(revision, ADDED, resource, obj, None))
+        return {"code": 201, "resource": resource, "object": obj}
+
+    def _op_update(self, op, staged, planned, index):
+        resource, namespace, name = op["resource"], op.get("namespace"), op["name"]
+        info = RESOURCES[resource]
+        namespace = namespace if info.namespaced else None
+        current = self._current(staged, resource, namespace, name)
+        if current is None:
+            raise _Failure(404, "NotFound", "%s not found" % _describe(resource, namespace, name), index)
+        self._check_precondition(op, current, index, resource, namespace, name)
+        incoming = op["object"]
+        if op.get("subresource") == "status":
+            obj = dict(current)
+            obj["status"] = copy.deepcopy(incoming.get("status"))
+        else:
+            obj = copy.deepcopy(incoming)
+            meta = dict(obj.get("metadata") or {})
+            for field in _SERVER_METADATA:
+                meta.pop(field, None)
+                if field in current["metadata"]:
+                    meta[field] = current["metadata"][field]
+            meta["name"] = name
+            if namespace:
+                meta["namespace"] = namespace
+            obj["metadata"] = meta
+            if info.has_status:
+                if "status" in current:
+                    obj["status"] = current["status"]
+                else:
+                    obj.pop("status", None)
+        if _same_content(obj, current):
+            return {"code": 200, "resource": resource, "object": current, "unchanged": True}
+        obj["metadata"] = dict(obj["metadata"])
+        if _spec_changed(obj, current):
+            obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
+        revision = self._next_revision(planned)
+        obj["metadata"]["resourceVersion"] = str(revision)
+        self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
+        return {"code": 200, "resource": resource, "object": obj}
+
+    def _op_delete(self, op, staged, planned, index):
+        resource, namespace, name = op["resource"], op.get("namespace"), op["name"]
+        info = RESOURCES[resource]
+        namespace = namespace if info.namespaced else None
+        current = self._current(staged, resource, namespace, name)
+        if current is None:
+            raise _Failure(404, "NotFound", "%s not found" % _describe(resource, namespace, name), index)
+        self._check_precondition(op, current, index, resource, namespace, name)
+        if resource == "namespaces":
+            self._delete_namespace_contents(name, staged, planned)
+        return {"code": 200, "resource": resource,
+                "object": self._plan_delete(resource, current, staged, planned)}
+
+    def _plan_delete(self, resource, current, staged, planned):
+        revision = self._next_revision(planned)
+        gone = dict(current)
+        gone["metadata"] = dict(current["metadata"], resourceVersion=str(revision))
+        self._stage(staged, planned, Change(revision, DELETED, resource, None, gone))
+        return gone
+
+    def _delete_namespace_contents(self, namespace, staged, planned):
+        for plural, info in RESOURCES.items():
+            if not info.namespaced:
+                continue
+            names = {key[1] for key in self.objects[plural] if key[0] == namespace}
+            names |= {k[1][1] for k, v in staged.items() if k[0] == plural and k[1][0] == namespace and v}
+            for name in sorted(names):
+                current = self._current(staged, plural, namespace, name)
+                if current is not None:
+                    self._plan_delete(plural, current, staged, planned)
+
+    # ---- idempotency ----
+
+    def _remember(self, key, result):
+        compact = dict(result)
+        if result.get("ok"):
+            compact["results"] = [_compact_op_result(r) for r in result["results"]]
+        self.dedup[key] = compact
+        while len(self.dedup) > self.dedup_limit:
+            self.dedup.popitem(last=False)
+
+    def _replay(self, compact):
+        result = dict(compact, duplicate=True)
+        if compact.get("ok"):
+            result["results"] = [self._expand_op_result(r) for r in compact["results"]]
+        return result
+
+    def _expand_op_result(self, compact):
+        code, resource, namespace, name, uid, stub = compact
+        current = self.get(resource, namespace, name)
+        if current is not None and current["metadata"].get("uid") == uid:
+            return {"code": code, "resource": resource, "object": current}
+        return {"code": code, "resource": resource, "object": stub}
+
+
+def _compact_op_result(op_result):
+    obj = op_result["object"]
+    meta = obj["metadata"]
+    stub = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
+            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
+    return (op_result["code"], op_result["resource"], meta.get("namespace"), meta["name"],
+            meta.get("uid"), stub)
+
+
+def _same_content(a, b):
+    """Equal apart from resourceVersion: such an update changes nothing."""
+    if a.keys() != b.keys():
+        return False
+    for k in a:
+        if k == "metadata":
+            ma = {x: y for x, y in a[k].items() if x != "resourceVersion"}
+            mb = {x: y for x, y in b[k].items() if x != "resourceVersion"}
+            if ma != mb:
+                return False
+        elif a[k] != b[k]:
+            return False
+    return True
+
+
+def _spec_changed(new, old):
+    """Generation follows the desired state: everything but metadata and status."""
+    keys = (set(new) | set(old)) - {"metadata", "status", "apiVersion", "kind"}
+    return any(new.get(k) != old.get(k) for k in keys)

@@ -1,0 +1,225 @@
+"""PySyncObj wrapper: one replica's Raft member, with the settings our machines need.
+
+Lessons measured on our machines are built in here, not left to callers:
+- appendEntriesUseBatch=False: batching makes every write wait for the next
+  heartbeat (~100 ms).
+- journalFile always together with fullDumpFile: a journal alone loses all
+  state on a full restart after log compaction.
+- a Raft password always: without one, any peer message is unpickled (remote
+  code execution).
+- leaderFallbackTimeout ~1 s: the default 30 s lets an isolated leader believe
+  it leads for 30 s.
+- a huge connectionTimeout plus TCP keepalive: otherwise idle follower links
+  are closed, the first vote request after a leader dies is dropped and
+  failover time doubles.
+- the FSM lives in a SyncObjConsumer that is fully built before SyncObj starts
+  its tick thread (attributes set after the base __init__ are snapshotted, and
+  the tick thread may replay the journal before a subclass __init__ returns).
+"""
+import dataclasses
+import os
+import threading
+import time
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
+from pysyncobj.syncobj import _RAFT_STATE
+
+from .fsm import StoreFSM
+
+
+class ConfigError(ValueError):
+    """Settings that cannot work; the message says which and how to fix it."""
+
+
+@dataclasses.dataclass
+class RaftSettings:
+    self_address: str                      # host:port other replicas dial (also the bind address)
+    peer_addresses: list                   # host:port of every other replica
+    data_dir: str
+    password: str
+    bind_address: str = None               # defaults to self_address
+    heartbeat: float = 0.05                # appendEntriesPeriod
+    election_timeout_min: float = 0.3
+    election_timeout_max: float = 0.6
+    leader_fallback: float = 1.0
+    log_compaction_entries: int = 20000
+    log_compaction_seconds: int = 600
+
+    def validate(self):
+        if not self.password:
+            raise ConfigError("a Raft password is required: without one any peer message is unpickled "
+                              "(remote code execution). Set --raft-password or SHEPHERD_RAFT_PASSWORD")
+        for addr in [self.self_address] + list(self.peer_addresses):
+            host, _, port = addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError("Raft address %r is not host:port" % addr)
+        if self.self_address in self.peer_addresses:
+            raise ConfigError("peers list contains this replica's own Raft address %s" % self.self_address)
+        if not self.heartbeat > 0:
+            raise ConfigError("heartbeat must be positive")
+        if self.election_timeout_min <= 3 * self.heartbeat:
+            raise ConfigError("election timeout min (%.3fs) must exceed 3 x heartbeat (%.3fs), or one late "
+                              "heartbeat starts an election" % (self.election_timeout_min, 3 * self.heartbeat))
+        if self.election_timeout_max <= self.election_timeout_min:
+            raise ConfigError("election timeout max (%.3fs) must exceed min (%.3fs)"
+                              % (self.election_timeout_max, self.election_timeout_min))
+        if self.leader_fallback <= 2 * self.heartbeat:
+            raise ConfigError("leader fallback (%.3fs) must exceed 2 x heartbeat" % self.leader_fallback)
+
+
+class FSMConsumer(SyncObjConsumer):
+    """Holds the FSM; PySyncObj snapshots and restores `self.fsm`."""
+
+    def __init__(self, lock, on_changes, on_reset):
+        # Set before the base __init__: not part of the snapshot.
+        self.lock = lock
+        self._on_changes = on_changes
+        self._on_reset = on_reset
+        super().__init__()
+        self.fsm = StoreFSM()
+
+    @replicated
+    def apply_command(self, command):
+        with self.lock:
+            result, changes = self.fsm.apply_with_changes(command)
+        if changes:
+            self._on_changes(changes)
+        return result
+
+    def _deserialize(self, data):
+        # A snapshot (ours at start, or the leader's when we lag) replaces the state.
+        with self.lock:
+            super()._deserialize(data)
+        self._on_reset(self.fsm.revision)
+
+
+class Unavailable(Exception):
+    """The write or read barrier could not be confirmed. `outcome` is 'not-applied'
+    when the command never reached Raft, 'unknown' when it may still apply."""
+
+    def __init__(self, message, outcome):
+        super().__init__(message)
+        self.outcome = outcome
+
+
+_NOT_APPLIED = {FAIL_REASON.QUEUE_FULL, FAIL_REASON.MISSING_LEADER, FAIL_REASON.DISCARDED,
+                FAIL_REASON.REQUEST_DENIED}
+
+
+class RaftNode:
+    """A started Raft member with a blocking, bounded submit."""
+
+    def __init__(self, settings, on_changes, on_reset, on_state_change=None):
+        settings.validate()
+        os.makedirs(settings.data_dir, exist_ok=True)
+        self.settings = settings
+        self.lock = threading.RLock()
+        self.consumer = FSMConsumer(self.lock, on_changes, on_reset)
+        self._on_state_change = on_state_change
+        conf = SyncObjConf(
+            password=settings.password,
+            bindAddress=settings.bind_address or settings.self_address,
+            appendEntriesUseBatch=False,
+            appendEntriesPeriod=settings.heartbeat,
+            raftMinTimeout=settings.election_timeout_min,
+            raftMaxTimeout=settings.election_timeout_max,
+            leaderFallbackTimeout=settings.leader_fallback,
+            connectionTimeout=10 ** 7,
+            tcp_keepalive=(2, 1, 3),
+            connectionRetryTime=0.5,
+            journalFile=os.path.join(settings.data_dir, "raft.journal"),
+            fullDumpFile=os.path.join(settings.data_dir, "raft.dump"),
+            logCompactionMinEntries=settings.log_compaction_entries,
+            logCompactionMinTime=settings.log_compaction_seconds,
+            commandsWaitLeader=True,
+            dynamicMembershipChange=False,
+            onStateChanged=self._state_changed,
+        )
+        self.syncobj = SyncObj(settings.self_address, settings.peer_addresses, conf,
+                               consumers=[self.consumer])
+
+    @property
+    def fsm(self):
+        return self.consumer.fsm
+
+    def _state_changed(self, old, new):
+        if self._on_state_change is not None:
+            self._on_state_change(new == _RAFT_STATE.LEADER)
+
+    # ---- state ----
+
+    def is_leader(self):
+        return self.syncobj._isLeader()
+
+    def leader_address(self):
+        leader = self.syncobj._getLeader()
+        return None if leader is None else getattr(leader, "address", str(leader))
+
+    def term(self):
+        return self.syncobj.raftCurrentTerm
+
+    def commit_index(self):
+        return self.syncobj.raftCommitIndex
+
+    def applied_index(self):
+        return self.syncobj.raftLastApplied
+
+    def role(self):
+        state = self.syncobj._SyncObj__raftState
+        return {_RAFT_STATE.LEADER: "leader", _RAFT_STATE.CANDIDATE: "candidate"}.get(state, "follower")
+
+    def caught_up(self):
+        return self.syncobj.isReady() and self.commit_index() - self.applied_index() < 100
+
+    def connected_peers(self):
+        nodes = self.syncobj.otherNodes
+        return sorted(n.address for n in nodes if self.syncobj.isNodeConnected(n))
+
+    # ---- submit ----
+
+    def wait_for_leader(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.syncobj._getLeader() is None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
+    def submit(self, command, timeout, retry=True):
+        """Commit `command` and return the FSM's result once applied on this replica.
+
+        Raises Unavailable after `timeout` seconds at most. With `retry`, a command
+        that Raft dropped (leader change) is submitted again: commands that write
+        carry an idempotency key, so a second copy is never applied twice.
+        """
+        deadline = time.monotonic() + timeout
+        submitted = False
+        while True:
+            remaining = deadline - time.monotonic()
+            if not self.wait_for_leader(max(0.0, min(remaining, 1.5))):
+                outcome = "unknown" if submitted else "not-applied"
+                raise Unavailable("no Raft leader: this replica reaches %d of %d peers; a majority "
+                                  "must be up to write" % (len(self.connected_peers()),
+                                                           len(self.settings.peer_addresses)), outcome)
+            done = threading.Event()
+            box = {}
+
+            def callback(result, error):
+                box["result"], box["error"] = result, error
+                done.set()
+
+            self.consumer.apply_command(command, callback=callback)
+            submitted = True
+            if not done.wait(max(0.0, deadline - time.monotonic())):
+                raise Unavailable("write not confirmed within %.1fs (no quorum?); it may still apply: "
+                                  "retry with the same Idempotency-Key" % timeout, "unknown")
+            if box["error"] == FAIL_REASON.SUCCESS:
+                return box["result"]
+            if not retry or time.monotonic() >= deadline:
+                outcome = "not-applied" if box["error"] in _NOT_APPLIED else "unknown"
+                raise Unavailable("Raft did not commit the command (reason %d: leader changed or "
+                                  "missing); retry" % box["error"], outcome)
+            time.sleep(0.02)
+
+    def destroy(self):
+        self.syncobj.destroy()

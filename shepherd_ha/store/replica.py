@@ -1,0 +1,133 @@
+"""One control-plane replica's store: Raft member + watch log + reads and writes.
+
+This is what the API layer talks to. Reads take the store lock only long enough
+to collect references (stored objects are immutable), writes go through Raft.
+"""
+import dataclasses
+import datetime
+import threading
+import uuid
+
+from .raft_node import RaftNode, Unavailable
+from .read_barrier import ReadBarrier
+from .watch_log import WatchLog
+
+BOOTSTRAP_NAMESPACES = ("default",)
+
+
+@dataclasses.dataclass
+class Peer:
+    id: str
+    raft: str          # host:port
+    api: str = None    # http://host:port
+
+
+class Replica:
+    def __init__(self, replica_id, settings, peers, api_url=None, write_timeout=2.0,
+                 watch_log_size=10000, on_leadership=None):
+        self.id = replica_id
+        self.api_url = api_url
+        self.peers = list(peers)                    # the other replicas
+        self.write_timeout = write_timeout
+        self.watch_log = WatchLog(watch_log_size)
+        self._on_leadership = on_leadership
+        self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
+        self.barrier = ReadBarrier(self.node.submit, write_timeout)
+
+    # ---- identity ----
+
+    def id_of_address(self, address):
+        if address == self.node.settings.self_address:
+            return self.id
+        for peer in self.peers:
+            if peer.raft == address:
+                return peer.id
+        return address
+
+    def leader_id(self):
+        address = self.node.leader_address()
+        return None if address is None else self.id_of_address(address)
+
+    # ---- reads ----
+
+    def sync(self, consistent):
+        """Make local state linearizable (consistent) or accept it as is."""
+        if consistent:
+            self.barrier.wait()
+
+    def get(self, resource, namespace, name, consistent=True):
+        self.sync(consistent)
+        with self.node.lock:
+            return self.node.fsm.get(resource, namespace, name), self.node.fsm.revision
+
+    def list(self, resource, namespace=None, consistent=True):
+        self.sync(consistent)
+        with self.node.lock:
+            return self.node.fsm.list(resource, namespace), self.node.fsm.revision
+
+    def revision(self):
+        return self.node.fsm.revision
+
+    # ---- writes ----
+
+    def write(self, ops, key=None, epoch=None, timeout=None):
+        command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": epoch, "ops": ops}
+        return self.node.submit(command, timeout or self.write_timeout)
+
+    # ---- state ----
+
+    def status(self):
+        node = self.node
+        fsm = node.fsm
+        return {
+            "id": self.id, "api": self.api_url, "raft": node.settings.self_address,
+            "role": node.role(), "term": node.term(), "leader": self.leader_id(),
+            "commitIndex": node.commit_index(), "appliedIndex": node.applied_index(),
+            "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),
+            "fencedRejections": fsm.fenced_rejections, "malformedCommands": fsm.malformed_commands,
+            "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
+            "reachable": True,
+        }
+
+    def ready(self):
+        """(ready, reason): knows a leader and has applied what it knows is committed."""
+        if self.node.leader_address() is None:
+            return False, "no Raft leader known (election in progress or no quorum)"
+        if not self.node.caught_up():
+            return False, "catching up: applied %d of %d committed entries" % (
+                self.node.applied_index(), self.node.commit_index())
+        missing = [ns for ns in BOOTSTRAP_NAMESPACES if self.node.fsm.get("namespaces", None, ns) is None]
+        if missing:
+            return False, "bootstrap namespaces not created yet: %s" % ", ".join(missing)
+        return True, "ok"
+
+    # ---- leadership ----
+
+    def _leadership_changed(self, leader):
+        # Called on PySyncObj's tick thread: never block it.
+        if leader:
+            threading.Thread(target=self._bootstrap, name="bootstrap", daemon=True).start()
+        if self._on_leadership is not None:
+            self._on_leadership(leader)
+
+    def _bootstrap(self):
+        """A new leader makes sure the namespaces every cluster has exist."""
+        for name in BOOTSTRAP_NAMESPACES:
+            try:
+                if self.node.fsm.get("namespaces", None, name) is not None:
+                    continue
+                obj = {"apiVersion": "v1", "kind": "Namespace",
+                       "metadata": {"name": name, "uid": str(uuid.uuid4()),
+                                    "creationTimestamp": now_rfc3339()},
+                       "spec": {}, "status": {"phase": "Active"}}
+                self.write([{"op": "create", "resource": "namespaces", "object": obj}],
+                           key="bootstrap-namespace-%s-term-%d" % (name, self.node.term()), timeout=5.0)
+            except Unavailable:
+                pass  # the next leader tries again
+
+    def close(self):
+        self.node.destroy()
+
+
+def now_rfc3339():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

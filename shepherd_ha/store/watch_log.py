@@ -1,0 +1,75 @@
+"""A replica's bounded, in-memory log of applied changes, for watches.
+
+Every mutation bumps the store revision by exactly one, so the log holds a
+contiguous run of revisions; a watcher asking for changes after revision N is
+served when N is inside that run and told it is too old (410 Gone) otherwise.
+The log is per replica (not replicated): revisions are the same everywhere, so a
+watcher whose replica dies resumes on another one from its last revision.
+"""
+import collections
+import threading
+
+
+class WatchExpired(Exception):
+    """The asked revision is older than this replica's watch log."""
+
+    def __init__(self, revision, oldest):
+        super().__init__("revision %d is older than this replica's watch log (oldest change kept: %d); "
+                         "list again and watch from the list's resourceVersion" % (revision, oldest))
+        self.revision, self.oldest = revision, oldest
+
+
+class WatchLog:
+    def __init__(self, capacity=10000):
+        self._cond = threading.Condition()
+        self._entries = collections.deque(maxlen=capacity)
+        self._last = 0          # newest revision applied on this replica
+        self._base = 0          # changes after this revision are all here (until trimmed)
+        self.resets = 0         # bumped when a snapshot replaced the state wholesale
+
+    @property
+    def last_revision(self):
+        return self._last
+
+    def oldest_servable(self):
+        """The smallest N such that 'changes after N' can be served."""
+        with self._cond:
+            return self._oldest_servable()
+
+    def _oldest_servable(self):
+        # Revisions are contiguous from the first entry on (or from the last reset).
+        return self._entries[0].revision - 1 if self._entries else self._base
+
+    def append(self, changes):
+        with self._cond:
+            for change in changes:
+                self._entries.append(change)
+                self._last = change.revision
+            self._cond.notify_all()
+
+    def reset(self, revision):
+        """The state jumped to `revision` without individual changes (snapshot install)."""
+        with self._cond:
+            self._entries.clear()
+            self._base = self._last = revision
+            self.resets += 1
+            self._cond.notify_all()
+
+    def since(self, revision):
+        """Changes with a revision greater than `revision`, oldest first."""
+        with self._cond:
+            if revision < self._oldest_servable():
+                raise WatchExpired(revision, self._oldest_servable() + 1)
+            out = []
+            for change in reversed(self._entries):
+                if change.revision <= revision:
+                    break
+                out.append(change)
+            out.reverse()
+            return out
+
+    def wait_beyond(self, revision, timeout):
+        """Block until a change newer than `revision` exists, a reset happens, or timeout."""
+        with self._cond:
+            resets = self.resets
+            self._cond.wait_for(lambda: self._last > revision or self.resets != resets, timeout)
