@@ -1,0 +1,78 @@
+"""sheepctl delete RESOURCE NAME... | delete -f PATH | delete RESOURCE -l SEL | --all"""
+from shepherd_ha.client import ApiError
+
+from .. import manifests, printers
+from ..context import UserError, parse_targets
+
+CASCADE = {"background": "Background", "true": "Background", "orphan": "Orphan", "false": "Orphan"}
+
+
+def register(sub, common):
+    p = sub.add_parser("delete", parents=[common], help="delete resources by name, file or selector")
+    p.add_argument("resource", nargs="?", metavar="RESOURCE")
+    p.add_argument("names", nargs="*", metavar="NAME")
+    p.add_argument("-f", "--filename", action="append", metavar="PATH",
+                   help="delete the objects of these manifests")
+    p.add_argument("-R", "--recursive", action="store_true")
+    p.add_argument("-l", "--selector", help="delete every object matching this label selector")
+    p.add_argument("--all", action="store_true", help="delete every object of the type in the namespace")
+    p.add_argument("--cascade", default=None, metavar="background|orphan",
+                   help="background (default): dependents are deleted too; orphan: they are kept")
+    p.add_argument("--ignore-not-found", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _targets(args, ctx):
+    if args.filename:
+        if args.resource or args.names:
+            raise UserError("pass either -f PATH or RESOURCE NAME..., not both")
+        objs = manifests.load(args.filename, recursive=args.recursive,
+                              stdin=getattr(ctx, "stdin", None))
+        out = []
+        for m in objs:
+            ns = None
+            if m.resource.namespaced:
+                ns = m.namespace or ctx.namespace
+            out.append((m.resource, m.name, ns))
+        # namespaces last: deleting them first would delete the rest underneath us
+        return [t for t in out if t[0].plural != "namespaces"] + \
+               [t for t in out if t[0].plural == "namespaces"]
+    if not args.resource:
+        raise UserError("you must specify the type of resource to delete, or -f PATH")
+    r, pairs = parse_targets(args.resource, args.names)
+    if args.selector or args.all:
+        if pairs:
+            raise UserError("names cannot be combined with --selector or --all")
+        namespace = None if (ctx.all_namespaces or not r.namespaced) else ctx.namespace
+        items = (ctx.client.list(r, namespace, args.selector) or {}).get("items") or []
+        if not items:
+            ctx.error("No resources found")
+        return [(r, printers.meta(o).get("name"), printers.meta(o).get("namespace"))
+                for o in printers.sort_objects(r, items)]
+    if not pairs:
+        raise UserError("resource(s) were provided, but no name was specified "
+                        "(give NAME..., -l SELECTOR or --all)")
+    return [(tr, name, ctx.namespace if tr.namespaced else None) for tr, name in pairs]
+
+
+def run(args, ctx):
+    policy = None
+    if args.cascade is not None:
+        key = args.cascade.lower()
+        if key == "foreground":
+            raise UserError("--cascade=foreground is not supported; use background or orphan")
+        if key not in CASCADE:
+            raise UserError("invalid --cascade %r: use background or orphan" % args.cascade)
+        policy = CASCADE[key]
+    failed = False
+    for r, name, namespace in _targets(args, ctx):
+        try:
+            ctx.client.delete(r, name, namespace, propagation_policy=policy)
+        except ApiError as exc:
+            if exc.code == 404 and args.ignore_not_found:
+                continue
+            ctx.error("Error from server (%s): %s" % (exc.reason, exc.message))
+            failed = True
+            continue
+        ctx.print('%s "%s" deleted' % (printers.type_name(r), name))
+    return 1 if failed else 0

@@ -1,0 +1,140 @@
+"""Where sheepctl finds the cluster.
+
+Servers, first match wins:
+  --server URL[,URL...]  >  $SHEPHERD_SERVERS  >  --config FILE  >  $SHEPHERD_CONFIG
+  >  ~/.shepherd/config  >  error
+
+The config file is YAML (written by `shepherd-ha local up`):
+
+    servers: ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"]
+    namespace: default          # optional
+
+A directory given as config means DIR/config.  The namespace is -n, else the
+config file's `namespace`, else "default".
+"""
+import os
+from dataclasses import dataclass, field
+
+import yaml
+
+from shepherd_ha.client.http_client import normalize_servers
+
+DEFAULT_CONFIG = os.path.join("~", ".shepherd", "config")
+
+NO_SERVERS = ("no servers configured: pass --server URL or --config DIR/config "
+              "(written by `shepherd-ha local up`)")
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass
+class Settings:
+    servers: list
+    namespace: str = "default"
+    source: str = ""                      # where the servers came from
+    config_path: str = None               # the config file consulted, if any
+    config: dict = field(default_factory=dict)
+
+
+def read_config(path):
+    """Parse a config file (or DIR/config) -> dict.  ConfigError when missing or bad."""
+    path = os.path.expanduser(path)
+    if os.path.isdir(path):
+        path = os.path.join(path, "config")
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise ConfigError("config file %s: no such file" % path) from None
+    except OSError as exc:
+        raise ConfigError("config file %s: %s" % (path, exc.strerror or exc)) from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = " line %d:" % (mark.line + 1) if mark is not None else ""
+        raise ConfigError("config file %s:%s %s" % (path, where, getattr(exc, "problem", None) or exc)) \
+            from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError("config file %s: expected a mapping with `servers`" % path)
+    return data
+
+
+def _servers_of(data, path):
+    servers = data.get("servers")
+    if isinstance(servers, str):
+        servers = servers.split(",")
+    if not isinstance(servers, list):
+        raise ConfigError("config file %s has no `servers` list" % path)
+    try:
+        return normalize_servers(servers)
+    except ValueError:
+        raise ConfigError("config file %s has an empty `servers` list" % path) from None
+
+
+def config_file_candidate(config_arg=None, env=None, home_config=DEFAULT_CONFIG):
+    """(path, explicit) of the config file to consult, or (None, False)."""
+    env = os.environ if env is None else env
+    if config_arg:
+        return config_arg, True
+    if env.get("SHEPHERD_CONFIG"):
+        return env["SHEPHERD_CONFIG"], True
+    path = os.path.expanduser(home_config)
+    if os.path.exists(path):
+        return path, False
+    return None, False
+
+
+def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
+            home_config=DEFAULT_CONFIG):
+    """-> Settings, or ConfigError."""
+    env = os.environ if env is None else env
+    path, _explicit = config_file_candidate(config_arg, env, home_config)
+    data, data_error = {}, None
+    if path:
+        try:
+            data = read_config(path)
+        except ConfigError as exc:
+            data_error = exc
+
+    if server_arg:
+        servers, source = _normalize(server_arg, "--server"), "--server"
+    elif env.get("SHEPHERD_SERVERS", "").strip():
+        servers, source = _normalize(env["SHEPHERD_SERVERS"], "$SHEPHERD_SERVERS"), "$SHEPHERD_SERVERS"
+    elif path:
+        if data_error is not None:
+            raise data_error
+        servers, source = _servers_of(data, path), path
+    else:
+        raise ConfigError(NO_SERVERS)
+
+    namespace = namespace_arg or (data.get("namespace") if isinstance(data.get("namespace"), str)
+                                  else None) or "default"
+    return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
+                    config=data)
+
+
+def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG):
+    """The namespace alone (never fails: a bad config file means "default")."""
+    if namespace_arg:
+        return namespace_arg
+    path, _ = config_file_candidate(config_arg, env, home_config)
+    if path:
+        try:
+            ns = read_config(path).get("namespace")
+            if isinstance(ns, str) and ns:
+                return ns
+        except ConfigError:
+            pass
+    return "default"
+
+
+def _normalize(value, what):
+    try:
+        return normalize_servers(value)
+    except ValueError:
+        raise ConfigError("%s: no server URLs given" % what) from None
