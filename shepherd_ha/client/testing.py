@@ -213,6 +213,8 @@ class FakeApiServer:
         self.requests = []         # dicts: method, path, query, key, content_type, body
         self.faults = []           # pending injected failures
         self.cluster_info = None   # body of /shepherd/v1/cluster (default: built)
+        self.hooks = []            # callables(request dict) run before each request is handled
+        self.frozen = False        # True: running watch streams go silent (a hung replica)
         self.port = None
         self._down = False
         self._expire_epoch = 0
@@ -284,14 +286,15 @@ class FakeApiServer:
     # -- fault injection ----------------------------------------------------
 
     def fail_next(self, count=1, code=503, outcome="not-applied", apply=False, methods=None,
-                  message=None):
+                  message=None, reason=None):
         """The next `count` requests (of `methods`, default any) fail with
         `code`.  apply=True applies the write first, then answers 503 with
         Shepherd-Outcome: unknown (a write that committed but whose answer was
         lost)."""
         for _ in range(count):
             self.faults.append({"code": code, "outcome": "unknown" if apply else outcome,
-                                "apply": apply, "methods": methods, "message": message})
+                                "apply": apply, "methods": methods, "message": message,
+                                "reason": reason})
 
     def expire_watches(self):
         """Running watch streams get an ERROR 410 event (snapshot installed)
@@ -326,17 +329,21 @@ class FakeApiServer:
     def _handle(self, path):
         req = flask.request
         raw = req.get_data()
-        self.requests.append({"method": req.method, "path": "/" + path,
-                              "query": req.args.to_dict(),
-                              "key": req.headers.get("Idempotency-Key"),
-                              "content_type": req.headers.get("Content-Type"),
-                              "body": raw.decode("utf-8", "replace")})
+        info = {"method": req.method, "path": "/" + path, "query": req.args.to_dict(),
+                "key": req.headers.get("Idempotency-Key"),
+                "content_type": req.headers.get("Content-Type"),
+                "body": raw.decode("utf-8", "replace")}
+        self.requests.append(info)
+        for hook in list(self.hooks):
+            hook(info)
         fault = self._take_fault(req.method)
         if fault and not fault["apply"]:
             code = fault["code"]
-            reason = {503: "ServiceUnavailable", 500: "InternalError"}.get(code, "Unknown")
+            reason = fault["reason"] or {503: "ServiceUnavailable", 500: "InternalError",
+                                         409: "Conflict", 422: "Invalid"}.get(code, "Unknown")
+            headers = {"Retry-After": "1", "Shepherd-Outcome": fault["outcome"]} if code == 503 else {}
             return self._respond(code, status(code, reason, fault["message"] or "no leader"),
-                                 {"Retry-After": "1", "Shepherd-Outcome": fault["outcome"]})
+                                 headers)
         resp = self._dispatch("/" + path, req, raw)
         if fault:
             return self._respond(503, status(503, "ServiceUnavailable",
@@ -635,6 +642,11 @@ class FakeApiServer:
             end = time.monotonic() + timeout
             next_bookmark = time.monotonic() + self.bookmark_interval
             while time.monotonic() < end:
+                if self.frozen:
+                    if self._down:
+                        return
+                    time.sleep(0.05)
+                    continue
                 with store.cond:
                     if self._down:
                         return

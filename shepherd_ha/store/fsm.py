@@ -27,7 +27,6 @@ Ops:
 Preconditions: {"resourceVersion": "12", "uid": "..."}; either may be absent.
 """
 import collections
-import copy
 import hashlib
 import json
 
@@ -222,8 +221,9 @@ class StoreFSM:
     def _op_create(self, op, staged, planned, index):
         resource = op["resource"]
         info = RESOURCES[resource]
-        obj = copy.deepcopy(op["object"])
-        meta = obj["metadata"]
+        # The command was unpickled from the log for this apply: shallow copies suffice.
+        obj = dict(op["object"])
+        meta = obj["metadata"] = dict(obj["metadata"])
         name, namespace = meta["name"], meta.get("namespace") if info.namespaced else None
         if info.namespaced:
             if not namespace:
@@ -256,9 +256,9 @@ class StoreFSM:
         incoming = op["object"]
         if op.get("subresource") == "status":
             obj = dict(current)
-            obj["status"] = copy.deepcopy(incoming.get("status"))
+            obj["status"] = incoming.get("status")
         else:
-            obj = copy.deepcopy(incoming)
+            obj = dict(incoming)
             meta = dict(obj.get("metadata") or {})
             for field in _SERVER_METADATA:
                 meta.pop(field, None)

@@ -8,6 +8,7 @@ import datetime
 import threading
 import uuid
 
+from .group_commit import GroupCommitter
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
 from .watch_log import WatchLog
@@ -32,7 +33,8 @@ class Replica:
         self.watch_log = WatchLog(watch_log_size)
         self._on_leadership = on_leadership
         self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
-        self.barrier = ReadBarrier(self.node.submit, write_timeout)
+        self.committer = GroupCommitter(self.node, stale_after=write_timeout)
+        self.barrier = ReadBarrier(self.committer.call, write_timeout)
 
     # ---- identity ----
 
@@ -72,7 +74,7 @@ class Replica:
 
     def write(self, ops, key=None, epoch=None, timeout=None):
         command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": epoch, "ops": ops}
-        return self.node.submit(command, timeout or self.write_timeout)
+        return self.committer.call(command, timeout or self.write_timeout)
 
     # ---- state ----
 
@@ -85,6 +87,7 @@ class Replica:
             "commitIndex": node.commit_index(), "appliedIndex": node.applied_index(),
             "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),
             "fencedRejections": fsm.fenced_rejections, "malformedCommands": fsm.malformed_commands,
+            "groupCommit": {"groups": self.committer.groups_sent, "commands": self.committer.commands_sent},
             "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
             "reachable": True,
         }
