@@ -137,6 +137,8 @@ class StoreFSM:
         return {"ok": True, "epoch": list(self.epoch)}
 
     def _apply_group(self, command, changes):
+        if not isinstance(command["commands"], list):
+            raise ValueError("a group needs a list of commands")
         results = []
         for sub in command["commands"]:
             result, sub_changes = self.apply_with_changes(sub)

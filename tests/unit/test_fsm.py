@@ -1,0 +1,253 @@
+"""The replicated state machine: pure, deterministic, outcomes as values, never raises."""
+import copy
+import pickle
+
+import pytest
+
+from shepherd_ha.store.fsm import StoreFSM
+
+
+def ns(name):
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "uid": "ns-" + name}}
+
+
+def pod(name, namespace="default", uid=None, labels=None, image="busybox:1"):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid or "uid-" + name,
+                         "labels": labels or {}},
+            "spec": {"containers": [{"name": "c", "image": image}]}, "status": {"phase": "Pending"}}
+
+
+def create(resource, obj, key=None, epoch=None):
+    return {"type": "write", "key": key, "epoch": epoch,
+            "ops": [{"op": "create", "resource": resource, "object": copy.deepcopy(obj)}]}
+
+
+def update(resource, obj, rv=None, uid=None, sub=None, key=None):
+    meta = obj["metadata"]
+    return {"type": "write", "key": key, "ops": [{
+        "op": "update", "resource": resource, "namespace": meta.get("namespace"), "name": meta["name"],
+        "object": copy.deepcopy(obj), "subresource": sub,
+        "precondition": {"resourceVersion": rv, "uid": uid}}]}
+
+
+def delete(resource, name, namespace=None, rv=None, uid=None, key=None):
+    return {"type": "write", "key": key, "ops": [{
+        "op": "delete", "resource": resource, "namespace": namespace, "name": name,
+        "precondition": {"resourceVersion": rv, "uid": uid}}]}
+
+
+@pytest.fixture
+def fsm():
+    f = StoreFSM()
+    assert f.apply(create("namespaces", ns("default")))["ok"]
+    return f
+
+
+def test_create_stamps_revision_and_generation(fsm):
+    result = fsm.apply(create("pods", pod("a")))
+    assert result["ok"] and result["revision"] == 2
+    stored = fsm.get("pods", "default", "a")
+    assert stored["metadata"]["resourceVersion"] == "2"
+    assert stored["metadata"]["generation"] == 1
+
+
+def test_create_existing_is_already_exists_and_changes_nothing(fsm):
+    fsm.apply(create("pods", pod("a")))
+    before = fsm.revision
+    result = fsm.apply(create("pods", pod("a", uid="other")))
+    assert not result["ok"] and result["code"] == 409 and result["reason"] == "AlreadyExists"
+    assert fsm.revision == before
+    assert fsm.get("pods", "default", "a")["metadata"]["uid"] == "uid-a"
+
+
+def test_create_in_missing_namespace_is_not_found(fsm):
+    result = fsm.apply(create("pods", pod("a", namespace="nope")))
+    assert result["code"] == 404 and "namespace" in result["message"]
+
+
+def test_update_bumps_generation_only_on_spec_change(fsm):
+    fsm.apply(create("pods", pod("a")))
+    relabelled = pod("a", labels={"x": "y"})
+    r1 = fsm.apply(update("pods", relabelled))["results"][0]["object"]
+    assert r1["metadata"]["generation"] == 1 and r1["metadata"]["labels"] == {"x": "y"}
+    changed = pod("a", labels={"x": "y"}, image="busybox:2")
+    r2 = fsm.apply(update("pods", changed))["results"][0]["object"]
+    assert r2["metadata"]["generation"] == 2
+    assert int(r2["metadata"]["resourceVersion"]) > int(r1["metadata"]["resourceVersion"])
+
+
+def test_update_keeps_server_fields_and_status(fsm):
+    fsm.apply(create("pods", pod("a")))
+    sneaky = pod("a", uid="forged")
+    sneaky["metadata"]["creationTimestamp"] = "1999-01-01T00:00:00Z"
+    sneaky["status"] = {"phase": "Running"}
+    sneaky["spec"]["containers"][0]["image"] = "busybox:9"
+    obj = fsm.apply(update("pods", sneaky))["results"][0]["object"]
+    assert obj["metadata"]["uid"] == "uid-a"
+    assert "creationTimestamp" not in obj["metadata"]
+    assert obj["status"] == {"phase": "Pending"}, "main resource writes keep the stored status"
+
+
+def test_status_subresource_changes_only_status(fsm):
+    fsm.apply(create("pods", pod("a")))
+    new = pod("a", image="evil:1")
+    new["status"] = {"phase": "Running"}
+    obj = fsm.apply(update("pods", new, sub="status"))["results"][0]["object"]
+    assert obj["status"] == {"phase": "Running"}
+    assert obj["spec"]["containers"][0]["image"] == "busybox:1"
+    assert obj["metadata"]["generation"] == 1
+
+
+def test_noop_update_does_not_bump_revision(fsm):
+    fsm.apply(create("pods", pod("a")))
+    before = fsm.revision
+    result = fsm.apply(update("pods", pod("a")))
+    assert result["ok"] and fsm.revision == before
+    assert result["results"][0].get("unchanged")
+
+
+def test_stale_resource_version_is_conflict(fsm):
+    fsm.apply(create("pods", pod("a")))
+    fsm.apply(update("pods", pod("a", labels={"v": "1"})))
+    result = fsm.apply(update("pods", pod("a", labels={"v": "2"}), rv="2"))
+    assert result["code"] == 409 and result["reason"] == "Conflict"
+    assert "resourceVersion 3" in result["message"]
+    assert fsm.get("pods", "default", "a")["metadata"]["labels"] == {"v": "1"}
+
+
+def test_uid_precondition(fsm):
+    fsm.apply(create("pods", pod("a")))
+    assert fsm.apply(delete("pods", "a", "default", uid="someone-else"))["code"] == 409
+    assert fsm.apply(delete("pods", "a", "default", uid="uid-a"))["ok"]
+
+
+def test_delete_missing_is_not_found_and_delete_event_carries_revision(fsm):
+    assert fsm.apply(delete("pods", "a", "default"))["code"] == 404
+    fsm.apply(create("pods", pod("a")))
+    result, changes = fsm.apply_with_changes(delete("pods", "a", "default"))
+    assert fsm.get("pods", "default", "a") is None
+    assert changes[0].type == "DELETED"
+    assert changes[0].previous["metadata"]["resourceVersion"] == str(fsm.revision)
+
+
+def test_batch_is_atomic(fsm):
+    ops = [{"op": "create", "resource": "pods", "object": pod("a")},
+           {"op": "create", "resource": "pods", "object": pod("b")},
+           {"op": "create", "resource": "pods", "object": pod("a", uid="dup")}]
+    before = fsm.revision
+    result = fsm.apply({"type": "write", "key": None, "ops": ops})
+    assert not result["ok"] and result["index"] == 2
+    assert fsm.revision == before
+    assert fsm.get("pods", "default", "a") is None and fsm.get("pods", "default", "b") is None
+
+
+def test_batch_sees_its_own_earlier_ops(fsm):
+    ops = [{"op": "create", "resource": "namespaces", "object": ns("team")},
+           {"op": "create", "resource": "pods", "object": pod("a", namespace="team")},
+           {"op": "delete", "resource": "pods", "namespace": "team", "name": "a"}]
+    result, changes = fsm.apply_with_changes({"type": "write", "key": None, "ops": ops})
+    assert result["ok"]
+    assert [c.type for c in changes] == ["ADDED", "ADDED", "DELETED"]
+    assert [c.revision for c in changes] == [2, 3, 4]
+
+
+def test_group_results_are_independent(fsm):
+    group = {"type": "group", "commands": [create("pods", pod("a")), create("pods", pod("a", uid="x")),
+                                           create("pods", pod("b"))]}
+    result = fsm.apply(group)
+    assert [r["ok"] for r in result["results"]] == [True, False, True]
+    assert fsm.get("pods", "default", "b") is not None
+
+
+def test_idempotency_key_applies_once(fsm):
+    first = fsm.apply(create("pods", pod("a"), key="k1"))
+    revision = fsm.revision
+    again = fsm.apply(create("pods", pod("a"), key="k1"))
+    assert again["ok"] and again.get("duplicate")
+    assert again["results"][0]["object"]["metadata"]["uid"] == first["results"][0]["object"]["metadata"]["uid"]
+    assert fsm.revision == revision
+
+
+def test_idempotency_remembers_failures_too(fsm):
+    fsm.apply(create("pods", pod("a")))
+    failed = fsm.apply(update("pods", pod("a"), rv="999", key="k2"))
+    assert failed["code"] == 409
+    assert fsm.apply(update("pods", pod("a"), rv="999", key="k2"))["code"] == 409
+
+
+def test_dedup_table_is_bounded():
+    f = StoreFSM(dedup_limit=3)
+    f.apply(create("namespaces", ns("default")))
+    for i in range(10):
+        f.apply(create("pods", pod("p%d" % i), key="k%d" % i))
+    assert list(f.dedup) == ["k7", "k8", "k9"]
+
+
+def test_deleting_namespace_deletes_its_objects(fsm):
+    fsm.apply(create("namespaces", ns("team")))
+    fsm.apply(create("pods", pod("a", namespace="team")))
+    fsm.apply(create("pods", pod("a", namespace="default")))
+    result, changes = fsm.apply_with_changes(delete("namespaces", "team"))
+    assert result["ok"]
+    assert fsm.get("pods", "team", "a") is None
+    assert fsm.get("pods", "default", "a") is not None
+    assert {(c.resource, c.type) for c in changes} == {("pods", "DELETED"), ("namespaces", "DELETED")}
+
+
+def test_claim_and_fencing(fsm):
+    assert fsm.apply({"type": "claim", "term": 3, "replica": "r1"})["ok"]
+    assert fsm.apply(create("pods", pod("a"), epoch=[3, "r1"]))["ok"]
+    assert fsm.apply({"type": "claim", "term": 5, "replica": "r2"})["ok"]
+    stale = fsm.apply(create("pods", pod("b"), epoch=[3, "r1"]))
+    assert stale["reason"] == "Fenced" and fsm.fenced_rejections == 1
+    assert fsm.get("pods", "default", "b") is None
+    assert not fsm.apply({"type": "claim", "term": 4, "replica": "r1"})["ok"], "older claims lose"
+    assert fsm.epoch == [5, "r2"]
+
+
+@pytest.mark.parametrize("command", [
+    None, 42, "write", [], {"type": None}, {"type": "nonsense"}, {"type": "write"},
+    {"type": "write", "ops": "garbage"}, {"type": "write", "ops": []},
+    {"type": "write", "ops": [{"op": "explode"}]},
+    {"type": "write", "ops": [{"op": "create", "resource": "nope", "object": {}}]},
+    {"type": "write", "ops": [{"op": "create", "resource": "pods", "object": {"metadata": "x"}}]},
+    {"type": "write", "ops": [{"op": "create", "resource": "pods", "object": {"metadata": {}}}]},
+    {"type": "group", "commands": "x"}, {"type": "claim", "term": "abc"},
+    {"type": "__init__"}, {"type": "_dispatch"},
+])
+def test_apply_never_raises_and_keeps_state(fsm, command):
+    fsm.apply(create("pods", pod("a")))
+    digest = fsm.digest()
+    result = fsm.apply(command)
+    assert result["ok"] is False and result["code"] == 400
+    assert fsm.digest() == digest
+    assert fsm.malformed_commands == 1
+    assert fsm.apply(create("pods", pod("b")))["ok"], "the store keeps committing"
+
+
+def test_same_commands_same_state_and_digest():
+    commands = [create("namespaces", ns("default")), create("pods", pod("a")),
+                update("pods", pod("a", labels={"k": "v"})), create("pods", pod("b"), key="x"),
+                create("pods", pod("b"), key="x"), delete("pods", "a", "default"), {"type": "barrier"}]
+    a, b = StoreFSM(), StoreFSM()
+    for c in commands:
+        a.apply(copy.deepcopy(c))
+        b.apply(copy.deepcopy(c))
+    assert a.digest() == b.digest() and a.revision == b.revision == 5
+
+
+def test_state_survives_pickle_roundtrip(fsm):
+    """PySyncObj snapshots the FSM with pickle: nothing in it may be unpicklable."""
+    fsm.apply(create("pods", pod("a"), key="k"))
+    restored = pickle.loads(pickle.dumps(fsm))
+    assert restored.digest() == fsm.digest()
+    assert restored.apply(create("pods", pod("a"), key="k")).get("duplicate")
+
+
+def test_list_by_namespace(fsm):
+    fsm.apply(create("namespaces", ns("team")))
+    fsm.apply(create("pods", pod("a")))
+    fsm.apply(create("pods", pod("b", namespace="team")))
+    assert [o["metadata"]["name"] for o in fsm.list("pods", "team")] == ["b"]
+    assert len(fsm.list("pods")) == 2
