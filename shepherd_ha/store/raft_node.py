@@ -93,6 +93,29 @@ class FSMConsumer(SyncObjConsumer):
         self._on_reset(self.fsm.revision)
 
 
+class _PipelinedSyncObj(SyncObj):
+    """SyncObj that keeps its pipelined appends.
+
+    With appendEntriesUseBatch=False the leader sends entries as they arrive and
+    advances nextIndex optimistically. PySyncObj then moves nextIndex back down to
+    whatever a (late) success acknowledgement covers, so it re-sends entries the
+    follower already has, and the follower drops and re-appends them: double the
+    Raft traffic under load. A success ack only proves the follower holds entries
+    up to its index; appends sent after it are still on their way on the same TCP
+    stream, so nextIndex may stay where it was. A failed append (reset=True) still
+    rewinds it as before.
+    """
+
+    def _SyncObj__onMessageReceived(self, node, message):
+        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
+            ahead = self._SyncObj__raftNextIndex.get(node)
+            super()._SyncObj__onMessageReceived(node, message)
+            if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
+                self._SyncObj__raftNextIndex[node] = ahead
+            return
+        super()._SyncObj__onMessageReceived(node, message)
+
+
 class Unavailable(Exception):
     """The write or read barrier could not be confirmed. `outcome` is 'not-applied'
     when the command never reached Raft, 'unknown' when it may still apply."""
@@ -135,7 +158,7 @@ class RaftNode:
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
         )
-        self.syncobj = SyncObj(settings.self_address, settings.peer_addresses, conf,
+        self.syncobj = _PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                consumers=[self.consumer])
 
     @property
