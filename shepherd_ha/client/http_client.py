@@ -103,6 +103,11 @@ def _never_sent(exc):
                for e in _exception_chain(exc))
 
 
+def _is_read_timeout(exc):
+    return any(isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError))
+               for e in _exception_chain(exc))
+
+
 def describe_failure(exc):
     """A short human description of a transport failure."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
@@ -161,6 +166,10 @@ class _Failover:
     def answered(self):
         self.client._preferred = self.idx
         self.client.last_server = self.server
+
+    def rotate(self):
+        """Move to the next replica without counting a failure."""
+        self.idx = (self.idx + 1) % self.n
 
     def failed(self, reason, error_503=None):
         """Record a failure of the current replica; sleep and move to the
@@ -459,7 +468,10 @@ class Client:
                         fo.server + path, params=params, headers=self._headers(), stream=True,
                         timeout=(max(0.05, min(self.timeout, fo.remaining())), read_timeout))
                 except _REQUEST_FAILURES as exc:
-                    fo.failed(describe_failure(exc))
+                    if not bookmarks and _is_read_timeout(exc):
+                        fo.rotate()  # silence is normal without bookmarks
+                    else:
+                        fo.failed(describe_failure(exc))
                     continue
                 if resp.status_code == 503:
                     err = error_from_response(resp)
@@ -496,6 +508,8 @@ class Client:
                 except _STREAM_FAILURES as exc:
                     if stop is not None and stop.is_set():
                         return
+                    if not bookmarks and _is_read_timeout(exc):
+                        continue  # an idle stream: reconnect from rv
                     failure = describe_failure(exc)
             finally:
                 if interrupter is not None:

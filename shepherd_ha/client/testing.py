@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 
 import flask
 import waitress
+from waitress import wasyncore
 
 from shepherd_ha.model.resources import RESOURCES
 
@@ -220,6 +221,7 @@ class FakeApiServer:
         self._expire_epoch = 0
         self._server = None
         self._thread = None
+        self._life_lock = threading.Lock()
         self.app = self._make_app()
 
     # -- life cycle ---------------------------------------------------------
@@ -243,39 +245,41 @@ class FakeApiServer:
         """Die: close the listening socket and every connection (watch streams
         break mid-stream); later connections are refused.  start() again
         revives it on the same port."""
-        if self._server is None:
-            return
-        self._down = True
-        with self.store.cond:
-            self.store.cond.notify_all()
-        server = self._server
-        done = threading.Event()
+        with self._life_lock:
+            server, self._server = self._server, None
+            if server is None:
+                return
+            self._down = True
+            with self.store.cond:
+                self.store.cond.notify_all()
+            closed = threading.Event()
 
-        def close_all():
-            for fd, disp in list(server._map.items()):
-                if disp is not server.trigger:
+            def close_connections():
+                # the listening socket and every channel; not the trigger, which
+                # worker threads still pull when they finish a response
+                for disp in list(server._map.values()):
+                    if disp is server.trigger:
+                        continue
                     try:
-                        disp.close()
+                        if disp is server:
+                            wasyncore.dispatcher.close(server)
+                        else:
+                            disp.close()
                     except OSError:
                         pass
-            done.set()
-        server.trigger.pull_trigger(close_all)
-        done.wait(5)
-        try:
-            server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-        except Exception:  # noqa: BLE001
-            pass
+                closed.set()
+            server.trigger.pull_trigger(close_connections)
+            closed.wait(5)
+            try:
+                server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
+            except Exception:  # noqa: BLE001
+                pass
 
-        def close_trigger():
-            # worker threads still finishing a response pull the trigger: make that a no-op
-            server.trigger._physical_pull = lambda: None
-            server.trigger.close()
-        try:
+            def close_trigger():
+                server.trigger._physical_pull = lambda: None
+                server.trigger.close()
             server.trigger.pull_trigger(close_trigger)
-        except OSError:
-            pass
-        self._thread.join(5)
-        self._server = None
+            self._thread.join(5)
 
     def __enter__(self):
         return self.start() if self._server is None else self
@@ -637,6 +641,9 @@ class FakeApiServer:
 
         def gen():
             cursor = rv
+            # waitress sends the status line and headers with the first
+            # non-empty chunk: a blank line (clients skip it) sends them now
+            yield b"\n"
             for e in initial:
                 yield line(e)
             end = time.monotonic() + timeout

@@ -67,6 +67,11 @@ class Replica:
         with self.node.lock:
             return self.node.fsm.list(resource, namespace), self.node.fsm.revision
 
+    def digest(self):
+        """(revision, digest of the whole store) taken atomically."""
+        with self.node.lock:
+            return self.node.fsm.revision, self.node.fsm.digest()
+
     def revision(self):
         return self.node.fsm.revision
 
