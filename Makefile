@@ -1,0 +1,40 @@
+# Shepherd HA: the two commands a fresh machine needs are `make up` and `make test`.
+PYTHON ?= python3
+CLUSTER_DIR ?= .local-cluster
+SHEEPCTL = sheepctl --config $(CLUSTER_DIR)/config
+
+.PHONY: install up down status test unit integration bench clean
+
+install:  ## install Shepherd HA and its test tools into this Python
+	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+up: install  ## start a local 3-replica cluster and apply the example workload
+	shepherd-ha local up --dir $(CLUSTER_DIR)
+	$(SHEEPCTL) apply -f examples/
+	$(SHEEPCTL) cluster status
+	@echo
+	@echo "Try:  export SHEPHERD_CONFIG=$(CLUSTER_DIR)/config; sheepctl get deployments,services"
+	@echo "Stop: make down"
+
+down:  ## stop the local cluster cleanly (data kept in $(CLUSTER_DIR))
+	shepherd-ha local down --dir $(CLUSTER_DIR)
+
+status:
+	shepherd-ha local status --dir $(CLUSTER_DIR)
+
+test: install  ## the whole test suite, as CI runs it
+	bash scripts/run-tests.sh
+
+unit: install
+	$(PYTHON) -m pytest tests/unit -q
+
+integration: install
+	$(PYTHON) -m pytest tests/integration -q
+
+bench: install  ## benchmarks; figures go to docs/benchmarks.md by hand
+	$(PYTHON) bench/bench_writes.py
+	$(PYTHON) bench/bench_failover.py
+	$(PYTHON) bench/bench_memory.py
+
+clean:
+	rm -rf $(CLUSTER_DIR) .pytest_cache build *.egg-info
