@@ -45,6 +45,8 @@ SERVER_OPTIONS = (
            "exceed 3 x heartbeat"),
     Option("election_timeout_max", float, 0.6, "upper bound of the random election timeout (s)"),
     Option("leader_fallback", float, 1.0, "a leader that hears from no majority for this long steps down (s)"),
+    Option("log_compaction_entries", int, 20000, "snapshot the store and trim the Raft log after this many "
+           "entries (also every 10 minutes)"),
     Option("write_timeout", float, 2.0, "seconds a write or linearizable read may wait for Raft before 503"),
     Option("watch_log_size", int, 10000, "changes kept in memory for watches to resume from"),
     Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
@@ -143,7 +145,8 @@ def server_settings(values):
         self_address=values["raft_address"], peer_addresses=[p.raft for p in peers],
         data_dir=values["data_dir"], password=password, bind_address=values.get("raft_bind"),
         heartbeat=values["heartbeat"], election_timeout_min=values["election_timeout_min"],
-        election_timeout_max=values["election_timeout_max"], leader_fallback=values["leader_fallback"])
+        election_timeout_max=values["election_timeout_max"], leader_fallback=values["leader_fallback"],
+        log_compaction_entries=values["log_compaction_entries"])
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")
     if not host or not port.isdigit():

@@ -17,14 +17,19 @@ Lessons measured on our machines are built in here, not left to callers:
   the tick thread may replay the journal before a subclass __init__ returns).
 """
 import dataclasses
+import logging
 import os
 import threading
 import time
 
+import pysyncobj.syncobj as _pysyncobj_module
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
 from pysyncobj.syncobj import _RAFT_STATE
 
+from .durable_journal import DurableFileJournal, align_journal_to_dump
 from .fsm import StoreFSM
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -115,6 +120,22 @@ class _PipelinedSyncObj(SyncObj):
             return
         super()._SyncObj__onMessageReceived(node, message)
 
+    def _SyncObj__loadDumpFile(self, clearJournal):
+        # On start, keep the journal entries that follow the dump (see durable_journal).
+        if not clearJournal:
+            try:
+                align_journal_to_dump(self._SyncObj__raftLog, self._SyncObj__serializer.deserialize())
+            except Exception:
+                log.exception("could not align the Raft journal with the dump; PySyncObj decides")
+        super()._SyncObj__loadDumpFile(clearJournal)
+
+
+def _durable_journal(path):
+    return DurableFileJournal(path) if path else _ORIGINAL_CREATE_JOURNAL(path)
+
+
+_ORIGINAL_CREATE_JOURNAL = _pysyncobj_module.createJournal
+
 
 class Unavailable(Exception):
     """The write or read barrier could not be confirmed. `outcome` is 'not-applied'
@@ -158,8 +179,14 @@ class RaftNode:
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
         )
-        self.syncobj = _PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
-                               consumers=[self.consumer])
+        # PySyncObj builds its journal with a module-level factory: swap in the
+        # crash-safe one for the duration of the constructor.
+        _pysyncobj_module.createJournal = _durable_journal
+        try:
+            self.syncobj = _PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
+                                             consumers=[self.consumer])
+        finally:
+            _pysyncobj_module.createJournal = _ORIGINAL_CREATE_JOURNAL
 
     @property
     def fsm(self):
