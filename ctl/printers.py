@@ -347,9 +347,15 @@ def sort_objects(r, items):
     return sorted(items, key=lambda o: (meta(o).get("namespace") or "", meta(o).get("name") or ""))
 
 
-def render_table(r, items, wide=False, with_namespace=False, now=None):
+def render_table(r, items, wide=False, with_namespace=False, now=None, prefix=False):
+    """Lines of a table; prefix: NAME cells as type/name (several types shown)."""
     now = now or datetime.now(timezone.utc)
     rows = [table_row(r, o, wide, with_namespace, now) for o in items]
+    headers = table_headers(r, wide, with_namespace)
+    if prefix and "NAME" in headers:
+        i = headers.index("NAME")
+        for row in rows:
+            row[i] = object_name(r, row[i])
     return format_table(table_headers(r, wide, with_namespace), rows)
 
 

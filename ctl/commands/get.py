@@ -2,7 +2,7 @@
 from shepherd_ha.client import ApiError, WatchExpired
 
 from .. import printers
-from ..context import UserError, parse_targets
+from ..context import UserError, parse_targets, resolve_resource
 
 OUTPUTS = ("wide", "yaml", "json", "name")
 
@@ -20,6 +20,9 @@ def register(sub, common):
     p.add_argument("--field-selector", help="field selector, e.g. spec.nodeName=n1")
     p.add_argument("-w", "--watch", action="store_true",
                    help="after listing, watch for changes")
+    p.add_argument("--stale", action="store_true",
+                   help="read the answering replica's local state (resourceVersion=0): works "
+                        "without a quorum, may be slightly behind")
     p.set_defaults(func=run)
 
 
@@ -43,8 +46,11 @@ def with_kind(r, obj):
     return out
 
 
-def print_objects(ctx, pairs, output, single, with_namespace=False):
-    """pairs: [(Resource, object)]."""
+def print_objects(ctx, pairs, output, single, with_namespace=False, prefix=None):
+    """pairs: [(Resource, object)]; prefix: show type/name in the NAME column
+    (default: when there are several resource types)."""
+    if prefix is None:
+        prefix = len({r.plural for r, _o in pairs}) > 1
     objs = [o for _r, o in pairs]
     if output == "json":
         ctx.print(printers.to_json(objs[0] if single and len(objs) == 1 else printers.as_list(objs)))
@@ -64,12 +70,35 @@ def print_objects(ctx, pairs, output, single, with_namespace=False):
             if i:
                 ctx.print()
             for line in printers.render_table(r, items, output == "wide",
-                                              with_namespace and r.namespaced):
+                                              with_namespace and r.namespaced, prefix=prefix):
                 ctx.print(line)
 
 
+def _types(arg):
+    """`deploy,svc` -> [Resource, ...] (no duplicates)."""
+    out = []
+    for part in arg.split(","):
+        if not part.strip():
+            continue
+        r = resolve_resource(part.strip())
+        if r not in out:
+            out.append(r)
+    if not out:
+        raise UserError("no resource type given")
+    return out
+
+
 def run(args, ctx):
-    r, targets = parse_targets(args.resource, args.names)
+    if "," in args.resource and "/" not in args.resource:
+        types = _types(args.resource)
+        if args.watch:
+            raise UserError("you may only specify a single resource type with --watch")
+        if args.names:
+            r, targets = None, [(t, n) for t in types for n in args.names]
+        else:
+            return run_lists(args, ctx, types)
+    else:
+        r, targets = parse_targets(args.resource, args.names)
     client = ctx.client
     if targets:
         if args.selector or args.field_selector:
@@ -82,7 +111,7 @@ def run(args, ctx):
         pairs, failed = [], False
         for tr, name in targets:
             try:
-                pairs.append((tr, with_kind(tr, client.get(tr, name, ctx.namespace))))
+                pairs.append((tr, with_kind(tr, client.get(tr, name, ctx.namespace, consistent=not args.stale))))
             except ApiError as exc:
                 if exc.code != 404:
                     raise
@@ -97,9 +126,12 @@ def run(args, ctx):
                           "metadata.name=%s" % name, False, header_printed=True)
         return 1 if failed else 0
 
+    if r is None:
+        raise UserError("no names given for the resource(s)")
     namespace = None if (ctx.all_namespaces or not r.namespaced) else ctx.namespace
     with_ns = ctx.all_namespaces and r.namespaced
-    listed = client.list(r, namespace, args.selector, args.field_selector) or {}
+    listed = client.list(r, namespace, args.selector, args.field_selector,
+                         consistent=not args.stale) or {}
     items = printers.sort_objects(r, [with_kind(r, o) for o in listed.get("items") or []])
     table = args.output in (None, "wide")
     printer = printers.TablePrinter(printers.table_headers(r, args.output == "wide", with_ns),
@@ -117,6 +149,24 @@ def run(args, ctx):
         rv = (listed.get("metadata") or {}).get("resourceVersion")
         return follow(ctx, r, namespace, args, rv, args.field_selector, with_ns,
                       printer, header_printed=bool(items))
+    return 0
+
+
+def run_lists(args, ctx, types):
+    """get TYPE1,TYPE2: one table per type that has objects; one List for json/yaml."""
+    pairs = []
+    for r in types:
+        namespace = None if (ctx.all_namespaces or not r.namespaced) else ctx.namespace
+        listed = ctx.client.list(r, namespace, args.selector, args.field_selector,
+                                 consistent=not args.stale) or {}
+        pairs.extend((r, with_kind(r, o)) for o in printers.sort_objects(r, listed.get("items") or []))
+    if pairs or args.output in ("json", "yaml"):
+        print_objects(ctx, pairs, args.output, single=False, with_namespace=ctx.all_namespaces,
+                      prefix=True)
+    else:
+        namespaced = any(r.namespaced for r in types) and not ctx.all_namespaces
+        ctx.error("No resources found in %s namespace." % ctx.namespace if namespaced
+                  else "No resources found")
     return 0
 
 

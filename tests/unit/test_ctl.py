@@ -130,6 +130,9 @@ def test_get_name_output_and_selectors(ctl, store, server):
     assert out == "deployment.apps/web\n"
     ctl("get", "pods", "--field-selector", "spec.nodeName=n1")
     assert server.requests[-1]["query"]["fieldSelector"] == "spec.nodeName=n1"
+    assert "resourceVersion" not in server.requests[-1]["query"]
+    ctl("get", "pods", "--stale")
+    assert server.requests[-1]["query"]["resourceVersion"] == "0"
 
 
 def test_get_missing_name(ctl, store):
@@ -185,6 +188,23 @@ def test_get_other_kinds(ctl, store):
     assert table(ctl("get", "events")[1]) == [
         ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
         ["30s (x4 over 20m)", "Warning", "BackOff", "pod/web-1", "restarting failed container"]]
+
+
+def test_get_several_types(ctl, store):
+    rc, out, err = ctl("get", "deployments,services")
+    assert (rc, out, err) == (0, "", "No resources found in default namespace.\n")
+    store.put("deployments", {"metadata": {"name": "web"}, "spec": {"replicas": 1}})
+    store.put("services", {"metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}})
+    rc, out, err = ctl("get", "deploy,svc")
+    first, second = out.split("\n\n")
+    assert table(first)[0][0] == "NAME" and table(first)[1][0] == "deployment.apps/web"
+    assert table(second)[0][1] == "TYPE" and table(second)[1][0] == "service/web"
+    doc = json.loads(ctl("get", "deploy,svc", "-o", "json")[1])
+    assert [i["kind"] for i in doc["items"]] == ["Deployment", "Service"]
+    assert ctl("get", "deploy,svc", "web", "-o", "name")[1] == "deployment.apps/web\nservice/web\n"
+    rc, out, err = ctl("get", "pod/x", "svc/web")
+    assert rc == 1 and err == 'Error from server (NotFound): pods "x" not found\n'
+    assert table(out)[1][0] == "web"
 
 
 def test_get_watch_prints_changes(server, store, monkeypatch, capsys):
