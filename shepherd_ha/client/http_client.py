@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 import uuid
+import weakref
 
 import requests
 import urllib3
@@ -210,7 +211,8 @@ class Client:
         self.user_agent = user_agent or "shepherd-client/%s" % __version__
         self._session = session
         self._local = threading.local()
-        self._sessions = []
+        # sessions of live threads (weak: a finished thread's session goes with it)
+        self._sessions = weakref.WeakSet()
         self._sessions_lock = threading.Lock()
         self._preferred = 0          # index of the replica that answered last
         self.last_server = None      # its URL
@@ -230,13 +232,13 @@ class Client:
             s.trust_env = False
             self._local.session = s
             with self._sessions_lock:
-                self._sessions.append(s)
+                self._sessions.add(s)
         return s
 
     def close(self):
         """Close the sessions this client created."""
         with self._sessions_lock:
-            sessions, self._sessions = self._sessions, []
+            sessions, self._sessions = list(self._sessions), weakref.WeakSet()
         for s in sessions:
             s.close()
         self._local = threading.local()

@@ -53,7 +53,8 @@ def table(out):
 
 
 def running_pod(name, namespace="default", node="n1", ip="10.0.0.5", restarts=0, ready=True):
-    return {"metadata": {"name": name, "namespace": namespace, "labels": {"app": "web"}},
+    return {"metadata": {"name": name, "namespace": namespace, "labels": {"app": "web"},
+                         "creationTimestamp": ago(days=3)},
             "spec": {"containers": [{"name": "c", "image": "nginx"}], "nodeName": node},
             "status": {"phase": "Running", "podIP": ip, "containerStatuses": [
                 {"name": "c", "ready": ready, "restartCount": restarts, "state": {"running": {}}}]}}
@@ -63,7 +64,7 @@ def running_pod(name, namespace="default", node="n1", ip="10.0.0.5", restarts=0,
 
 def test_get_pods_table(ctl, store):
     store.put("pods", running_pod("web-1", restarts=3))
-    store.put("pods", {"metadata": {"name": "web-2"},
+    store.put("pods", {"metadata": {"name": "web-2", "creationTimestamp": ago(minutes=30)},
                        "spec": {"containers": [{"name": "c"}, {"name": "d"}]},
                        "status": {"phase": "Pending", "containerStatuses": [
                            {"name": "c", "ready": True, "state": {"running": {}}},
@@ -73,8 +74,8 @@ def test_get_pods_table(ctl, store):
     rc, out, err = ctl("get", "pods")
     assert rc == 0 and err == ""
     assert table(out) == [["NAME", "READY", "STATUS", "RESTARTS", "AGE"],
-                          ["web-1", "1/1", "Running", "3", "0s"],
-                          ["web-2", "1/2", "CrashLoopBackOff", "0", "0s"]]
+                          ["web-1", "1/1", "Running", "3", "3d"],
+                          ["web-2", "1/2", "CrashLoopBackOff", "0", "30m"]]
 
 
 def test_get_wide_and_all_namespaces(ctl, store):
@@ -150,44 +151,46 @@ def test_get_unknown_resource_type(ctl):
 
 
 def test_get_other_kinds(ctl, store):
-    store.put("deployments", {"metadata": {"name": "web", "creationTimestamp": ago(minutes=5)},
+    store.put("deployments", {"metadata": {"name": "web", "creationTimestamp": ago(minutes=30)},
                               "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
                                        "template": {"spec": {"containers": [
                                            {"name": "c", "image": "nginx:1"}]}}},
                               "status": {"readyReplicas": 2, "updatedReplicas": 3,
                                          "availableReplicas": 2}})
-    store.put("services", {"metadata": {"name": "web"},
+    store.put("services", {"metadata": {"name": "web", "creationTimestamp": ago(days=3)},
                            "spec": {"type": "NodePort", "selector": {"app": "web"},
                                     "ports": [{"port": 80, "nodePort": 30080},
                                               {"port": 53, "protocol": "UDP"}]}})
-    store.put("nodes", {"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""}},
+    store.put("nodes", {"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""},
+                                     "creationTimestamp": ago(days=3)},
                         "spec": {"unschedulable": True},
                         "status": {"conditions": [{"type": "Ready", "status": "True"}],
                                    "nodeInfo": {"agentVersion": "0.1.0"}}})
-    store.put("nodes", {"metadata": {"name": "n2"},
+    store.put("nodes", {"metadata": {"name": "n2", "creationTimestamp": ago(days=3)},
                         "status": {"conditions": [{"type": "Ready", "status": "False"}]}})
-    store.put("namespaces", {"metadata": {"name": "prod"}, "status": {"phase": "Active"}})
-    store.put("endpoints", {"metadata": {"name": "web"}, "subsets": [
+    store.put("namespaces", {"metadata": {"name": "prod", "creationTimestamp": ago(days=3)},
+                             "status": {"phase": "Active"}})
+    store.put("endpoints", {"metadata": {"name": "web", "creationTimestamp": ago(days=3)}, "subsets": [
         {"addresses": [{"ip": "10.0.0.%d" % i} for i in range(1, 6)], "ports": [{"port": 80}]}]})
     store.put("events", {"metadata": {"name": "e1"}, "type": "Warning", "reason": "BackOff",
                          "involvedObject": {"kind": "Pod", "name": "web-1"},
                          "message": "restarting failed container", "count": 4,
-                         "firstTimestamp": ago(minutes=20), "lastTimestamp": ago(seconds=30)})
+                         "firstTimestamp": ago(minutes=100), "lastTimestamp": ago(minutes=30)})
 
     assert table(ctl("get", "deploy")[1]) == [["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
-                                              ["web", "2/3", "3", "2", "5m"]]
+                                              ["web", "2/3", "3", "2", "30m"]]
     assert table(ctl("get", "deploy", "-o", "wide")[1])[1][-3:] == ["c", "nginx:1", "app=web"]
     assert table(ctl("get", "svc")[1]) == [["NAME", "TYPE", "PORT(S)", "SELECTOR", "AGE"],
-                                           ["web", "NodePort", "80:30080/TCP,53/UDP", "app=web", "0s"]]
+                                           ["web", "NodePort", "80:30080/TCP,53/UDP", "app=web", "3d"]]
     assert table(ctl("get", "no")[1]) == [["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
-                                          ["n1", "Ready,SchedulingDisabled", "worker", "0s", "0.1.0"],
-                                          ["n2", "NotReady", "<none>", "0s", "<unknown>"]]
-    assert table(ctl("get", "ns")[1]) == [["NAME", "STATUS", "AGE"], ["prod", "Active", "0s"]]
+                                          ["n1", "Ready,SchedulingDisabled", "worker", "3d", "0.1.0"],
+                                          ["n2", "NotReady", "<none>", "3d", "<unknown>"]]
+    assert table(ctl("get", "ns")[1]) == [["NAME", "STATUS", "AGE"], ["prod", "Active", "3d"]]
     assert table(ctl("get", "ep")[1])[1] == ["web", "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 2 more...",
-                                             "0s"]
+                                             "3d"]
     assert table(ctl("get", "events")[1]) == [
         ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"],
-        ["30s (x4 over 20m)", "Warning", "BackOff", "pod/web-1", "restarting failed container"]]
+        ["30m (x4 over 100m)", "Warning", "BackOff", "pod/web-1", "restarting failed container"]]
 
 
 def test_get_several_types(ctl, store):

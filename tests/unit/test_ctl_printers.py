@@ -1,0 +1,47 @@
+"""ctl.printers: kubectl-style ages, pod and node status, tables."""
+from datetime import datetime, timezone
+
+import pytest
+
+from ctl import printers
+from shepherd_ha.model.resources import RESOURCES
+
+
+@pytest.mark.parametrize("seconds,text", [
+    (-5, "<invalid>"), (-1, "0s"), (0, "0s"), (119, "119s"), (120, "2m"), (330, "5m30s"),
+    (600, "10m"), (179 * 60, "179m"), (3 * 3600, "3h"), (3 * 3600 + 20 * 60, "3h20m"),
+    (8 * 3600, "8h"), (47 * 3600, "47h"), (48 * 3600, "2d"), (3 * 86400 + 4 * 3600, "3d4h"),
+    (45 * 86400, "45d"), (800 * 86400, "2y70d"), (9 * 365 * 86400, "9y"),
+])
+def test_human_duration(seconds, text):
+    assert printers.human_duration(seconds) == text
+
+
+def test_age_parses_rfc3339():
+    now = datetime(2026, 11, 29, 17, 0, 0, tzinfo=timezone.utc)
+    assert printers.age("2026-11-29T16:55:00Z", now) == "5m"
+    assert printers.age("2026-11-29T16:59:59.5+00:00", now) == "0s"
+    assert printers.age(None, now) == "<unknown>"
+
+
+def test_pod_status():
+    pod = {"status": {"phase": "Running", "containerStatuses": [
+        {"state": {"running": {}}}, {"state": {"terminated": {"exitCode": 2}}}]}}
+    assert printers.pod_status(pod) == "ExitCode:2"
+    pod["status"]["containerStatuses"][1]["state"] = {"terminated": {"reason": "OOMKilled"}}
+    assert printers.pod_status(pod) == "OOMKilled"
+    pod["metadata"] = {"deletionTimestamp": "2026-11-29T17:00:00Z"}
+    assert printers.pod_status(pod) == "Terminating"
+    assert printers.pod_status({}) == "Pending"
+
+
+def test_node_status_and_names():
+    node = {"spec": {"unschedulable": True}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
+    assert printers.node_status(node) == "Unknown,SchedulingDisabled"
+    assert printers.object_name(RESOURCES["deployments"], "web") == "deployment.apps/web"
+    assert printers.type_name(RESOURCES["pods"]) == "pod"
+
+
+def test_format_table_alignment():
+    assert printers.format_table(["NAME", "AGE"], [["a-long-name", "1d"], ["b", "2d"]]) == [
+        "NAME          AGE", "a-long-name   1d", "b             2d"]
