@@ -71,6 +71,10 @@ def stream(replica, target):
     def generate():
         for event in initial:
             yield dumps(event) + "\n"
+        if not initial:
+            # waitress sends the headers with the first bytes: open the stream now,
+            # so the client knows its watch is established.
+            yield dumps(bookmark(start)) + "\n" if bookmarks else "\n"
         last = start
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
