@@ -13,7 +13,7 @@ up: install  ## start a local 3-replica cluster and apply the example workload
 	$(SHEEPCTL) apply -f examples/
 	$(SHEEPCTL) cluster status
 	@echo
-	@echo "Try:  export SHEPHERD_CONFIG=$(CLUSTER_DIR)/config; sheepctl get deployments,services"
+	@echo "Try:  export SHEPHERD_CONFIG=$(CURDIR)/$(CLUSTER_DIR)/config; sheepctl get deployments,services"
 	@echo "Stop: make down"
 
 down:  ## stop the local cluster cleanly (data kept in $(CLUSTER_DIR))
