@@ -134,9 +134,9 @@ class BenchCluster:
         self.dir = tempfile.mkdtemp(prefix="shepherd-bench-")
         self.cluster = LocalCluster(self.dir)
         self.cluster.create(self.replicas, find_base_port(self.replicas), server_options=self.server_options)
-        self.cluster.start_all()
+        started = self.cluster.start_all()
         progress("started %d replicas in %s (pids %s)" % (
-            self.replicas, self.dir, ", ".join("%s=%s" % kv for kv in sorted(self.pids().items()))))
+            self.replicas, self.dir, ", ".join("%s=%s" % kv for kv in sorted(started.items()))))
         leader = self.cluster.wait_ready(self.ready_timeout, progress=progress)
         progress("cluster ready, leader %s" % leader)
         return self
