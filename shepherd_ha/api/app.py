@@ -31,7 +31,9 @@ def create_app(replica):
     def item(group_version, plural, name, namespace=None, sub=None):
         return objects.item(Target(group_version, namespace, plural, name, sub))
 
-    for prefix, gv in (("/api/v1", "v1"), ("/apis/apps/v1", "apps/v1")):
+    group_versions = sorted({r.api_version for r in RESOURCES.values()})
+    for gv in group_versions:
+        prefix = "/api/v1" if gv == "v1" else "/apis/" + gv
         def bind(fn, gv=gv):
             return lambda **kw: fn(gv, **kw)
         for rule, fn in (

@@ -7,7 +7,6 @@ committed state (exists, resourceVersion, namespace) the FSM checks atomically.
 import copy
 import random
 import string
-import uuid
 
 from flask import Response, request
 
@@ -17,7 +16,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.replica import now_rfc3339
+from shepherd_ha.store.stamping import stamp_new
 
 from .bodies import dumps, flag, idempotency_key, json_body, json_object_body, require_merge_patch
 from .errors import ApiError, unavailable
@@ -25,7 +24,6 @@ from . import watch
 
 # A read-modify-write that lost a race re-reads and tries again this many times.
 UPDATE_RETRIES = 5
-_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
 
 
 def json_response(body, code=200):
@@ -150,12 +148,7 @@ class ObjectApi:
         if not meta.get("name") and isinstance(meta.get("generateName"), str):
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
-        obj = self._defaulted_valid(target, obj)
-        for field in _SERVER_FIELDS:
-            meta = obj["metadata"]
-            meta.pop(field, None)
-        obj["metadata"]["uid"] = str(uuid.uuid4())
-        obj["metadata"]["creationTimestamp"] = now_rfc3339()
+        obj = stamp_new(self._defaulted_valid(target, obj))
         result = self._submit([{"op": "create", "resource": target.plural, "object": obj}])
         return json_response(result["object"], result["code"])
 

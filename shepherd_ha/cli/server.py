@@ -10,6 +10,8 @@ import waitress
 
 from shepherd_ha import config
 from shepherd_ha.api.app import create_app
+from shepherd_ha.controllers.manager import ControllerManager
+from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.store.raft_node import ConfigError
 from shepherd_ha.store.replica import Replica
 
@@ -63,6 +65,9 @@ def run(args):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    manager = ControllerManager(replica, default_factories(values))
+    replica._on_leadership = manager.leadership_changed
+    replica.controller_status = manager.status
     app = create_app(replica)
     log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)

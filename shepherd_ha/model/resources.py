@@ -43,6 +43,8 @@ RESOURCES = {r.plural: r for r in (
     Resource("endpoints", "Endpoints", "v1", True, (), ("ep",)),
     Resource("events", "Event", "v1", True, (), ("ev",)),
     Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",)),
+    # Node heartbeats: one small Lease per node, renewed often (cheap writes).
+    Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),
 )}
 
 _BY_KIND = {r.kind: r for r in RESOURCES.values()}

@@ -262,9 +262,18 @@ def _namespace(causes, obj):
     pass
 
 
+def _lease(causes, obj):
+    spec = causes.dict("spec", obj.get("spec"))
+    if spec is not None:
+        causes.string("spec.holderIdentity", spec.get("holderIdentity"))
+        causes.integer("spec.leaseDurationSeconds", spec.get("leaseDurationSeconds"), low=1)
+        causes.string("spec.renewTime", spec.get("renewTime"))
+        causes.integer("spec.leaseTransitions", spec.get("leaseTransitions"), low=0)
+
+
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
-               "namespaces": _namespace}
+               "namespaces": _namespace, "leases": _lease}
 
 
 def validate_scale(obj):

@@ -4,16 +4,16 @@ This is what the API layer talks to. Reads take the store lock only long enough
 to collect references (stored objects are immutable), writes go through Raft.
 """
 import dataclasses
-import datetime
 import threading
 import uuid
 
 from .group_commit import GroupCommitter
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
+from .stamping import now_rfc3339
 from .watch_log import WatchLog
 
-BOOTSTRAP_NAMESPACES = ("default",)
+BOOTSTRAP_NAMESPACES = ("default", "kube-node-lease")
 
 
 @dataclasses.dataclass
@@ -32,6 +32,7 @@ class Replica:
         self.write_timeout = write_timeout
         self.watch_log = WatchLog(watch_log_size)
         self._on_leadership = on_leadership
+        self.controller_status = None     # set by the controller manager, for the status report
         self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
         self.committer = GroupCommitter(self.node, stale_after=write_timeout)
         self.barrier = ReadBarrier(self.committer.call, write_timeout)
@@ -93,6 +94,7 @@ class Replica:
             "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),
             "fencedRejections": fsm.fenced_rejections, "malformedCommands": fsm.malformed_commands,
             "groupCommit": {"groups": self.committer.groups_sent, "commands": self.committer.commands_sent},
+            "controllers": self.controller_status() if self.controller_status else None,
             "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
             "reachable": True,
         }
@@ -136,6 +138,3 @@ class Replica:
     def close(self):
         self.node.destroy()
 
-
-def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -60,6 +60,10 @@ SAMPLES = {
                                "notReadyAddresses": [{"ip": "10.0.0.6"}],
                                "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}]},
     "namespaces": {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+    "leases": {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": "node-1", "namespace": "kube-node-lease"},
+               "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40,
+                        "renewTime": "2026-11-29T17:00:00Z", "leaseTransitions": 0}},
 }
 
 

@@ -1,0 +1,133 @@
+"""The one controller shape: changes become keys, keys are reconciled.
+
+A controller names the resources it watches, maps each change to the keys it
+affects (`keys_for`), and converges one key at a time (`reconcile`), returning a
+sentence saying what it did, or None when nothing needed doing. A transient
+failure (no quorum, a lost race) re-queues the key with backoff; a periodic
+resync re-queues every key, catching anything a change did not.
+"""
+import collections
+import logging
+import threading
+
+from shepherd_ha.store.raft_node import Unavailable
+
+from .workqueue import WorkQueue
+
+log = logging.getLogger("shepherd_ha.controllers")
+
+
+class Retry(Exception):
+    """Reconcile could not finish now (lost a race, waiting on something): try again later."""
+
+    def __init__(self, message, delay=None):
+        super().__init__(message)
+        self.delay = delay
+
+
+class WriteFailed(Retry):
+    """A write the controller made was refused; the message says why."""
+
+
+def key_of(obj):
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Controller:
+    name = "controller"
+    watches = ()             # resource plurals whose changes this controller sees
+    resync_period = 30.0     # seconds between full re-queues (what changes missed)
+    workers = 1
+
+    def __init__(self, store, events=None):
+        self.store = store
+        self.events = events
+        self.queue = WorkQueue(clock=store.clock)
+        self.sentences = collections.deque(maxlen=500)   # what it did, newest last (tests read it)
+        self._last_resync = store.clock()
+
+    # ---- what subclasses write ----
+
+    def keys_for(self, change):
+        """Keys a change affects; by default the changed object of the first watched resource."""
+        if change.resource == self.watches[0]:
+            return [key_of(change.object or change.previous)]
+        return []
+
+    def all_keys(self):
+        """Every key a resync should re-check."""
+        return [key_of(o) for o in self.store.list(self.watches[0])]
+
+    def reconcile(self, key):
+        raise NotImplementedError
+
+    # ---- plumbing ----
+
+    def handle(self, change):
+        for key in self.keys_for(change):
+            self.queue.add(key)
+
+    def resync(self):
+        self._last_resync = self.store.clock()
+        for key in self.all_keys():
+            self.queue.add(key)
+
+    def maybe_resync(self):
+        if self.store.clock() - self._last_resync >= self.resync_period:
+            self.resync()
+
+    def write(self, ops, key=None):
+        """A fenced write; raises WriteFailed with the store's reason when refused."""
+        try:
+            result = self.store.write(ops, key=key)
+        except Unavailable as exc:
+            raise Retry("store unavailable: %s" % exc)
+        if not result.get("ok"):
+            raise WriteFailed("%s (%s)" % (result.get("message"), result.get("reason")))
+        return result
+
+    def record(self, sentence):
+        self.sentences.append(sentence)
+        log.info("%s: %s", self.name, sentence)
+
+    def process_one(self, timeout=0.2):
+        """Reconcile the next key, if one is ready within `timeout`. True if one was processed."""
+        key = self.queue.get(timeout)
+        if key is None:
+            return False
+        try:
+            sentence = self.reconcile(key)
+            self.queue.forget(key)
+            if sentence:
+                self.record(sentence)
+        except Retry as exc:
+            log.debug("%s: %s: %s; retrying", self.name, key, exc)
+            if exc.delay is not None:
+                self.queue.add_after(key, exc.delay)
+            else:
+                self.queue.add_with_backoff(key)
+        except Exception:
+            log.exception("%s: reconcile of %s failed; retrying with backoff", self.name, key)
+            self.queue.add_with_backoff(key)
+        finally:
+            self.queue.done(key)
+        return True
+
+    def run_until_idle(self, limit=10000):
+        """Unit tests: process ready keys synchronously until none is ready now."""
+        done = 0
+        while done < limit and self.process_one(timeout=0):
+            done += 1
+        return done
+
+    def run(self, stop):
+        while not stop.is_set():
+            self.process_one(timeout=0.1)
+
+    def start(self, stop):
+        threads = [threading.Thread(target=self.run, args=(stop,), name="%s-%d" % (self.name, i), daemon=True)
+                   for i in range(self.workers)]
+        for t in threads:
+            t.start()
+        return threads

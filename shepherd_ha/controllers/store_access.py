@@ -1,0 +1,75 @@
+"""What a controller sees of the store: the leader's local state, its changes, and
+fenced writes.
+
+Controllers read the leader's own applied state (no read barrier: the leader has
+applied everything it committed, and every write they make carries a
+resourceVersion precondition or is idempotent), and every write carries the
+controller epoch, so a deposed leader's queued writes are refused by the FSM.
+
+`MemoryStore` is the same surface over an FSM in this process, applying commands
+at once: what controller unit tests run against.
+"""
+import threading
+import time
+import uuid
+
+from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.watch_log import WatchLog
+
+
+class StoreAccess:
+    def __init__(self, lock, fsm_of, watch_log, submit, epoch, clock=time.monotonic, write_timeout=5.0):
+        self._lock = lock
+        self._fsm_of = fsm_of            # callable: the FSM object may be replaced by a snapshot
+        self.watch_log = watch_log
+        self._submit = submit
+        self.epoch = list(epoch)
+        self.clock = clock
+        self.write_timeout = write_timeout
+
+    def get(self, resource, namespace, name):
+        with self._lock:
+            return self._fsm_of().get(resource, namespace, name)
+
+    def list(self, resource, namespace=None):
+        with self._lock:
+            return self._fsm_of().list(resource, namespace)
+
+    def snapshot(self, resources):
+        """{resource: [objects]} and the revision they are at, taken atomically."""
+        with self._lock:
+            fsm = self._fsm_of()
+            return {r: fsm.list(r) for r in resources}, fsm.revision
+
+    def revision(self):
+        return self._fsm_of().revision
+
+    def write(self, ops, key=None):
+        """Submit ops atomically with this controller epoch; returns the FSM result."""
+        command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": self.epoch, "ops": ops}
+        return self._submit(command, self.write_timeout)
+
+
+class MemoryStore(StoreAccess):
+    """An FSM in this process with a watch log: commands apply at once."""
+
+    def __init__(self, clock=time.monotonic, replica="test", term=1, namespaces=("default",)):
+        self.fsm = StoreFSM()
+        lock = threading.RLock()
+        super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, [term, replica], clock)
+        self.apply({"type": "claim", "term": term, "replica": replica})
+        for name in namespaces:
+            self.apply({"type": "write", "key": None, "ops": [{"op": "create", "resource": "namespaces", "object": {
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "uid": "ns-" + name, "creationTimestamp": "2026-01-01T00:00:00Z"},
+                "spec": {}, "status": {"phase": "Active"}}}]})
+
+    def apply(self, command):
+        with self._lock:
+            result, changes = self.fsm.apply_with_changes(command)
+        if changes:
+            self.watch_log.append(changes)
+        return result
+
+    def _apply(self, command, timeout):
+        return self.apply(command)
