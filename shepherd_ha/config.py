@@ -50,6 +50,14 @@ SERVER_OPTIONS = (
     Option("write_timeout", float, 2.0, "seconds a write or linearizable read may wait for Raft before 503"),
     Option("watch_log_size", int, 10000, "changes kept in memory for watches to resume from"),
     Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
+    Option("node_grace_period", float, 15.0, "a node whose lease has not changed for this long becomes "
+           "NotReady (s); at least 2 x --node-lease-interval"),
+    Option("pod_eviction_timeout", float, 10.0, "pods of a node NotReady this much longer are deleted so their "
+           "owners recreate them elsewhere (s)"),
+    Option("node_lease_interval", float, 5.0, "how often agents renew their node lease (s); checked against "
+           "the grace period"),
+    Option("event_ttl", float, 3600.0, "events older than this are deleted (s)"),
+    Option("event_max", int, 10000, "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 

@@ -12,6 +12,7 @@ from shepherd_ha import config
 from shepherd_ha.api.app import create_app
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
+from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.store.raft_node import ConfigError
 from shepherd_ha.store.replica import Replica
 
@@ -41,6 +42,7 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
+        controller_settings = ControllerSettings.from_values(values)
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
@@ -65,7 +67,7 @@ def run(args):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    manager = ControllerManager(replica, default_factories(values))
+    manager = ControllerManager(replica, default_factories(controller_settings))
     replica._on_leadership = manager.leadership_changed
     replica.controller_status = manager.status
     app = create_app(replica)

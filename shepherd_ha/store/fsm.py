@@ -295,6 +295,8 @@ class StoreFSM:
         self._check_precondition(op, current, index, resource, namespace, name)
         if resource == "namespaces":
             self._delete_namespace_contents(name, staged, planned)
+        elif op.get("propagationPolicy") == "Orphan":
+            self._orphan_dependents(current, staged, planned)
         return {"code": 200, "resource": resource,
                 "object": self._plan_delete(resource, current, staged, planned)}
 
@@ -304,6 +306,31 @@ class StoreFSM:
         gone["metadata"] = dict(current["metadata"], resourceVersion=str(revision))
         self._stage(staged, planned, Change(revision, DELETED, resource, None, gone))
         return gone
+
+    def _orphan_dependents(self, owner, staged, planned):
+        """Delete with propagationPolicy Orphan: dependents lose their reference to the
+        owner in the same atomic write, so garbage collection never sees them as orphaned
+        by a deleted owner. Dependents live in the owner's namespace."""
+        uid = owner["metadata"].get("uid")
+        namespace = owner["metadata"].get("namespace") or ""
+        for plural, info in RESOURCES.items():
+            if not info.namespaced:
+                continue
+            for (ns, name) in list(self.objects[plural]):
+                if ns != namespace:
+                    continue
+                current = self._current(staged, plural, ns, name)
+                refs = (current or {}).get("metadata", {}).get("ownerReferences") or []
+                kept = [r for r in refs if not (isinstance(r, dict) and r.get("uid") == uid)]
+                if current is None or len(kept) == len(refs):
+                    continue
+                revision = self._next_revision(planned)
+                meta = dict(current["metadata"], resourceVersion=str(revision))
+                if kept:
+                    meta["ownerReferences"] = kept
+                else:
+                    meta.pop("ownerReferences", None)
+                self._stage(staged, planned, Change(revision, MODIFIED, plural, dict(current, metadata=meta), current))
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

@@ -251,3 +251,35 @@ def test_list_by_namespace(fsm):
     fsm.apply(create("pods", pod("b", namespace="team")))
     assert [o["metadata"]["name"] for o in fsm.list("pods", "team")] == ["b"]
     assert len(fsm.list("pods")) == 2
+
+
+def test_orphan_delete_strips_owner_references_atomically(fsm):
+    owner = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default",
+             "uid": "dep-1"}, "spec": {}}
+    fsm.apply(create("deployments", owner))
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "dep-1", "controller": True}
+    other = dict(ref, name="api", uid="dep-2")
+    owned = pod("a")
+    owned["metadata"]["ownerReferences"] = [ref]
+    shared = pod("b")
+    shared["metadata"]["ownerReferences"] = [ref, other]
+    fsm.apply(create("pods", owned))
+    fsm.apply(create("pods", shared))
+    command = delete("deployments", "web", "default")
+    command["ops"][0]["propagationPolicy"] = "Orphan"
+    result, changes = fsm.apply_with_changes(command)
+    assert result["ok"]
+    assert "ownerReferences" not in fsm.get("pods", "default", "a")["metadata"]
+    assert fsm.get("pods", "default", "b")["metadata"]["ownerReferences"] == [other]
+    assert [(c.resource, c.type) for c in changes] == [("pods", "MODIFIED"), ("pods", "MODIFIED"),
+                                                       ("deployments", "DELETED")]
+
+
+def test_background_delete_leaves_dependents_for_the_garbage_collector(fsm):
+    fsm.apply(create("deployments", {"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "metadata": {"name": "web", "namespace": "default", "uid": "dep-1"}}))
+    owned = pod("a")
+    owned["metadata"]["ownerReferences"] = [{"kind": "Deployment", "name": "web", "uid": "dep-1"}]
+    fsm.apply(create("pods", owned))
+    fsm.apply(delete("deployments", "web", "default"))
+    assert fsm.get("pods", "default", "a")["metadata"]["ownerReferences"][0]["uid"] == "dep-1"

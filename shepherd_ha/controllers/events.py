@@ -1,0 +1,71 @@
+"""Events from controllers: what happened to an object, aggregated, best effort.
+
+An event's name is derived from what it says (object uid, reason, message, type),
+so the same thing happening again updates that event (`count` + 1, new
+`lastTimestamp`) instead of adding one: repeats cost nothing in the store.
+Events about cluster-scoped objects (nodes) live in the `default` namespace.
+A failed event write is logged and dropped: events never block a controller.
+"""
+import hashlib
+import logging
+
+from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.stamping import now_rfc3339, stamp_new
+
+log = logging.getLogger("shepherd_ha.controllers")
+
+EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
+
+
+def involved_reference(obj):
+    meta = obj.get("metadata", {})
+    ref = {"kind": obj.get("kind"), "apiVersion": obj.get("apiVersion"), "name": meta.get("name"),
+           "uid": meta.get("uid")}
+    if meta.get("namespace"):
+        ref["namespace"] = meta["namespace"]
+    return ref
+
+
+def event_name(ref, reason, message, type_):
+    digest = hashlib.sha1(("%s|%s|%s|%s|%s" % (ref.get("kind"), ref.get("uid"), reason, message, type_))
+                          .encode()).hexdigest()[:10]
+    return "%s.%s" % ((ref.get("name") or "object")[:200], digest)
+
+
+class EventRecorder:
+    def __init__(self, store, component, now=now_rfc3339):
+        self.store = store
+        self.component = component
+        self.now = now
+
+    def emit(self, obj, reason, message, type_="Normal"):
+        """Record that `reason: message` happened to `obj`. Returns the event or None."""
+        ref = involved_reference(obj)
+        namespace = ref.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
+        name = event_name(ref, reason, message, type_)
+        now = self.now()
+        for _ in range(3):
+            existing = self.store.get("events", namespace, name)
+            if existing is None:
+                event = stamp_new({
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "involvedObject": ref, "reason": reason, "message": message, "type": type_,
+                    "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+                    "source": {"component": self.component}})
+                op = {"op": "create", "resource": "events", "object": event}
+            else:
+                event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
+                op = {"op": "update", "resource": "events", "namespace": namespace, "name": name,
+                      "object": event, "precondition": {"resourceVersion": existing["metadata"]["resourceVersion"]}}
+            try:
+                result = self.store.write([op])
+            except Unavailable as exc:
+                log.info("event %s/%s dropped: %s", namespace, name, exc)
+                return None
+            if result.get("ok"):
+                return result["results"][0]["object"]
+            if result.get("reason") not in ("Conflict", "AlreadyExists"):
+                log.info("event %s/%s dropped: %s", namespace, name, result.get("message"))
+                return None
+        return None

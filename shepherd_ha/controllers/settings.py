@@ -1,0 +1,33 @@
+"""Controller settings, validated against each other (and against the agents' lease
+interval, which the node lifecycle controller must tolerate)."""
+import dataclasses
+
+from shepherd_ha.store.raft_node import ConfigError
+
+
+@dataclasses.dataclass
+class ControllerSettings:
+    node_grace_period: float = 15.0      # lease unchanged this long -> node NotReady
+    pod_eviction_timeout: float = 10.0   # NotReady this much longer -> its pods are deleted
+    node_lease_interval: float = 5.0     # how often agents renew their lease
+    event_ttl: float = 3600.0            # events older than this are deleted
+    event_max: int = 10000               # at most this many events are kept
+    resync_period: float = 30.0
+
+    def validate(self):
+        if self.node_lease_interval <= 0:
+            raise ConfigError("--node-lease-interval must be positive")
+        if self.node_grace_period < 2 * self.node_lease_interval:
+            raise ConfigError("--node-grace-period (%.1fs) must be at least 2 x the agents' lease interval "
+                              "(%.1fs), or one late renewal marks a healthy node NotReady"
+                              % (self.node_grace_period, self.node_lease_interval))
+        if self.pod_eviction_timeout < 0:
+            raise ConfigError("--pod-eviction-timeout must not be negative")
+        if self.event_ttl <= 0 or self.event_max < 1:
+            raise ConfigError("--event-ttl must be positive and --event-max at least 1")
+        return self
+
+    @classmethod
+    def from_values(cls, values):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in (values or {}).items() if k in fields and v is not None}).validate()

@@ -1,0 +1,157 @@
+"""The controller plumbing: work queue, informer, controller base, event recorder."""
+import pytest
+
+from shepherd_ha.controllers.controller import Controller, Retry, key_of
+from shepherd_ha.controllers.events import EventRecorder
+from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.controllers.workqueue import WorkQueue
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def pod(name, labels=None):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default",
+                                                           "uid": "u-" + name, "labels": labels or {}},
+            "spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+def create(store, resource, obj):
+    return store.apply({"type": "write", "key": None, "ops": [{"op": "create", "resource": resource,
+                                                               "object": obj}]})
+
+
+def test_queue_deduplicates_and_keeps_order():
+    q = WorkQueue()
+    for k in ["a", "b", "a", "c", "b"]:
+        q.add(k)
+    assert [q.get(0), q.get(0), q.get(0), q.get(0)] == ["a", "b", "c", None]
+
+
+def test_key_added_while_processing_is_processed_again_after():
+    q = WorkQueue()
+    q.add("a")
+    assert q.get(0) == "a"
+    q.add("a")
+    assert q.get(0) is None, "never handed to two workers at once"
+    q.done("a")
+    assert q.get(0) == "a"
+
+
+def test_backoff_grows_and_forget_resets():
+    clock = FakeClock()
+    q = WorkQueue(base_delay=0.25, max_delay=4.0, clock=clock)
+    q.add_with_backoff("a")
+    assert q.get(0) is None
+    clock.now += 0.25
+    assert q.get(0) == "a"
+    q.done("a")
+    q.add_with_backoff("a")
+    clock.now += 0.25
+    assert q.get(0) is None, "second failure waits 0.5 s"
+    clock.now += 0.25
+    assert q.get(0) == "a"
+    q.done("a")
+    q.forget("a")
+    q.add_with_backoff("a")
+    clock.now += 0.25
+    assert q.get(0) == "a"
+
+
+class LabelCounter(Controller):
+    """Test controller: counts reconciles; fails once for pods labelled flaky."""
+    name = "label-counter"
+    watches = ("pods",)
+
+    def __init__(self, store):
+        super().__init__(store)
+        self.seen = []
+        self.failed = set()
+
+    def reconcile(self, key):
+        self.seen.append(key)
+        obj = self.store.get("pods", key[0], key[1])
+        if obj and obj["metadata"]["labels"].get("flaky") and key not in self.failed:
+            self.failed.add(key)
+            raise Retry("flaky", delay=0)
+        return "looked at pod %s/%s" % key
+
+
+def test_informer_feeds_changes_as_keys_and_retries():
+    store = MemoryStore()
+    create(store, "pods", pod("before"))
+    controller = LabelCounter(store)
+    informer = Informer(store, [controller])
+    informer.start_from_snapshot()
+    controller.run_until_idle()
+    assert controller.seen == [("default", "before")], "the snapshot queues existing objects"
+    create(store, "pods", pod("flaky", {"flaky": "yes"}))
+    create(store, "namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x", "uid": "x"}})
+    assert informer.pump() == 2
+    controller.run_until_idle()
+    assert controller.seen[1:] == [("default", "flaky"), ("default", "flaky")]
+    assert list(controller.sentences)[-1] == "looked at pod default/flaky"
+
+
+def test_informer_resyncs_when_watch_log_was_reset():
+    store = MemoryStore()
+    controller = LabelCounter(store)
+    informer = Informer(store, [controller])
+    informer.start_from_snapshot()
+    create(store, "pods", pod("a"))
+    store.watch_log.reset(store.fsm.revision + 100)     # a snapshot replaced the state wholesale
+    informer.pump()
+    controller.run_until_idle()
+    assert ("default", "a") in controller.seen
+
+
+def test_periodic_resync_requeues_everything():
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+    create(store, "pods", pod("a"))
+    controller = LabelCounter(store)
+    controller.resync()
+    controller.run_until_idle()
+    controller.maybe_resync()
+    assert controller.run_until_idle() == 0
+    clock.now += controller.resync_period
+    controller.maybe_resync()
+    assert controller.run_until_idle() == 1
+
+
+def test_controller_writes_are_fenced_by_epoch():
+    store = MemoryStore(term=1, replica="r1")
+    store.apply({"type": "claim", "term": 2, "replica": "r2"})    # a newer leader claimed
+    controller = LabelCounter(store)
+    with pytest.raises(Retry, match="Fenced"):
+        controller.write([{"op": "create", "resource": "pods", "object": pod("late")}])
+    assert store.get("pods", "default", "late") is None
+    assert store.fsm.fenced_rejections == 1
+
+
+def test_event_recorder_aggregates_repeats():
+    store = MemoryStore()
+    create(store, "pods", pod("a"))
+    target = store.get("pods", "default", "a")
+    times = iter(["2026-01-01T00:00:0%dZ" % i for i in range(5)])
+    recorder = EventRecorder(store, "test", now=lambda: next(times))
+    first = recorder.emit(target, "FailedScheduling", "0/3 nodes available", "Warning")
+    second = recorder.emit(target, "FailedScheduling", "0/3 nodes available", "Warning")
+    other = recorder.emit(target, "Scheduled", "bound to n1")
+    events = store.list("events", "default")
+    assert len(events) == 2
+    assert second["metadata"]["name"] == first["metadata"]["name"] and second["count"] == 2
+    assert second["firstTimestamp"] == "2026-01-01T00:00:00Z"
+    assert second["lastTimestamp"] == "2026-01-01T00:00:01Z"
+    assert other["involvedObject"]["uid"] == "u-a" and other["type"] == "Normal"
+
+
+def test_key_of():
+    assert key_of(pod("x")) == ("default", "x")
+    assert key_of({"metadata": {"name": "n1"}}) == ("", "n1")
