@@ -49,6 +49,16 @@ class StoreAccess:
         command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": self.epoch, "ops": ops}
         return self._submit(command, self.write_timeout)
 
+    def write_many(self, writes):
+        """Independent atomic writes (each a list of ops) in one Raft entry: how a
+        controller batches, e.g. a thousand pod bindings. One result per write, in order;
+        one write failing (a lost race) does not affect the others."""
+        if not writes:
+            return []
+        commands = [{"type": "write", "key": uuid.uuid4().hex, "epoch": self.epoch, "ops": ops} for ops in writes]
+        result = self._submit({"type": "group", "commands": commands}, self.write_timeout)
+        return result["results"]
+
 
 class MemoryStore(StoreAccess):
     """An FSM in this process with a watch log: commands apply at once."""

@@ -155,3 +155,14 @@ def test_event_recorder_aggregates_repeats():
 def test_key_of():
     assert key_of(pod("x")) == ("default", "x")
     assert key_of({"metadata": {"name": "n1"}}) == ("", "n1")
+
+
+def test_write_many_applies_each_write_on_its_own():
+    store = MemoryStore()
+    create(store, "pods", pod("taken"))
+    results = store.write_many([
+        [{"op": "create", "resource": "pods", "object": pod("new")}],
+        [{"op": "create", "resource": "pods", "object": pod("taken")}],
+        [{"op": "create", "resource": "pods", "object": pod("also-new")}]])
+    assert [r["ok"] for r in results] == [True, False, True]
+    assert store.get("pods", "default", "also-new") is not None
