@@ -55,7 +55,13 @@ class ControllerManager:
                 if self._claim(term):
                     epoch = [term, self.replica.id]
                     stop = threading.Event()
-                    self._start(epoch, stop)
+                    try:
+                        self._start(epoch, stop)
+                    except Exception:
+                        log.exception("controllers failed to start for epoch %s; retrying", epoch)
+                        stop.set()
+                        stop, epoch = None, None
+                        time.sleep(1.0)
 
     def _claim(self, term):
         try:

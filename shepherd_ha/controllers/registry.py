@@ -25,7 +25,10 @@ def default_factories(settings=None):
         recorder = EventRecorder(store, "shepherd-controller-manager")
         controllers = []
         for module_name in present:
-            module = importlib.import_module("shepherd_ha.controllers." + module_name)
-            controllers.extend(module.controllers(store, recorder, settings))
+            try:
+                module = importlib.import_module("shepherd_ha.controllers." + module_name)
+                controllers.extend(module.controllers(store, recorder, settings))
+            except Exception:   # one broken controller must not stop the others
+                log.exception("controller module %s failed to start", module_name)
         return controllers
     return [build]
