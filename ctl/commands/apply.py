@@ -5,6 +5,7 @@ from shepherd_ha.client import ApiError
 
 from .. import manifests, printers
 from ..context import UserError
+from shepherd_ha.model.merge_patch import merge_patch
 
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
@@ -70,19 +71,6 @@ def desired_state(m, namespace):
     if namespace:
         meta["namespace"] = namespace
     return obj
-
-
-def merge_patch(target, patch):
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            result.pop(k, None)
-        else:
-            result[k] = merge_patch(result.get(k), v)
-    return result
 
 
 def contained(want, have):

@@ -28,6 +28,7 @@ import waitress
 from waitress import wasyncore
 
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.merge_patch import merge_patch
 
 
 def free_port():
@@ -46,19 +47,6 @@ def status(code, reason, message, details=None):
     if details:
         body["details"] = details
     return body
-
-
-def merge_patch(target, patch):
-    """RFC 7386."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            result.pop(k, None)
-        else:
-            result[k] = merge_patch(result.get(k), v)
-    return result
 
 
 def _split_top(s):

@@ -247,14 +247,20 @@ class StoreFSM:
         self._stage(staged, planned, Change(revision, ADDED, resource, obj, None))
         return {"code": 201, "resource": resource, "object": obj}
 
-    def _op_update(self, op, staged, planned, index):
+    def _existing(self, op, staged, index):
+        """(resource, namespace, name, current object) of an update or delete, after
+        checking that the object exists and its preconditions hold."""
         resource, namespace, name = op["resource"], op.get("namespace"), op["name"]
-        info = RESOURCES[resource]
-        namespace = namespace if info.namespaced else None
+        namespace = namespace if RESOURCES[resource].namespaced else None
         current = self._current(staged, resource, namespace, name)
         if current is None:
             raise _Failure(404, "NotFound", "%s not found" % _describe(resource, namespace, name), index)
         self._check_precondition(op, current, index, resource, namespace, name)
+        return resource, namespace, name, current
+
+    def _op_update(self, op, staged, planned, index):
+        resource, namespace, name, current = self._existing(op, staged, index)
+        info = RESOURCES[resource]
         incoming = op["object"]
         if op.get("subresource") == "status":
             obj = dict(current)
@@ -286,13 +292,7 @@ class StoreFSM:
         return {"code": 200, "resource": resource, "object": obj}
 
     def _op_delete(self, op, staged, planned, index):
-        resource, namespace, name = op["resource"], op.get("namespace"), op["name"]
-        info = RESOURCES[resource]
-        namespace = namespace if info.namespaced else None
-        current = self._current(staged, resource, namespace, name)
-        if current is None:
-            raise _Failure(404, "NotFound", "%s not found" % _describe(resource, namespace, name), index)
-        self._check_precondition(op, current, index, resource, namespace, name)
+        resource, namespace, name, current = self._existing(op, staged, index)
         if resource == "namespaces":
             self._delete_namespace_contents(name, staged, planned)
         elif op.get("propagationPolicy") == "Orphan":
