@@ -402,6 +402,9 @@ def finish_profiles(spies):
             continue
         total, leaf, inclusive = common.summarize_pyspy_raw(out, top=12)
         say("  profile %s (%s, %d samples with the GIL held):" % (label, out, total))
+        say("    by category (innermost matching frame):")
+        for pct, category in common.categorize_pyspy_raw(out)[1]:
+            say("      %5.1f%%  %s" % (pct, category))
         say("    top self time:")
         for pct, frame in leaf:
             say("      %5.1f%%  %s" % (pct, frame))

@@ -375,3 +375,48 @@ def wait_for_quiet(max_wait, threshold=0.25, exclude=(), sample=2.0):
             progress("other processes use %.2f cores: waiting up to %.0f s for a quieter machine"
                      % (others, max_wait))
             shown = True
+
+
+# Where a sample's time goes: scanning its stack from the innermost frame out, the
+# first frame matching a rule names the category.
+PYSPY_CATEGORIES = (
+    ("cryptography/", "Raft message encryption (Fernet)"),
+    ("pysyncobj/pickle.py", "pickling Raft messages/entries"),
+    ("pysyncobj/journal.py", "Raft journal"),
+    ("pysyncobj/tcp_connection.py", "Raft TCP I/O and polling"),
+    ("pysyncobj/poller.py", "Raft TCP I/O and polling"),
+    ("pysyncobj/transport.py", "Raft TCP I/O and polling"),
+    ("pysyncobj/", "other PySyncObj (log, commit, apply loop)"),
+    ("shepherd_ha/store/fsm.py", "FSM apply"),
+    ("shepherd_ha/store/watch_log.py", "watch log"),
+    ("shepherd_ha/model/", "validation and defaults"),
+    ("json/", "JSON encode/decode"),
+    ("prometheus_client/", "request metrics (prometheus_client)"),
+    ("Condition.", "thread hand-offs (conditions, events)"),
+    ("Event.", "thread hand-offs (conditions, events)"),
+    ("werkzeug/", "Flask/Werkzeug request handling"),
+    ("flask/", "Flask/Werkzeug request handling"),
+    ("waitress/", "waitress HTTP server"),
+    ("shepherd_ha/", "other Shepherd HA code (handlers, group commit)"),
+    ("uuid.py", "other Shepherd HA code (handlers, group commit)"),
+)
+
+
+def categorize_pyspy_raw(path, rules=PYSPY_CATEGORIES):
+    """[(percent of samples, category)] from a `py-spy record -f raw` file."""
+    counts, total = {}, 0
+    with open(path) as fh:
+        for line in fh:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            if not count.isdigit():
+                continue
+            n = int(count)
+            total += n
+            category = "other (interpreter, GC, stdlib)"
+            for frame in reversed(stack.split(";")):
+                hit = next((name for pattern, name in rules if pattern in frame), None)
+                if hit:
+                    category = hit
+                    break
+            counts[category] = counts.get(category, 0) + n
+    return total, [(100.0 * v / total, k) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])] if total else []

@@ -2,10 +2,10 @@
 import copy
 
 from shepherd_ha.client import ApiError
+from shepherd_ha.model.merge_patch import merge_patch
 
 from .. import manifests, printers
 from ..context import UserError
-from shepherd_ha.model.merge_patch import merge_patch
 
 SERVER_METADATA = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields",
                    "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds")
