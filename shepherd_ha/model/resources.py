@@ -45,6 +45,8 @@ RESOURCES = {r.plural: r for r in (
     Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",)),
     # Node heartbeats: one small Lease per node, renewed often (cheap writes).
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),
+    # A deployment's revision history: one per distinct pod template, owned by the deployment.
+    Resource("controllerrevisions", "ControllerRevision", "apps/v1", True, (), ()),
 )}
 
 _BY_KIND = {r.kind: r for r in RESOURCES.values()}

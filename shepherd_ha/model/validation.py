@@ -271,9 +271,15 @@ def _lease(causes, obj):
         causes.integer("spec.leaseTransitions", spec.get("leaseTransitions"), low=0)
 
 
+def _controller_revision(causes, obj):
+    causes.integer("revision", obj.get("revision"), 0, required=True)
+    causes.dict("data", obj.get("data"))
+
+
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
-               "namespaces": _namespace, "leases": _lease}
+               "namespaces": _namespace, "leases": _lease,
+               "controllerrevisions": _controller_revision}
 
 
 def validate_scale(obj):

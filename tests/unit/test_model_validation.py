@@ -64,6 +64,11 @@ SAMPLES = {
                "metadata": {"name": "node-1", "namespace": "kube-node-lease"},
                "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40,
                         "renewTime": "2026-11-29T17:00:00Z", "leaseTransitions": 0}},
+    "controllerrevisions": {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                            "metadata": {"name": "web-5d8f7b9c6b", "namespace": "default",
+                                         "labels": {"app": "web", "pod-template-hash": "5d8f7b9c6b"}},
+                            "revision": 2, "data": {"template": {"metadata": {"labels": {"app": "web"}},
+                                                                 "spec": {"containers": [CONTAINER]}}}},
 }
 
 
