@@ -89,11 +89,12 @@ def machine():
     except OSError:
         pass
     try:
-        import pysyncobj
+        # Not `import pysyncobj`: its win_inet_pton module replaces socket.inet_ntop with a
+        # Windows-only function on every platform (breaks psutil.net_connections).
         from importlib.metadata import version
         pso = version("pysyncobj")
     except Exception:  # noqa: BLE001 - only for display
-        pso = getattr(sys.modules.get("pysyncobj"), "__version__", "unknown")
+        pso = "unknown"
     os_name = platform.platform()
     try:
         with open("/etc/os-release") as fh:
@@ -102,7 +103,8 @@ def machine():
                     os_name = line.split("=", 1)[1].strip().strip('"') + ", kernel " + platform.release()
     except OSError:
         pass
-    return [("nproc", str(os.cpu_count())),
+    return [("Shepherd HA", server_revision()),
+            ("nproc", str(os.cpu_count())),
             ("CPU model", model),
             ("memory", "%.1f GiB" % (psutil.virtual_memory().total / 2 ** 30)),
             ("OS", os_name),
@@ -110,10 +112,25 @@ def machine():
             ("PySyncObj", pso)]
 
 
+def server_revision():
+    """The git commit of the code under test, and whether shepherd_ha/ has local changes."""
+    import subprocess
+    try:
+        sha = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "shepherd_ha"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        subject = subprocess.run(["git", "-C", ROOT, "log", "-1", "--format=%s"], capture_output=True, text=True,
+                                 timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return "commit %s%s (%s)" % (sha, " + uncommitted changes in shepherd_ha/" if dirty else "", subject[:60])
+
+
 def print_machine():
     say("machine:")
     for label, value in machine():
-        say("  %-10s %s" % (label, value))
+        say("  %-11s %s" % (label, value))
 
 
 # ---- cluster ----
