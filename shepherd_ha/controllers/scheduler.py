@@ -1,0 +1,289 @@
+"""The scheduler: binds pending pods to nodes, in batches.
+
+Pods without `spec.nodeName` (and not being deleted or finished) are keys on the
+queue. One pass takes every ready key (up to `batch_size`), builds a view of the
+nodes with what is already bound to each (pods in the store, never an agent's
+usage report), and places the pods one after the other, each seeing the
+bindings made before it in the pass. All of the pass's writes go to the store in
+ONE Raft entry (`write_many`); each is atomic on its own:
+
+- a binding: the pod's main resource with `spec.nodeName` (precondition: the
+  pod's resourceVersion, so a pod changed meanwhile is not bound blindly), its
+  status with `PodScheduled=True`, and a Normal `Scheduled` event;
+- a pod that fits nowhere: `PodScheduled=False` (reason Unschedulable, a message
+  counting why each node refused it: "0/3 nodes available: 2 Insufficient
+  memory, 1 node(s) were NotReady") and a Warning `FailedScheduling` event, both
+  written only when that message changes, so retries that learn nothing new
+  write nothing.
+
+A lost race (the pod changed after the pass read it) re-queues that pod alone.
+Unschedulable pods are remembered and re-queued when something could make room:
+a node added or changed (readiness, cordon, labels, allocatable), or a bound pod
+deleted or finished. With no node registered at all, pods simply wait (nothing is
+written) until the first node appears.
+"""
+import logging
+import threading
+
+from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.stamping import now_rfc3339
+
+from .controller import Controller, key_of
+from .scheduling.algorithm import MIN_FEASIBLE_NODES, NodePicker
+from .scheduling.batch_events import event_op
+from .scheduling.filters import FILTERS
+from .scheduling.scorers import SCORERS
+from .scheduling.view import ViewBuilder, is_pending, occupies_node, ready_status
+
+log = logging.getLogger("shepherd_ha.controllers")
+
+BATCH_SIZE = 500          # pods per pass, hence bindings per Raft entry at most
+_SHOWN = 5                # pods named in a pass's sentence before "and N more"
+
+
+def _pod_ref(pod):
+    """The pod as an event's involvedObject source (kind and apiVersion always set)."""
+    if pod.get("kind") and pod.get("apiVersion"):
+        return pod
+    return dict(pod, kind=pod.get("kind") or "Pod", apiVersion=pod.get("apiVersion") or "v1")
+
+
+def _scheduled_condition(pod):
+    for cond in (pod.get("status") or {}).get("conditions") or ():
+        if isinstance(cond, dict) and cond.get("type") == "PodScheduled":
+            return cond
+    return None
+
+
+def _with_condition(pod, condition):
+    """The pod's status with its PodScheduled condition replaced (others kept in order)."""
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or () if not (isinstance(c, dict) and
+                                                                     c.get("type") == "PodScheduled")]
+    status["conditions"] = [condition] + conditions
+    return status
+
+
+def _node_scheduling_facts(node):
+    """What about a node can change where pods fit (not heartbeat data)."""
+    if node is None:
+        return None
+    status = node.get("status") or {}
+    return ((node.get("metadata") or {}).get("labels"), (node.get("spec") or {}).get("unschedulable"),
+            status.get("allocatable"), status.get("capacity"), ready_status(node))
+
+
+def _names(items):
+    shown = ", ".join(items[:_SHOWN])
+    return shown if len(items) <= _SHOWN else "%s and %d more" % (shown, len(items) - _SHOWN)
+
+
+class Scheduler(Controller):
+    name = "scheduler"
+    watches = ("pods", "nodes")
+    workers = 1       # one pass at a time: a pass's view of node usage must include the last pass's bindings
+
+    def __init__(self, store, events=None, filters=None, scorers=None, batch_size=BATCH_SIZE,
+                 percentage_of_nodes_to_score=0, min_feasible_nodes=MIN_FEASIBLE_NODES):
+        super().__init__(store, events)
+        self.filters = list(FILTERS if filters is None else filters)
+        self.scorers = list(SCORERS if scorers is None else scorers)
+        self.batch_size = batch_size
+        self.picker = NodePicker(self.filters, self.scorers, percentage_of_nodes_to_score, min_feasible_nodes)
+        self.views = ViewBuilder()
+        self._lock = threading.Lock()
+        self.unschedulable = set()    # keys of pods that fit no node at their last attempt
+        self.passes = 0               # passes that wrote something (tests and benchmarks read these)
+        self.write_batches = 0        # write_many calls
+        self.bound = 0
+
+    # ---- which keys ----
+
+    def keys_for(self, change):
+        if change.resource == "nodes":
+            if _node_scheduling_facts(change.object) != _node_scheduling_facts(change.previous) \
+                    and change.object is not None:
+                return self._waiting()
+            return []
+        obj, prev = change.object, change.previous
+        if obj is None:                               # deleted
+            key = key_of(prev)
+            with self._lock:
+                self.unschedulable.discard(key)
+            return self._waiting() if occupies_node(prev) else []
+        if is_pending(obj):
+            # Status-only changes (our own condition writes among them) change nothing here.
+            if prev is None or obj.get("spec") != prev.get("spec") or \
+                    (obj.get("metadata") or {}).get("ownerReferences") != \
+                    (prev.get("metadata") or {}).get("ownerReferences"):
+                return [key_of(obj)]
+            return []
+        with self._lock:
+            self.unschedulable.discard(key_of(obj))
+        if prev is not None and occupies_node(prev) and not occupies_node(obj):
+            return self._waiting()                    # finished: its room is free again
+        return []
+
+    def _waiting(self):
+        with self._lock:
+            return list(self.unschedulable)
+
+    def all_keys(self):
+        return [key_of(p) for p in self.store.list("pods") if is_pending(p)]
+
+    # ---- one pass over many keys ----
+
+    def process_one(self, timeout=0.2):
+        """Take every ready key (up to batch_size) and schedule them in one pass."""
+        first = self.queue.get(timeout)
+        if first is None:
+            return False
+        keys = [first]
+        while len(keys) < self.batch_size:
+            key = self.queue.get(0)
+            if key is None:
+                break
+            keys.append(key)
+        try:
+            sentence = self.schedule(keys)
+            if sentence:
+                self.record(sentence)
+        except Unavailable as exc:
+            log.info("%s: store unavailable (%s); retrying %d pods", self.name, exc, len(keys))
+            for key in keys:
+                self.queue.add_with_backoff(key)
+        except Exception:
+            log.exception("%s: a pass over %d pods failed; retrying with backoff", self.name, len(keys))
+            for key in keys:
+                self.queue.add_with_backoff(key)
+        finally:
+            for key in keys:
+                self.queue.done(key)
+        return True
+
+    def reconcile(self, key):
+        return self.schedule([key])
+
+    def schedule(self, keys):
+        """Place the pending pods among `keys`; returns what was done, in one sentence."""
+        wanted = dict.fromkeys(keys)
+        objects, _ = self.store.snapshot(("nodes", "pods"))
+        view, pending = self.views.build(objects["nodes"], objects["pods"], wanted)
+        with self._lock:
+            for key in keys:
+                if key not in pending:
+                    self.unschedulable.discard(key)    # bound, finished or gone meanwhile
+        now = now_rfc3339()
+        writes, plans = [], []
+        waiting = []
+        for key in keys:
+            pod = pending.get(key)
+            if pod is None:
+                continue
+            info = self.views.pod_info(pod)
+            node, diagnosis = self.picker.pick(info, view)
+            if node is not None:
+                view.assume(info, node)
+                writes.append(self._binding(pod, node.name, now))
+                plans.append(("bind", key, node.name))
+                continue
+            with self._lock:
+                self.unschedulable.add(key)
+            if not view.nodes:
+                waiting.append(key)
+                continue
+            message = diagnosis.message()
+            ops = self._unschedulable(pod, message, now)
+            if ops:
+                writes.append(ops)
+                plans.append(("unschedulable", key, message))
+        if not writes:
+            if waiting:
+                return "%d pods wait for a node: none is registered" % len(waiting)
+            return None
+        results = self.store.write_many(writes)
+        self.write_batches += 1
+        self.passes += 1
+        return self._account(plans, results, waiting)
+
+    def _binding(self, pod, node_name, now):
+        meta = pod["metadata"]
+        bound = {k: v for k, v in pod.items() if k != "status"}
+        bound["spec"] = dict(pod["spec"], nodeName=node_name)
+        condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
+        ops = [{"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
+                "object": bound, "precondition": {"resourceVersion": meta["resourceVersion"],
+                                                  "uid": meta.get("uid")}},
+               {"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
+                "subresource": "status", "object": {"status": _with_condition(pod, condition)}}]
+        if self.events is not None:
+            ops.append(event_op(self.store, self.events, _pod_ref(pod), "Scheduled",
+                                "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name)))
+        return ops
+
+    def _unschedulable(self, pod, message, now):
+        """Ops recording that the pod fits nowhere; None when it already says exactly that."""
+        current = _scheduled_condition(pod)
+        if current is not None and current.get("status") == "False" and \
+                current.get("reason") == "Unschedulable" and current.get("message") == message:
+            return None
+        since = current.get("lastTransitionTime") if current is not None and current.get("status") == "False" \
+            else None
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastTransitionTime": since or now}
+        meta = pod["metadata"]
+        ops = [{"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
+                "subresource": "status", "object": {"status": _with_condition(pod, condition)},
+                "precondition": {"resourceVersion": meta["resourceVersion"]}}]
+        if self.events is not None:
+            ops.append(event_op(self.store, self.events, _pod_ref(pod), "FailedScheduling", message, "Warning"))
+        return ops
+
+    def _account(self, plans, results, waiting):
+        bound, unschedulable, requeued, dropped = [], [], [], []
+        for (what, key, detail), result in zip(plans, results):
+            name = "%s/%s" % key
+            if result.get("ok"):
+                if what == "bind":
+                    bound.append("%s to %s" % (name, detail))
+                    with self._lock:
+                        self.unschedulable.discard(key)
+                else:
+                    unschedulable.append((name, detail))
+                continue
+            reason = result.get("reason")
+            if reason == "NotFound":
+                dropped.append(name)        # deleted meanwhile: nothing to do
+                with self._lock:
+                    self.unschedulable.discard(key)
+            elif reason == "Fenced":
+                self.queue.add_with_backoff(key)
+                requeued.append(name)
+            else:                           # lost a race (Conflict), or an event name clash: look again
+                log.debug("%s: %s of %s refused (%s: %s); re-queued", self.name, what, name, reason,
+                          result.get("message"))
+                self.queue.add(key)
+                requeued.append(name)
+        self.bound += len(bound)
+        parts = []
+        if bound:
+            parts.append("bound %s" % _names(bound) if len(bound) <= _SHOWN else
+                         "bound %d pods (%s)" % (len(bound), _names(bound)))
+        for name, message in unschedulable[:_SHOWN]:
+            parts.append("%s is unschedulable: %s" % (name, message))
+        if len(unschedulable) > _SHOWN:
+            parts.append("%d more unschedulable" % (len(unschedulable) - _SHOWN))
+        if requeued:
+            parts.append("re-queued %s after a lost race" % _names(requeued))
+        if dropped:
+            parts.append("%s gone before binding" % _names(dropped))
+        if waiting:
+            parts.append("%d pods wait for a node: none is registered" % len(waiting))
+        return "; ".join(parts) or None
+
+
+def controllers(store, recorder, settings):
+    scheduler = Scheduler(store, recorder)
+    if settings is not None:
+        scheduler.resync_period = settings.resync_period
+    return [scheduler]
