@@ -41,7 +41,7 @@ from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 from .controller import Controller, Retry, WriteFailed, key_of
 from .deployment_plan import plan_recreate, plan_rolling, plan_scale
 from .deployment_util import (CHANGE_CAUSE_ANNOTATION, HASH_LABEL, REVISION_ANNOTATION, availability,
-                              controller_ref, hash_of, is_ready, is_terminal, max_unavailable, names_summary,
+                              controller_ref, hash_of, is_ready, is_terminal, ready_condition, max_unavailable, names_summary,
                               new_pod, owned_by, owner_reference, plural, pod_name, pod_prototype,
                               revision_name, rolling_bounds, strategy_type, template_hash)
 
@@ -56,10 +56,10 @@ PAUSED = "DeploymentPaused"
 
 class _Tracker:
     """What this leader knows of a rollout's progress (in memory, per deployment)."""
-    __slots__ = ("generation", "counts", "since", "reason", "complete")
+    __slots__ = ("identity", "counts", "since", "reason", "complete")
 
-    def __init__(self, generation, counts, since, reason=None):
-        self.generation, self.counts, self.since, self.reason = generation, counts, since, reason
+    def __init__(self, identity, counts, since, reason=None):
+        self.identity, self.counts, self.since, self.reason = identity, counts, since, reason
         self.complete = False
 
 
@@ -109,6 +109,8 @@ class DeploymentController(Controller):
     def keys_for(self, change):
         if change.resource == "deployments":
             return [key_of(change.object or change.previous)]
+        if change.resource == "pods" and not _pod_change_matters(change.object, change.previous):
+            return []       # e.g. a binding: nothing this controller counts or reports changed
         keys = []
         for obj in (change.object, change.previous):
             ref = controller_ref(obj) if obj else None
@@ -167,11 +169,12 @@ class DeploymentController(Controller):
         """The Progressing reason for this pass, and seconds until the deadline (or None)."""
         now = self.store.clock()
         generation = deployment["metadata"].get("generation", 1)
+        identity = (deployment["metadata"].get("uid"), generation)    # a re-created namesake starts afresh
         deadline = (deployment.get("spec") or {}).get("progressDeadlineSeconds")
         with self._lock:
             tr = self._trackers.get(key)
             if tr is None:
-                tr = self._trackers[key] = _Tracker(generation, counts, now)
+                tr = self._trackers[key] = _Tracker(identity, counts, now)
                 status = deployment.get("status") or {}
                 stored = find_condition(status, "Progressing")
                 if stored and status.get("observedGeneration") == generation:
@@ -179,8 +182,8 @@ class DeploymentController(Controller):
                     tr.complete = tr.reason == NEW_PODS_AVAILABLE
                     if tr.reason == DEADLINE_EXCEEDED:
                         tr.since = float("-inf")
-            elif tr.generation != generation:
-                tr.generation, tr.since, tr.reason, tr.complete = generation, now, None, False
+            elif tr.identity != identity:
+                tr.identity, tr.since, tr.reason, tr.complete = identity, now, None, False
             elif _progressed(tr.counts, counts) or (tr.complete and not complete):
                 tr.since = now
             tr.counts = counts
@@ -321,11 +324,9 @@ class _Pass:
     def _sync_revision(self, spec_hash):
         """Record the template's revision (new: max + 1; an old one come back: max + 1),
         the change cause, and the deployment's revision annotation, atomically."""
-        current = None
-        for r in self.revisions:
-            if hash_of(r) == spec_hash:
-                current = r
-        highest_other = max([r.get("revision", 0) for r in self.revisions if r is not current] or [0])
+        same = [r for r in self.revisions if hash_of(r) == spec_hash]
+        current = max(same, key=lambda r: r.get("revision", 0)) if same else None
+        highest_other = max([r.get("revision", 0) for r in self.revisions if hash_of(r) != spec_hash] or [0])
         annotations = self.meta.get("annotations") or {}
         cause = annotations.get(CHANGE_CAUSE_ANNOTATION)
         ops = []
@@ -551,6 +552,20 @@ class _Pass:
             raise Retry("deployment %s/%s: %s; %d writes failed: %s" % (
                 self.namespace, self.name, "; ".join(self.done) or "nothing done", len(failures),
                 "; ".join(failures[:3])))
+
+
+def _pod_change_matters(pod, previous):
+    """Whether a pod change can change what the controller does or reports: its
+    existence, labels, owners, readiness or whether it finished. Bindings and other
+    status details (PodScheduled, IPs) do not, and with thousands of pods being
+    bound they would otherwise cost a pass each."""
+    if pod is None or previous is None:
+        return True
+    meta, before = pod["metadata"], previous["metadata"]
+    return (meta.get("labels") != before.get("labels")
+            or meta.get("ownerReferences") != before.get("ownerReferences")
+            or is_terminal(pod) != is_terminal(previous)
+            or ready_condition(pod) != ready_condition(previous))
 
 
 def controllers(store, recorder, settings):

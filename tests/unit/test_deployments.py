@@ -279,10 +279,18 @@ def test_keys_for_maps_pods_to_their_owner():
     env.settle()
     [pod] = env.pods()
     from shepherd_ha.store.fsm import Change
-    assert env.ctl.keys_for(Change(1, "MODIFIED", "pods", pod, pod)) == [("default", "web")]
+    assert env.ctl.keys_for(Change(1, "ADDED", "pods", pod, None)) == [("default", "web")]
     bare = dict(pod, metadata=dict(pod["metadata"], ownerReferences=[]))
     assert env.ctl.keys_for(Change(1, "MODIFIED", "pods", bare, pod)) == [("default", "web")]
     assert env.ctl.keys_for(Change(1, "ADDED", "pods", bare, None)) == []
+    assert env.ctl.keys_for(Change(1, "DELETED", "pods", None, pod)) == [("default", "web")]
+    bound = dict(pod, spec=dict(pod["spec"], nodeName="n1"),
+                 status={"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]})
+    assert env.ctl.keys_for(Change(1, "MODIFIED", "pods", bound, pod)) == [], "a binding changes nothing we count"
+    ready = dict(bound, status={"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+    assert env.ctl.keys_for(Change(1, "MODIFIED", "pods", ready, bound)) == [("default", "web")]
+    failed = dict(bound, status={"phase": "Failed"})
+    assert env.ctl.keys_for(Change(1, "MODIFIED", "pods", failed, bound)) == [("default", "web")]
 
 
 # ---- scaling ----
@@ -702,3 +710,21 @@ def test_pod_names_never_clash_with_pods_in_use(env, monkeypatch):
     env.settle()
     assert sorted(p["metadata"]["name"][-5:] for p in env.pods()) == ["ccccc", "ddddd", "fffff"]
     assert len(env.write_many_calls) == 1, "no create failed"
+
+
+def test_a_recreated_namesake_starts_afresh(env):
+    first = env.create_deployment(replicas=2)
+    env.settle()
+    env.ready_all()
+    assert condition(env.deployment(), "Progressing")["reason"] == "NewPodsAvailable"
+    old_pods = {p["metadata"]["name"] for p in env.pods()}
+    env.apply([{"op": "delete", "resource": "deployments", "namespace": "default", "name": "web"}])
+    second = env.create_deployment(replicas=2)     # same name, same template, before any garbage collection
+    env.settle()
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    pods = env.pods()
+    assert len(pods) == 2 and not ({p["metadata"]["name"] for p in pods} & old_pods), "the old pods are not adopted"
+    d = env.deployment()
+    assert condition(d, "Progressing")["reason"] == "PodsUpdating", "not the old deployment's rollout"
+    [rev] = env.revisions()
+    assert rev["revision"] == 1 and d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
