@@ -202,6 +202,9 @@ def run_undo(args, ctx):
     r, name = _deployment_target(args)
     for attempt in range(UNDO_ATTEMPTS):
         d = ctx.client.get(r, name, ctx.namespace)
+        if printers.spec(d).get("paused"):
+            raise UserError('deployment "%s" is paused: resume it (set spec.paused to false) before rolling back'
+                            % name)
         revisions = revisions_of(ctx.client, d)
         if not revisions:
             raise UserError('no rollout history found for deployment "%s"' % name)

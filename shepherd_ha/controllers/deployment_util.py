@@ -160,7 +160,7 @@ def availability(pod, min_ready_seconds, now):
 
     Available = ready for at least minReadySeconds, counted from the Ready
     condition's lastTransitionTime (as Kubernetes does); a ready pod without a
-    usable transition time counts as ready since now."""
+    usable transition time counts as ready since now (it is re-checked then)."""
     if not is_ready(pod):
         return False, None
     if min_ready_seconds <= 0:
@@ -168,7 +168,8 @@ def availability(pod, min_ready_seconds, now):
     since = parse_time(ready_condition(pod).get("lastTransitionTime"))
     if since is None:
         return False, float(min_ready_seconds)
-    left = since + min_ready_seconds - now
+    # an agent's clock ahead of ours never makes a pod wait longer than minReadySeconds
+    left = min(since + min_ready_seconds - now, float(min_ready_seconds))
     if left <= 0:
         return True, None
     return False, left

@@ -1,6 +1,6 @@
 """The deployment controller on a real 3-replica cluster (it runs on the leader).
 
-No nodes are registered: pods stay unscheduled, and the test plays the agents,
+No nodes are registered (but in one test): pods stay unscheduled, and the test plays the agents,
 marking pods ready through the status subresource. Each test works in its own
 namespace. Every wait is a bounded loop.
 
@@ -9,10 +9,12 @@ namespace. Every wait is a bounded loop.
   replicas - maxUnavailable ready pods nor more than replicas + maxSurge pods;
   `sheepctl rollout status/history/undo` follow, list and undo it;
 - `rollout status` exits 1 once the progress deadline passes;
+- with 3 nodes registered, the scheduler (same leader) spreads 6 pods 2 per node;
 - the leader is SIGKILLed mid-rollout: the new leader finishes it with exactly
   `replicas` pods, no duplicates and no extra revision.
 """
 import contextlib
+import importlib.util
 import io
 import threading
 import time
@@ -254,6 +256,48 @@ def test_rolling_update_bounds_status_history_and_undo(env):
     env.finish_rollout("web")
     assert env.deployment("web")["spec"]["template"]["spec"]["containers"][0]["image"] == "nginx:1.26"
     assert first_hash != template_hash(env.deployment("web")["spec"]["template"])
+
+
+def node_body(name):
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                                  "kubernetes.io/arch": "amd64"}},
+            "spec": {"unschedulable": False},
+            "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "allocatable": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+                       "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "Test",
+                                       "message": "registered by the test",
+                                       "lastTransitionTime": now_rfc3339()}]}}
+
+
+@pytest.mark.skipif(importlib.util.find_spec("shepherd_ha.controllers.scheduler") is None,
+                    reason="needs the scheduler")
+def test_six_replicas_spread_over_three_nodes(make_cluster):
+    """With the scheduler on the same leader: bindings do not disturb the deployment,
+    and its 6 pods land 2 per node. (A fresh cluster: its nodes' leases are not renewed,
+    which the node lifecycle controller tolerates for its grace period, longer than this test.)"""
+    env = Env(make_cluster(), "spread")
+    try:
+        ensure_namespace(env.urls[0], "kube-node-lease")
+        for name in ("dn-1", "dn-2", "dn-3"):
+            env.client.create("nodes", node_body(name))
+            env.client.create("leases", {"metadata": {"name": name, "namespace": "kube-node-lease"},
+                                         "spec": {"holderIdentity": name, "leaseDurationSeconds": 40,
+                                                  "renewTime": now_rfc3339()}}, namespace="kube-node-lease")
+        d = env.create(deployment_body("web", 6))
+
+        def placed():
+            pods = env.pods(d)
+            nodes = [p["spec"].get("nodeName") for p in pods]
+            return nodes if len(pods) == 6 and all(nodes) else None
+        nodes = wait_for("6 pods bound", placed, timeout=12)
+        assert sorted(nodes.count(n) for n in set(nodes)) == [2, 2, 2], nodes
+        env.finish_rollout("web", timeout=10)
+        time.sleep(0.5)
+        assert len(env.pods(d)) == 6, "bindings made the controller create nothing more"
+    finally:
+        env.close()
 
 
 def test_rollout_status_fails_after_the_progress_deadline(env):

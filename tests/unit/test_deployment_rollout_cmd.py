@@ -197,3 +197,13 @@ def test_undo_without_history(ctl, store):
     store.put("controllerrevisions", revision(1, "nginx:1.26"))
     rc, out, err = ctl("rollout", "undo", "deployment/web")
     assert rc == 1 and "no revision to roll back to" in err
+
+
+def test_undo_refuses_a_paused_deployment(ctl, store):
+    seed(store)
+    d = store.get_obj("deployments", "web")
+    d["spec"]["paused"] = True
+    store.put("deployments", d)
+    rc, out, err = ctl("rollout", "undo", "deployment/web")
+    assert rc == 1 and "is paused" in err
+    assert store.get_obj("deployments", "web")["spec"]["template"] == template("nginx:1.26")

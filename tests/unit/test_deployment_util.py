@@ -105,6 +105,7 @@ def test_availability_counts_min_ready_seconds_from_the_ready_transition():
     assert availability(pod, 10, 1004) == (False, 6)
     assert availability(pod, 10, 1010) == (True, None)
     assert availability(_pod("q"), 10, 5000) == (False, None)
+    assert availability(pod, 10, 500) == (False, 10), "an agent clock ahead of ours: at most minReadySeconds"
 
 
 def _rand_state(rng):
