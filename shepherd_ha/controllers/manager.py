@@ -30,11 +30,23 @@ class ControllerManager:
         self.active_epoch = None
         self.controllers = []
         self.activations = 0
+        node = replica.node
+        self._led_term = node.term() if node.is_leader() else None
         threading.Thread(target=self._supervise, name="controller-manager", daemon=True).start()
 
     def leadership_changed(self, leader):
-        """Raft callback (tick thread): never block it, just wake the supervisor."""
+        """Raft callback (tick thread, right after the role changed): never block it; note
+        the term this replica now leads and wake the supervisor. PySyncObj stores a newer
+        term before it steps down, so another thread reading is_leader() then term() may
+        pair the old role with the new term; the term noted here is read on the tick
+        thread itself, where the two agree."""
+        self._led_term = self.replica.node.term() if leader else None
         self._wake.set()
+
+    def _leading_term(self):
+        """The Raft term this replica leads right now, or None."""
+        led, node = self._led_term, self.replica.node
+        return led if led is not None and node.is_leader() and node.term() == led else None
 
     def _supervise(self):
         stop = None
@@ -42,16 +54,15 @@ class ControllerManager:
         while True:
             self._wake.wait(TICK)
             self._wake.clear()
-            node = self.replica.node
-            leading = node.is_leader()
-            if stop is not None and (not leading or node.term() != epoch[0]):
+            term = self._leading_term()
+            leading = term is not None
+            if stop is not None and (not leading or term != epoch[0]):
                 log.info("controllers stopping: replica %s no longer leads term %d", self.replica.id, epoch[0])
                 stop.set()
                 stop, epoch = None, None
                 with self._lock:
                     self.active_epoch, self.controllers = None, []
             if stop is None and leading:
-                term = node.term()
                 if self._claim(term):
                     epoch = [term, self.replica.id]
                     stop = threading.Event()
@@ -74,7 +85,7 @@ class ControllerManager:
             log.info("controller claim for term %d refused: %s", term, result.get("message"))
             return False
         # Still leading the same term once the claim is applied here?
-        return self.replica.node.is_leader() and self.replica.node.term() == term
+        return self._leading_term() == term
 
     def _start(self, epoch, stop):
         node = self.replica.node
