@@ -1,0 +1,198 @@
+"""Garbage collector: objects whose owners (metadata.ownerReferences) are all gone are
+deleted (background propagation, the default).
+
+Keys are owner uids. The collector keeps an index owner uid -> dependents, fed by
+the informer: an owner's deletion queues its uid, and a dependent created (or
+re-pointed) queues the uids it references, which catches a dependent created
+after its owner was already deleted. Reconciling a uid re-reads each dependent and
+its owners on the leader's state:
+
+- an owner is present when an object of its kind and name (in the dependent's
+  namespace, or cluster-wide for cluster-scoped kinds) has the referenced uid;
+- a dependent all of whose owners are absent is deleted, with its uid and
+  resourceVersion as precondition (so a dependent changed meanwhile is re-checked
+  rather than deleted on stale grounds);
+- a dependent with some owners present loses only its references to the absent
+  ones; a dependent whose owners all exist, or that has no ownerReferences, is
+  never touched; an owner kind this store does not know is never judged absent.
+
+All deletes for one owner go in one Raft entry (write_many). Orphan deletes strip
+the references inside the FSM in the owner's own write, and namespace deletes
+remove everything in the namespace there too, so neither needs anything here.
+"""
+import threading
+
+from shepherd_ha.model.resources import RESOURCES, resource_for_kind
+from shepherd_ha.store.raft_node import Unavailable
+
+from .controller import Controller, Retry
+
+BATCH = 500     # dependents per Raft entry
+
+
+def _refs(obj):
+    refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
+    return [r for r in refs if isinstance(r, dict) and r.get("uid")]
+
+
+def _ref_map(obj):
+    return {r["uid"]: (r.get("kind"), r.get("name")) for r in _refs(obj)}
+
+
+def _dkey(resource, obj):
+    meta = obj["metadata"]
+    return (resource, meta.get("namespace") or "", meta["name"])
+
+
+def _describe(dkey):
+    resource, namespace, name = dkey
+    return "%s %s/%s" % (resource, namespace, name) if namespace else "%s %s" % (resource, name)
+
+
+class GarbageCollector(Controller):
+    name = "garbage-collector"
+    watches = tuple(RESOURCES)
+
+    def __init__(self, store, events=None):
+        super().__init__(store, events)
+        self._lock = threading.Lock()
+        self._dependents = {}     # owner uid -> {dependent key}
+        self._owners_of = {}      # dependent key -> {owner uid}
+
+    # ---- the index (informer thread writes, workers read) ----
+
+    def _index(self, dkey, refs):
+        """Record that dependent `dkey` now names exactly `refs` ({uid: (kind, name)})."""
+        with self._lock:
+            for uid in self._owners_of.pop(dkey, set()) - set(refs):
+                deps = self._dependents.get(uid)
+                if deps is not None:
+                    deps.pop(dkey, None)
+                    if not deps:
+                        del self._dependents[uid]
+            if refs:
+                self._owners_of[dkey] = set(refs)
+                for uid, ref in refs.items():
+                    self._dependents.setdefault(uid, {})[dkey] = ref
+
+    def dependents_of(self, uid):
+        """{dependent key: (owner kind, owner name) as that dependent names it}."""
+        with self._lock:
+            return dict(self._dependents.get(uid, {}))
+
+    def keys_for(self, change):
+        obj = change.object or change.previous
+        dkey = _dkey(change.resource, obj)
+        if change.object is None:
+            self._index(dkey, {})
+            uid = obj["metadata"].get("uid")
+            with self._lock:
+                has_dependents = uid in self._dependents
+            return [uid] if has_dependents else []
+        refs = _ref_map(change.object)
+        before = _ref_map(change.previous) if change.previous is not None else None
+        self._index(dkey, refs)
+        # A new or re-pointed dependent: check the owners it now names (they may be gone already).
+        return sorted(refs) if refs and set(refs) != set(before or ()) else []
+
+    def all_keys(self):
+        state, _ = self.store.snapshot(list(RESOURCES))
+        dependents, owners_of = {}, {}
+        for resource, objects in state.items():
+            for obj in objects:
+                refs = _ref_map(obj)
+                if refs:
+                    dkey = _dkey(resource, obj)
+                    owners_of[dkey] = set(refs)
+                    for uid, ref in refs.items():
+                        dependents.setdefault(uid, {})[dkey] = ref
+        with self._lock:
+            self._dependents, self._owners_of = dependents, owners_of
+        return sorted(dependents)
+
+    # ---- reconcile ----
+
+    def owner_present(self, ref, namespace):
+        """True/False, or None when it cannot be judged here (never judged absent): an
+        unknown kind, a reference without a uid or name, or a namespaced owner of a
+        cluster-scoped dependent (invalid, as in Kubernetes)."""
+        info = resource_for_kind(ref.get("kind"))
+        if info is None or not ref.get("name") or not ref.get("uid"):
+            return None
+        if info.namespaced and not namespace:
+            return None
+        owner = self.store.get(info.plural, namespace if info.namespaced else None, ref["name"])
+        return owner is not None and owner["metadata"].get("uid") == ref["uid"]
+
+    def reconcile(self, uid):
+        dependents = self.dependents_of(uid)
+        # Fast path: the owner exists (as every dependent names it), so nothing depends on its absence.
+        named = {(kind, name, ns) for (_, ns, _), (kind, name) in dependents.items()}
+        if all(self.owner_present({"kind": kind, "name": name, "uid": uid}, ns) is not False
+               for kind, name, ns in named):
+            return None
+        kind, name, ns = sorted(named, key=str)[0] if named else ("owner", "?", "")
+        owner = "%s %s" % (kind, "%s/%s" % (ns, name) if ns and getattr(resource_for_kind(kind), "namespaced", False)
+                           else name)
+        writes, doomed, trimmed = [], [], []
+        for dkey in sorted(dependents):
+            resource, namespace, name = dkey
+            obj = self.store.get(resource, namespace or None, name)
+            if obj is None or not any(r["uid"] == uid for r in _refs(obj)):
+                continue           # gone or no longer a dependent: the index catches up from the change
+            meta = obj["metadata"]
+            refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)]
+            presence = [self.owner_present(r, namespace) for r in refs]
+            if any(p is None for p in presence) or all(presence):
+                continue           # an owner exists (or may): never delete
+            precondition = {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+            if not any(presence):
+                writes.append([{"op": "delete", "resource": resource, "namespace": namespace or None,
+                                "name": name, "precondition": precondition}])
+                doomed.append(dkey)
+            else:
+                kept = [r for r, present in zip(refs, presence) if present]
+                writes.append([{"op": "update", "resource": resource, "namespace": namespace or None,
+                                "name": name, "object": dict(obj, metadata=dict(meta, ownerReferences=kept)),
+                                "precondition": precondition}])
+                trimmed.append(dkey)
+        if not writes:
+            return None
+        results = []
+        for start in range(0, len(writes), BATCH):
+            results.extend(self._write_many(writes[start:start + BATCH]))
+        keys = doomed + trimmed
+        done = [k for k, r in zip(keys, results) if r.get("ok")]
+        lost = [(k, r) for k, r in zip(keys, results) if not r.get("ok") and r.get("reason") != "NotFound"]
+        deleted = [k for k in done if k in set(doomed)]
+        updated = [k for k in done if k not in set(doomed)]
+        parts = []
+        if deleted:
+            parts.append("deleted %d dependent(s) of deleted %s (uid %s): %s" % (
+                len(deleted), owner, uid, ", ".join(_describe(k) for k in deleted[:10]) + (" ..." if len(deleted) > 10 else "")))
+        if updated:
+            parts.append("removed the reference to deleted %s (uid %s) from %d dependent(s) with other owners: %s"
+                         % (owner, uid, len(updated), ", ".join(_describe(k) for k in updated[:10])))
+        if lost:
+            # Changed meanwhile (Conflict): look again with what it is now.
+            if parts:
+                self.record("; ".join(parts))
+            raise Retry("%d dependent(s) of %s changed meanwhile, e.g. %s: %s" % (
+                len(lost), uid, _describe(lost[0][0]), lost[0][1].get("message")))
+        return "; ".join(parts) or None
+
+    def _write_many(self, writes):
+        try:
+            results = self.store.write_many(writes)
+        except Unavailable as exc:
+            raise Retry("store unavailable: %s" % exc)
+        fenced = [r for r in results if r.get("reason") == "Fenced"]
+        if fenced:
+            raise Retry("fenced: %s" % fenced[0].get("message"))
+        return results
+
+
+def controllers(store, recorder, settings):
+    collector = GarbageCollector(store, recorder)
+    collector.resync_period = settings.resync_period
+    return [collector]

@@ -1,0 +1,235 @@
+"""Node lifecycle controller: nodes whose lease stops moving become NotReady, and
+their pods are evicted so their owners recreate them elsewhere.
+
+Liveness is judged only by when THIS leader saw a node's lease (namespace
+kube-node-lease, same name as the node) change resourceVersion, on its own
+monotonic clock (`store.clock`); timestamps that agents wrote are never trusted.
+Every node gets a full grace period from the moment this controller first sees
+it (a new leader has not seen any renewal yet), lease or no lease.
+
+- lease unchanged for `node_grace_period`: the node's Ready condition becomes
+  Unknown (reason NodeStatusUnknown), its pods' Ready condition False (so the
+  endpoints stop sending them traffic), and a Warning event NodeNotReady.
+- `pod_eviction_timeout` later: its pods are deleted (uid precondition, one Raft
+  entry), an Evicted event each; pods bound to it later are deleted too.
+- the lease moves again: Ready True (reason NodeLeaseRenewed), event NodeReady.
+
+Deadlines are delayed re-queues of the node's key (at most one pending per node),
+never a ticker over all nodes.
+"""
+import copy
+import threading
+
+from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.stamping import now_rfc3339
+
+from .controller import Controller, Retry
+
+LEASE_NAMESPACE = "kube-node-lease"
+
+
+def ready_condition(obj):
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "Ready":
+            return cond
+    return None
+
+
+def with_ready_condition(obj, status, reason, message, now):
+    """A copy of obj's status with its Ready condition set (others kept)."""
+    new_status = copy.deepcopy(obj.get("status") or {})
+    conditions = [c for c in new_status.get("conditions") or [] if not (isinstance(c, dict) and c.get("type") == "Ready")]
+    old = ready_condition(obj)
+    transition = old.get("lastTransitionTime") if old and old.get("status") == status else now
+    conditions.append({"type": "Ready", "status": status, "reason": reason, "message": message,
+                       "lastTransitionTime": transition or now})
+    new_status["conditions"] = conditions
+    return new_status
+
+
+def _seconds(value):
+    return "%ds" % round(value) if value >= 1 else "%.1fs" % value
+
+
+class _Seen:
+    __slots__ = ("lease_rv", "since", "moved")
+
+    def __init__(self, lease_rv, since):
+        self.lease_rv = lease_rv      # the lease resourceVersion last seen (None: no lease)
+        self.since = since            # store.clock() when it was first seen or last changed
+        self.moved = False            # seen the lease change since this controller started
+
+
+class NodeLifecycleController(Controller):
+    name = "node-lifecycle"
+    watches = ("nodes", "leases", "pods")
+
+    def __init__(self, store, events=None, settings=None, now=now_rfc3339):
+        super().__init__(store, events)
+        self.grace = settings.node_grace_period
+        self.eviction = settings.pod_eviction_timeout
+        self.resync_period = settings.resync_period
+        self.now = now                  # wall time, only for condition timestamps
+        self._seen = {}                 # node name -> _Seen
+        self._timers = {}               # node name -> clock time of its pending re-check
+        self._evicting = frozenset()    # nodes past their eviction deadline
+        self._lock = threading.Lock()
+
+    # ---- keys: node names ----
+
+    def keys_for(self, change):
+        obj = change.object or change.previous
+        meta = obj["metadata"]
+        if change.resource == "nodes":
+            return [meta["name"]]
+        if change.resource == "leases":
+            return [meta["name"]] if meta.get("namespace") == LEASE_NAMESPACE else []
+        # pods: only a pod landing on a node whose pods are being evicted matters
+        node = ((change.object or {}).get("spec") or {}).get("nodeName")
+        return [node] if node and node in self._evicting else []
+
+    def all_keys(self):
+        return [n["metadata"]["name"] for n in self.store.list("nodes")]
+
+    # ---- reconcile ----
+
+    def reconcile(self, name):
+        node = self.store.get("nodes", None, name)
+        if node is None:
+            self._seen.pop(name, None)
+            self._timers.pop(name, None)
+            self._set_evicting(name, False)
+            return None
+        lease = self.store.get("leases", LEASE_NAMESPACE, name)
+        lease_rv = lease["metadata"]["resourceVersion"] if lease else None
+        now = self.store.clock()
+        seen = self._seen.get(name)
+        if seen is None:
+            seen = self._seen[name] = _Seen(lease_rv, now)          # first sight: a full grace period
+        elif lease_rv is not None and lease_rv != seen.lease_rv:
+            seen.lease_rv, seen.since, seen.moved = lease_rv, now, True
+        elif lease_rv is None:
+            seen.lease_rv = None      # lease deleted: that is no renewal
+        stale = now - seen.since
+        if stale < self.grace:
+            self._set_evicting(name, False)
+            self._recheck(name, seen.since + self.grace, now)
+            return self._mark_ready(node, seen)
+        deadline = seen.since + self.grace + self.eviction
+        if stale < self.grace + self.eviction:
+            self._set_evicting(name, False)
+            self._recheck(name, deadline, now)
+            return self._mark_unknown(node, stale)
+        self._set_evicting(name, True)
+        marked = self._mark_unknown(node, stale)
+        evicted = self._evict(node, stale)
+        return "; ".join(s for s in (marked, evicted) if s) or None
+
+    def _recheck(self, name, due, now):
+        """Re-queue `name` at `due`, unless a re-check at or before then is pending."""
+        pending = self._timers.get(name)
+        if pending is not None and now < pending <= due:
+            return
+        self._timers[name] = due
+        self.queue.add_after(name, due - now)
+
+    def _set_evicting(self, name, on):
+        with self._lock:
+            if on != (name in self._evicting):
+                self._evicting = self._evicting | {name} if on else self._evicting - {name}
+
+    def _write_node_status(self, node, status):
+        meta = node["metadata"]
+        self.write([{"op": "update", "resource": "nodes", "name": meta["name"], "subresource": "status",
+                     "object": {"status": status},
+                     "precondition": {"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}}])
+
+    def _mark_ready(self, node, seen):
+        cond = ready_condition(node)
+        if not seen.moved or (cond is not None and cond.get("status") != "Unknown"):
+            # Only a lease this leader saw move brings a node back; a Ready False the
+            # agent reported is the agent's to change.
+            return None
+        name = node["metadata"]["name"]
+        self._write_node_status(node, with_ready_condition(node, "True", "NodeLeaseRenewed",
+                                                           "node lease renewed", self.now()))
+        if self.events:
+            self.events.emit(node, "NodeReady", "node %s is ready: its lease is renewed again" % name)
+        return "node %s is Ready: its lease moved again" % name
+
+    def _mark_unknown(self, node, stale):
+        cond = ready_condition(node)
+        if cond is not None and cond.get("status") == "Unknown":
+            return None
+        name = node["metadata"]["name"]
+        message = "node lease not renewed for %s (grace period %s)" % (_seconds(stale), _seconds(self.grace))
+        self._write_node_status(node, with_ready_condition(node, "Unknown", "NodeStatusUnknown", message,
+                                                           self.now()))
+        if self.events:
+            self.events.emit(node, "NodeNotReady", "node %s is not ready: %s" % (name, message), "Warning")
+        unready = self._mark_pods_not_ready(name)
+        return "node %s is NotReady: lease not renewed for %s%s" % (
+            name, _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
+
+    def _pods_on(self, name):
+        return [p for p in self.store.list("pods") if (p.get("spec") or {}).get("nodeName") == name]
+
+    def _mark_pods_not_ready(self, name):
+        writes = []
+        for pod in self._pods_on(name):
+            cond = ready_condition(pod)
+            if cond is None or cond.get("status") != "True":
+                continue
+            meta = pod["metadata"]
+            status = with_ready_condition(pod, "False", "NodeNotReady", "node %s is not ready" % name, self.now())
+            writes.append([{"op": "update", "resource": "pods", "namespace": meta.get("namespace"),
+                            "name": meta["name"], "subresource": "status", "object": {"status": status},
+                            "precondition": {"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}}])
+        if not writes:
+            return 0
+        # Best effort: a pod that changed meanwhile is left to its agent (or to eviction).
+        return sum(1 for r in self._write_many(writes) if r.get("ok"))
+
+    def _evict(self, node, stale):
+        name = node["metadata"]["name"]
+        pods = self._pods_on(name)
+        if not pods:
+            return None
+        writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
+                    "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
+                  for p in pods]
+        results = self._write_many(writes)
+        evicted, failed = [], []
+        for pod, result in zip(pods, results):
+            if result.get("ok"):
+                evicted.append(pod)
+            elif result.get("reason") != "NotFound":
+                failed.append("%s/%s: %s" % (pod["metadata"].get("namespace"), pod["metadata"]["name"],
+                                             result.get("message")))
+        if self.events:
+            for pod in evicted:
+                self.events.emit(pod, "Evicted", "node %s not ready for %s" % (name, _seconds(stale)), "Warning")
+        if failed:
+            raise Retry("evicting pods of node %s: %d failed: %s" % (name, len(failed), "; ".join(failed[:3])))
+        if not evicted:
+            return None
+        return "evicted %d pod(s) from node %s, not ready for %s: %s" % (
+            len(evicted), name, _seconds(stale),
+            ", ".join("%s/%s" % (p["metadata"].get("namespace"), p["metadata"]["name"]) for p in evicted[:10])
+            + (" ..." if len(evicted) > 10 else ""))
+
+    def _write_many(self, writes):
+        """Independent writes in one Raft entry; Retry when the store is unavailable or
+        this controller's epoch is over."""
+        try:
+            results = self.store.write_many(writes)
+        except Unavailable as exc:
+            raise Retry("store unavailable: %s" % exc)
+        fenced = [r for r in results if r.get("reason") == "Fenced"]
+        if fenced:
+            raise Retry("fenced: %s" % fenced[0].get("message"))
+        return results
+
+
+def controllers(store, recorder, settings):
+    return [NodeLifecycleController(store, recorder, settings)]

@@ -1,0 +1,266 @@
+"""Garbage collector against an in-memory store: dependents of deleted owners go,
+everything else stays, and many dependents go in one Raft entry."""
+from shepherd_ha.controllers.garbage_collector import controllers
+from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.settings import ControllerSettings
+from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.store.stamping import stamp_new
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+class CountingStore(MemoryStore):
+    """Counts the Raft entries (commands) controllers submit."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.submitted = []
+
+    def _apply(self, command, timeout):
+        self.submitted.append(command)
+        return super()._apply(command, timeout)
+
+
+def write(store, *ops):
+    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
+    assert result["ok"], result
+    return result["results"][0].get("object")
+
+
+def create(store, resource, obj):
+    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
+
+
+def delete(store, resource, name, namespace="default", **extra):
+    write(store, dict({"op": "delete", "resource": resource, "namespace": namespace, "name": name}, **extra))
+
+
+def deployment(name):
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}}}
+
+
+def ref(owner):
+    return {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+def pod(name, owners=(), namespace="default"):
+    meta = {"name": name, "namespace": namespace}
+    if owners:
+        meta["ownerReferences"] = [ref(o) if "metadata" in o else o for o in owners]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta,
+            "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}
+
+
+class Harness:
+    def __init__(self):
+        self.clock = FakeClock()
+        self.store = CountingStore(clock=self.clock)
+        [self.controller] = controllers(self.store, None, ControllerSettings())
+        self.informer = Informer(self.store, [self.controller])
+        self.informer.start_from_snapshot()
+
+    def settle(self):
+        for _ in range(50):
+            self.informer.pump()
+            if not self.controller.run_until_idle():
+                return
+        raise AssertionError("controller never settled")
+
+    def pods(self):
+        return sorted(p["metadata"]["name"] for p in self.store.list("pods"))
+
+
+def test_deleting_an_owner_deletes_its_dependents_in_one_raft_entry():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    api = create(h.store, "deployments", deployment("api"))
+    for i in range(30):
+        create(h.store, "pods", pod("web-%02d" % i, [web]))
+    create(h.store, "pods", pod("api-0", [api]))
+    create(h.store, "pods", pod("loose"))
+    h.settle()
+    assert len(h.pods()) == 32 and not h.store.submitted, "nothing to collect while owners exist"
+    delete(h.store, "deployments", "web")
+    h.settle()
+    assert h.pods() == ["api-0", "loose"]
+    assert len(h.store.submitted) == 1 and h.store.submitted[0]["type"] == "group"
+    assert len(h.store.submitted[0]["commands"]) == 30
+    ops = [c["ops"][0] for c in h.store.submitted[0]["commands"]]
+    assert all(op["op"] == "delete" and op["precondition"]["uid"] for op in ops)
+    assert list(h.controller.sentences)[-1].startswith(
+        "deleted 30 dependent(s) of deleted Deployment default/web (uid %s): pods default/web-00" % web["metadata"]["uid"])
+
+
+def test_orphan_delete_keeps_dependents():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", pod("web-0", [web]))
+    h.settle()
+    delete(h.store, "deployments", "web", propagationPolicy="Orphan")
+    h.settle()
+    assert h.pods() == ["web-0"]
+    assert "ownerReferences" not in h.store.get("pods", "default", "web-0")["metadata"]
+    h.controller.resync()
+    h.settle()
+    assert h.pods() == ["web-0"] and not h.store.submitted
+
+
+def test_dependent_created_after_its_owner_is_gone_is_collected():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    delete(h.store, "deployments", "web")
+    h.settle()
+    create(h.store, "pods", pod("late", [web]))       # e.g. a deposed controller's late create
+    h.settle()
+    assert h.pods() == []
+
+
+def test_dependent_whose_owner_exists_is_never_deleted_even_when_queued():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", pod("web-0", [web]))
+    h.settle()
+    # Queue the owner's uid as if something happened, with the owner present: a no-op.
+    h.controller.queue.add(web["metadata"]["uid"])
+    h.settle()
+    assert h.pods() == ["web-0"] and not h.store.submitted
+
+
+def test_recreated_owner_with_same_name_does_not_save_old_dependents():
+    h = Harness()
+    old = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", pod("old-0", [old]))
+    h.settle()
+    delete(h.store, "deployments", "web")
+    new = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", pod("new-0", [new]))
+    h.settle()
+    assert h.pods() == ["new-0"], "ownership is by uid, not by name"
+
+
+def test_dependent_with_another_live_owner_loses_only_the_dead_reference():
+    h = Harness()
+    a = create(h.store, "deployments", deployment("a"))
+    b = create(h.store, "deployments", deployment("b"))
+    create(h.store, "pods", pod("shared", [a, b]))
+    h.settle()
+    delete(h.store, "deployments", "a")
+    h.settle()
+    refs = h.store.get("pods", "default", "shared")["metadata"]["ownerReferences"]
+    assert [r["uid"] for r in refs] == [b["metadata"]["uid"]]
+    delete(h.store, "deployments", "b")
+    h.settle()
+    assert h.pods() == []
+
+
+def test_unknown_owner_kind_or_missing_uid_is_never_judged_absent():
+    h = Harness()
+    create(h.store, "pods", pod("foreign", [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
+                                             "uid": "widget-uid"}]))
+    create(h.store, "pods", pod("vague", [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "nope"}]))
+    h.settle()
+    h.controller.resync()
+    h.settle()
+    assert h.pods() == ["foreign", "vague"]
+
+
+def test_bogus_owner_uid_is_collected_but_cluster_scoped_owner_is_resolved():
+    h = Harness()
+    n1 = create(h.store, "nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}, "spec": {}})
+    create(h.store, "pods", pod("on-node", [n1]))
+    create(h.store, "pods", pod("bogus", [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "ghost",
+                                           "uid": "never-existed"}]))
+    h.settle()
+    assert h.pods() == ["on-node"]
+    delete(h.store, "nodes", "n1", namespace=None)
+    h.settle()
+    assert h.pods() == []
+
+
+def test_dependent_changed_meanwhile_is_rechecked_not_deleted_on_stale_grounds():
+    h = Harness()
+    a = create(h.store, "deployments", deployment("a"))
+    b = create(h.store, "deployments", deployment("b"))
+    create(h.store, "pods", pod("p", [a]))
+    h.settle()
+    delete(h.store, "deployments", "a")
+    h.informer.pump()            # the owner's deletion is queued, not yet reconciled
+    # Meanwhile someone re-points the pod at a live owner.
+    current = h.store.get("pods", "default", "p")
+    write(h.store, {"op": "update", "resource": "pods", "namespace": "default", "name": "p",
+                    "object": dict(current, metadata=dict(current["metadata"], ownerReferences=[ref(b)]))})
+    h.controller.run_until_idle()      # reconciles before the informer saw the re-pointing
+    assert h.pods() == ["p"] and not h.store.submitted
+    h.settle()
+    assert h.pods() == ["p"]
+
+
+class RacingStore(CountingStore):
+    """Applies `interfere()` just before the collector's first write reaches the log."""
+    interfere = None
+
+    def _apply(self, command, timeout):
+        if self.interfere is not None:
+            interfere, self.interfere = self.interfere, None
+            interfere()
+        return super()._apply(command, timeout)
+
+
+def test_dependent_re_pointed_between_read_and_delete_survives():
+    h = Harness()
+    h.store = RacingStore(clock=h.clock)
+    [h.controller] = controllers(h.store, None, ControllerSettings())
+    h.informer = Informer(h.store, [h.controller])
+    h.informer.start_from_snapshot()
+    a = create(h.store, "deployments", deployment("a"))
+    b = create(h.store, "deployments", deployment("b"))
+    create(h.store, "pods", pod("p", [a]))
+    create(h.store, "pods", pod("q", [a]))
+    h.settle()
+
+    def re_point():
+        current = h.store.get("pods", "default", "p")
+        write(h.store, {"op": "update", "resource": "pods", "namespace": "default", "name": "p",
+                        "object": dict(current, metadata=dict(current["metadata"], ownerReferences=[ref(b)]))})
+    h.store.interfere = re_point
+    delete(h.store, "deployments", "a")
+    h.settle()
+    assert h.pods() == ["p"], "q collected; p, re-pointed at a live owner meanwhile, kept"
+
+
+def test_resync_rebuilds_the_index_for_a_new_leader():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    for i in range(3):
+        create(h.store, "pods", pod("web-%d" % i, [web]))
+    delete(h.store, "deployments", "web")       # deleted while no leader ran the collector
+    h2 = Harness.__new__(Harness)
+    h2.clock, h2.store = h.clock, h.store
+    [h2.controller] = controllers(h.store, None, ControllerSettings())
+    h2.informer = Informer(h.store, [h2.controller])
+    h2.informer.start_from_snapshot()
+    h2.settle()
+    assert h.store.list("pods") == []
+
+
+def test_namespace_delete_is_left_to_the_store():
+    h = Harness()
+    write(h.store, {"op": "create", "resource": "namespaces", "object": {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tmp", "uid": "ns-tmp"}}})
+    web = create(h.store, "deployments", dict(deployment("web"), metadata={"name": "web", "namespace": "tmp"}))
+    create(h.store, "pods", pod("web-0", [web], namespace="tmp"))
+    h.settle()
+    delete(h.store, "namespaces", "tmp", namespace=None)
+    h.settle()
+    assert h.store.list("pods") == [] and not h.store.submitted

@@ -1,0 +1,255 @@
+"""Node lifecycle controller against an in-memory store and a fake monotonic clock."""
+from shepherd_ha.controllers.events import EventRecorder
+from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.node_lifecycle import LEASE_NAMESPACE, NodeLifecycleController, controllers, ready_condition
+from shepherd_ha.controllers.settings import ControllerSettings
+from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.store.stamping import stamp_new
+
+GRACE, EVICTION = 15.0, 10.0
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def write(store, *ops):
+    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
+    assert result["ok"], result
+    return result["results"][0].get("object")
+
+
+def create(store, resource, obj):
+    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
+
+
+def node(name, ready="True"):
+    obj = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+           "spec": {"unschedulable": False},
+           "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "110"},
+                      "addresses": [{"type": "InternalIP", "address": "192.0.2.1"}]}}
+    if ready is not None:
+        obj["status"]["conditions"] = [{"type": "Ready", "status": ready, "reason": "AgentReady",
+                                        "message": "agent says so", "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    return obj
+
+
+def lease(name, renew="2026-01-01T00:00:00Z"):
+    return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
+            "spec": {"holderIdentity": name, "renewTime": renew, "leaseDurationSeconds": 40}}
+
+
+def pod(name, node_name, ready=True, namespace="default"):
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace},
+            "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}], "nodeName": node_name},
+            "status": {"phase": "Running", "podIP": "10.0.0.1",
+                       "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+class Harness:
+    def __init__(self, grace=GRACE, eviction=EVICTION, store=None, clock=None):
+        self.clock = clock or FakeClock()
+        self.store = store or MemoryStore(clock=self.clock, namespaces=("default", LEASE_NAMESPACE))
+        self.renewals = 0
+        settings = ControllerSettings(node_grace_period=grace, pod_eviction_timeout=eviction, node_lease_interval=5)
+        recorder = EventRecorder(self.store, "test")
+        [self.controller] = controllers(self.store, recorder, settings)
+        self.informer = Informer(self.store, [self.controller])
+        self.informer.start_from_snapshot()
+
+    def settle(self):
+        for _ in range(50):
+            self.informer.pump()
+            if not self.controller.run_until_idle():
+                return
+        raise AssertionError("controller never settled")
+
+    def advance(self, seconds, renewing=(), step=5.0):
+        """Let `seconds` pass in steps, renewing the leases of `renewing` at each step."""
+        left = seconds
+        while left > 1e-9:
+            dt = min(step, left)
+            self.clock.now += dt
+            left -= dt
+            for name in renewing:
+                self.renew(name)
+            self.settle()
+
+    def renew(self, name):
+        self.renewals += 1
+        current = self.store.get("leases", LEASE_NAMESPACE, name)
+        spec = dict(current["spec"], renewTime="2026-01-01T00:%02d:%02dZ" % divmod(self.renewals % 3600, 60))
+        write(self.store, {"op": "update", "resource": "leases", "namespace": LEASE_NAMESPACE, "name": name,
+                           "object": dict(current, spec=spec)})
+
+    def ready(self, name):
+        cond = ready_condition(self.store.get("nodes", None, name))
+        return cond and cond["status"]
+
+    def events(self, reason):
+        return [e for e in self.store.list("events") if e["reason"] == reason]
+
+
+def two_nodes_with_pods():
+    h = Harness()
+    for name in ("n1", "n2"):
+        create(h.store, "nodes", node(name))
+        create(h.store, "leases", lease(name))
+    create(h.store, "pods", pod("p1", "n1"))
+    create(h.store, "pods", pod("p2", "n2"))
+    create(h.store, "pods", pod("p3", "n2", ready=False))
+    h.settle()
+    return h
+
+
+def test_a_node_that_stops_renewing_goes_not_ready_then_its_pods_are_evicted():
+    h = two_nodes_with_pods()
+    h.advance(GRACE - 1, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "True", "inside the grace period"
+    h.advance(1, renewing=("n1",))
+    assert (h.ready("n1"), h.ready("n2")) == ("True", "Unknown")
+    cond = ready_condition(h.store.get("nodes", None, "n2"))
+    assert cond["reason"] == "NodeStatusUnknown" and "15s" in cond["message"]
+    assert cond["lastTransitionTime"] != "2026-01-01T00:00:00Z"
+    [event] = h.events("NodeNotReady")
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == "n2"
+    # Its ready pod is marked not ready (endpoints stop sending it traffic); the node keeps its other status.
+    assert ready_condition(h.store.get("pods", "default", "p2"))["status"] == "False"
+    assert h.store.get("nodes", None, "n2")["status"]["allocatable"]["cpu"] == "2"
+    assert any(s.startswith("node n2 is NotReady: lease not renewed for 15s") for s in h.controller.sentences)
+
+    h.advance(EVICTION - 1, renewing=("n1",), step=1.0)
+    assert h.store.get("pods", "default", "p2") is not None, "eviction waits for the timeout"
+    h.advance(1, renewing=("n1",))
+    assert h.store.get("pods", "default", "p2") is None and h.store.get("pods", "default", "p3") is None
+    assert h.store.get("pods", "default", "p1") is not None, "pods of the healthy node stay"
+    evicted = h.events("Evicted")
+    assert sorted(e["involvedObject"]["name"] for e in evicted) == ["p2", "p3"]
+    assert {e["message"] for e in evicted} == {"node n2 not ready for 25s"}
+    assert list(h.controller.sentences)[-1].startswith("evicted 2 pod(s) from node n2, not ready for 25s")
+
+
+def test_a_node_that_comes_back_becomes_ready_and_keeps_its_pods():
+    h = two_nodes_with_pods()
+    h.advance(GRACE, renewing=("n1",))
+    assert h.ready("n2") == "Unknown"
+    h.advance(5, renewing=("n1", "n2"))
+    assert h.ready("n2") == "True"
+    cond = ready_condition(h.store.get("nodes", None, "n2"))
+    assert cond["reason"] == "NodeLeaseRenewed"
+    assert [e["involvedObject"]["name"] for e in h.events("NodeReady")] == ["n2"]
+    h.advance(EVICTION * 2, renewing=("n1", "n2"))
+    assert h.store.get("pods", "default", "p2") is not None, "the eviction deadline was cancelled"
+    assert h.ready("n2") == "True"
+
+
+def test_every_node_gets_a_full_grace_period_from_first_sight_lease_or_not():
+    clock = FakeClock()
+    store = MemoryStore(clock=clock, namespaces=("default", LEASE_NAMESPACE))
+    create(store, "nodes", node("old"))
+    create(store, "leases", lease("old", renew="1999-01-01T00:00:00Z"))   # agents' timestamps mean nothing
+    create(store, "nodes", node("bare"))                                    # no lease at all
+    clock.now += 3600                           # an hour passes before this leader starts
+    h = Harness(store=store, clock=clock)
+    h.settle()
+    assert (h.ready("old"), h.ready("bare")) == ("True", "True")
+    h.advance(GRACE - 1, step=1.0)
+    assert (h.ready("old"), h.ready("bare")) == ("True", "True")
+    create(store, "nodes", node("late"))         # seen only now: its own full grace period
+    h.advance(1)
+    assert (h.ready("old"), h.ready("bare"), h.ready("late")) == ("Unknown", "Unknown", "True")
+    h.advance(GRACE - 1, step=1.0)
+    assert h.ready("late") == "True"
+    h.advance(1)
+    assert h.ready("late") == "Unknown"
+
+
+def test_a_new_leader_restarts_the_clock_and_an_unknown_node_stays_unknown_until_its_lease_moves():
+    h = two_nodes_with_pods()
+    h.advance(GRACE, renewing=("n1",))
+    assert h.ready("n2") == "Unknown"
+    # A new leader: fresh controller on the same store, sees n2 already Unknown.
+    h2 = Harness(store=h.store, clock=h.clock)
+    h2.settle()
+    assert h2.ready("n2") == "Unknown", "not seen moving yet: stays Unknown"
+    h2.advance(EVICTION, renewing=("n1",))
+    assert h.store.get("pods", "default", "p2") is not None, "the new leader gives a full grace period first"
+    h2.advance(GRACE, renewing=("n1",))
+    assert h.store.get("pods", "default", "p2") is None
+    assert h2.ready("n1") == "True"
+
+
+def test_lease_deleted_counts_as_no_renewal_and_a_new_lease_revives():
+    h = two_nodes_with_pods()
+    write(h.store, {"op": "delete", "resource": "leases", "namespace": LEASE_NAMESPACE, "name": "n2"})
+    h.advance(GRACE, renewing=("n1",))
+    assert h.ready("n2") == "Unknown"
+    create(h.store, "leases", lease("n2"))
+    h.settle()
+    assert h.ready("n2") == "True"
+
+
+def test_agent_reported_not_ready_is_not_overridden_by_a_moving_lease():
+    h = Harness()
+    create(h.store, "nodes", node("n1", ready="False"))
+    create(h.store, "leases", lease("n1"))
+    h.advance(GRACE * 2, renewing=("n1",))
+    assert h.ready("n1") == "False"
+
+
+def test_a_node_without_conditions_becomes_ready_when_its_lease_moves():
+    h = Harness()
+    create(h.store, "nodes", node("n1", ready=None))
+    create(h.store, "leases", lease("n1"))
+    h.settle()
+    assert h.ready("n1") is None, "not judged before its lease is seen moving"
+    h.advance(1, renewing=("n1",))
+    assert h.ready("n1") == "True"
+
+
+def test_pods_bound_to_an_evicted_node_later_are_deleted_too():
+    h = two_nodes_with_pods()
+    h.advance(GRACE + EVICTION, renewing=("n1",))
+    assert h.store.get("pods", "default", "p2") is None
+    create(h.store, "pods", pod("late", "n2"))
+    h.settle()
+    assert h.store.get("pods", "default", "late") is None
+    create(h.store, "pods", pod("fine", "n1"))
+    h.settle()
+    assert h.store.get("pods", "default", "fine") is not None
+
+
+def test_re_checks_are_bounded_one_pending_timer_per_node():
+    h = Harness()
+    for i in range(20):
+        create(h.store, "nodes", node("n%d" % i))
+        create(h.store, "leases", lease("n%d" % i))
+    h.settle()
+    names = ["n%d" % i for i in range(20)]
+    for _ in range(30):
+        h.advance(1, renewing=names)
+        assert len(h.controller.queue) <= 2 * len(names), "delayed re-checks pile up"
+    assert all(h.ready(n) == "True" for n in names)
+
+
+def test_deleted_node_is_forgotten():
+    h = two_nodes_with_pods()
+    write(h.store, {"op": "delete", "resource": "nodes", "name": "n2"})
+    h.advance(GRACE + EVICTION, renewing=("n1",))
+    assert h.store.get("pods", "default", "p2") is not None, "pods of a deleted node are not this controller's"
+    assert not h.events("NodeNotReady")
+
+
+def test_writes_are_refused_once_another_leader_claimed():
+    h = two_nodes_with_pods()
+    h.store.apply({"type": "claim", "term": 5, "replica": "other"})
+    h.advance(GRACE, renewing=("n1",))
+    assert h.ready("n2") == "True", "a deposed leader's writes do not apply"
+    assert h.store.fsm.fenced_rejections >= 1
+    assert isinstance(h.controller, NodeLifecycleController)
