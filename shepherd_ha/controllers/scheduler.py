@@ -23,6 +23,7 @@ deleted or finished. With no node registered at all, pods simply wait (nothing i
 written) until the first node appears.
 """
 import logging
+import queue
 import threading
 
 from shepherd_ha.store.raft_node import Unavailable
@@ -78,13 +79,23 @@ def _names(items):
     return shown if len(items) <= _SHOWN else "%s and %d more" % (shown, len(items) - _SHOWN)
 
 
+class _Job:
+    """One planned pass: its keys, the writes (one list of ops each) and what each is."""
+    __slots__ = ("keys", "writes", "plans", "waiting", "assumed")
+
+    def __init__(self, keys):
+        self.keys = keys
+        self.writes, self.plans, self.waiting = [], [], []
+        self.assumed = {}            # pod uid -> (PodInfo, node name) for this pass's bindings
+
+
 class Scheduler(Controller):
     name = "scheduler"
     watches = ("pods", "nodes")
     workers = 1       # one pass at a time: a pass's view of node usage must include the last pass's bindings
 
     def __init__(self, store, events=None, filters=None, scorers=None, batch_size=BATCH_SIZE,
-                 percentage_of_nodes_to_score=0, min_feasible_nodes=MIN_FEASIBLE_NODES):
+                 percentage_of_nodes_to_score=0, min_feasible_nodes=MIN_FEASIBLE_NODES, pipelined=True):
         super().__init__(store, events)
         self.filters = list(FILTERS if filters is None else filters)
         self.scorers = list(SCORERS if scorers is None else scorers)
@@ -96,6 +107,13 @@ class Scheduler(Controller):
         self.passes = 0               # passes that wrote something (tests and benchmarks read these)
         self.write_batches = 0        # write_many calls
         self.bound = 0
+        # Pipelining: once start()ed, a pass's writes go to a writer thread (at most one
+        # pass waiting for it), and its bindings stay assumed until written, so the next
+        # pass, planned meanwhile, counts them. Passes run synchronously otherwise.
+        self.pipelined = pipelined
+        self._writer_alive = False
+        self._jobs = queue.Queue(maxsize=1)
+        self._assumed = {}            # pod uid -> (PodInfo, node name): decided, maybe not written yet
 
     # ---- which keys ----
 
@@ -133,6 +151,17 @@ class Scheduler(Controller):
 
     # ---- one pass over many keys ----
 
+    def start(self, stop):
+        """Worker thread plus, when pipelined, a writer thread: the next pass is planned
+        while the last one's writes are in Raft."""
+        threads = super().start(stop)
+        if self.pipelined:
+            writer = threading.Thread(target=self._write_loop, args=(stop,), name="scheduler-writer", daemon=True)
+            self._writer_alive = True
+            writer.start()
+            threads.append(writer)
+        return threads
+
     def process_one(self, timeout=0.2):
         """Take every ready key (up to batch_size) and schedule them in one pass."""
         first = self.queue.get(timeout)
@@ -145,37 +174,86 @@ class Scheduler(Controller):
                 break
             keys.append(key)
         try:
-            sentence = self.schedule(keys)
-            if sentence:
-                self.record(sentence)
-        except Unavailable as exc:
-            log.info("%s: store unavailable (%s); retrying %d pods", self.name, exc, len(keys))
-            for key in keys:
-                self.queue.add_with_backoff(key)
-        except Exception:
-            log.exception("%s: a pass over %d pods failed; retrying with backoff", self.name, len(keys))
-            for key in keys:
-                self.queue.add_with_backoff(key)
-        finally:
+            job = self.plan(keys)
+        except Exception as exc:
+            self._failed(keys, exc)
             for key in keys:
                 self.queue.done(key)
+            return True
+        while job.writes and self._writer_alive:
+            try:
+                self._jobs.put(job, timeout=0.1)     # the writer commits it and releases its keys
+                return True
+            except queue.Full:
+                continue
+        self._commit_and_release(job)
         return True
+
+    def _write_loop(self, stop):
+        while not stop.is_set():
+            try:
+                job = self._jobs.get(timeout=0.1)
+            except queue.Empty:
+                continue
+            self._commit_and_release(job)
+        self._writer_alive = False
+        while True:                      # stopping: give back what was never written
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            self._forget_assumed(job)
+            for key in job.keys:
+                self.queue.done(key)
+
+    def _commit_and_release(self, job):
+        try:
+            sentence = self.commit(job)
+            if sentence:
+                self.record(sentence)
+        except Exception as exc:
+            self._failed(job.keys, exc)
+        finally:
+            self._forget_assumed(job)
+            for key in job.keys:
+                self.queue.done(key)
+
+    def _failed(self, keys, exc):
+        if isinstance(exc, Unavailable):
+            log.info("%s: store unavailable (%s); retrying %d pods", self.name, exc, len(keys))
+        else:
+            log.error("%s: a pass over %d pods failed; retrying with backoff", self.name, len(keys),
+                      exc_info=(type(exc), exc, exc.__traceback__))
+        for key in keys:
+            self.queue.add_with_backoff(key)
 
     def reconcile(self, key):
         return self.schedule([key])
 
     def schedule(self, keys):
-        """Place the pending pods among `keys`; returns what was done, in one sentence."""
+        """Place the pending pods among `keys` and write the outcome; returns what was done,
+        in one sentence."""
+        job = self.plan(keys)
+        try:
+            return self.commit(job)
+        finally:
+            self._forget_assumed(job)
+
+    def plan(self, keys):
+        """Decide where the pending pods among `keys` go, against the store plus the
+        bindings of passes still being written. Returns a _Job (nothing written yet)."""
         wanted = dict.fromkeys(keys)
         objects, _ = self.store.snapshot(("nodes", "pods"))
-        view, pending = self.views.build(objects["nodes"], objects["pods"], wanted)
+        with self._lock:
+            assumed = dict(self._assumed)
+        view, pending = self.views.build(objects["nodes"], objects["pods"], wanted, assumed)
         with self._lock:
             for key in keys:
                 if key not in pending:
                     self.unschedulable.discard(key)    # bound, finished or gone meanwhile
         now = now_rfc3339()
-        writes, plans = [], []
-        waiting = []
+        event_now = self.events.now() if self.events is not None and getattr(self.events, "now", None) else now
+        job = _Job(keys)
         for key in keys:
             pod = pending.get(key)
             if pod is None:
@@ -184,29 +262,43 @@ class Scheduler(Controller):
             node, diagnosis = self.picker.pick(info, view)
             if node is not None:
                 view.assume(info, node)
-                writes.append(self._binding(pod, node.name, now))
-                plans.append(("bind", key, node.name))
+                job.writes.append(self._binding(pod, node.name, now, event_now))
+                job.plans.append(("bind", key, node.name))
+                job.assumed[pod["metadata"]["uid"]] = (info, node.name)
                 continue
             with self._lock:
                 self.unschedulable.add(key)
             if not view.nodes:
-                waiting.append(key)
+                job.waiting.append(key)
                 continue
             message = diagnosis.message()
-            ops = self._unschedulable(pod, message, now)
+            ops = self._unschedulable(pod, message, now, event_now)
             if ops:
-                writes.append(ops)
-                plans.append(("unschedulable", key, message))
-        if not writes:
-            if waiting:
-                return "%d pods wait for a node: none is registered" % len(waiting)
+                job.writes.append(ops)
+                job.plans.append(("unschedulable", key, message))
+        if job.assumed:
+            with self._lock:
+                self._assumed.update(job.assumed)
+        return job
+
+    def commit(self, job):
+        """Write a planned pass in one Raft entry; returns its sentence."""
+        if not job.writes:
+            if job.waiting:
+                return "%d pods wait for a node: none is registered" % len(job.waiting)
             return None
-        results = self.store.write_many(writes)
+        results = self.store.write_many(job.writes)
         self.write_batches += 1
         self.passes += 1
-        return self._account(plans, results, waiting)
+        return self._account(job.plans, results, job.waiting)
 
-    def _binding(self, pod, node_name, now):
+    def _forget_assumed(self, job):
+        if job.assumed:
+            with self._lock:
+                for uid in job.assumed:
+                    self._assumed.pop(uid, None)
+
+    def _binding(self, pod, node_name, now, event_now=None):
         meta = pod["metadata"]
         bound = {k: v for k, v in pod.items() if k != "status"}
         bound["spec"] = dict(pod["spec"], nodeName=node_name)
@@ -218,10 +310,11 @@ class Scheduler(Controller):
                 "subresource": "status", "object": {"status": _with_condition(pod, condition)}}]
         if self.events is not None:
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "Scheduled",
-                                "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name)))
+                                "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name),
+                                now=event_now))
         return ops
 
-    def _unschedulable(self, pod, message, now):
+    def _unschedulable(self, pod, message, now, event_now=None):
         """Ops recording that the pod fits nowhere; None when it already says exactly that."""
         current = _scheduled_condition(pod)
         if current is not None and current.get("status") == "False" and \
@@ -236,7 +329,8 @@ class Scheduler(Controller):
                 "subresource": "status", "object": {"status": _with_condition(pod, condition)},
                 "precondition": {"resourceVersion": meta["resourceVersion"]}}]
         if self.events is not None:
-            ops.append(event_op(self.store, self.events, _pod_ref(pod), "FailedScheduling", message, "Warning"))
+            ops.append(event_op(self.store, self.events, _pod_ref(pod), "FailedScheduling", message, "Warning",
+                                now=event_now))
         return ops
 
     def _account(self, plans, results, waiting):
@@ -265,6 +359,9 @@ class Scheduler(Controller):
                 self.queue.add(key)
                 requeued.append(name)
         self.bound += len(bound)
+        if requeued or dropped:          # bindings that did not happen leave room for waiting pods
+            for key in self._waiting():
+                self.queue.add(key)
         parts = []
         if bound:
             parts.append("bound %s" % _names(bound) if len(bound) <= _SHOWN else

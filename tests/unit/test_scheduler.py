@@ -288,3 +288,66 @@ def test_controllers_factory_uses_the_settings():
     h = Harness()
     [scheduler] = controllers(h.store, h.recorder, ControllerSettings(resync_period=7.0))
     assert scheduler.name == "scheduler" and scheduler.resync_period == 7.0
+
+
+def test_a_pass_planned_while_the_last_is_being_written_counts_its_bindings():
+    h = Harness()
+    h.create("nodes", node("n1", cpu="1"), node("n2", cpu="1"))
+    h.create("pods", pod("a", cpu="600m"), pod("b", cpu="600m"), pod("c", cpu="600m"))
+    first = h.scheduler.plan([("default", "a")])            # its writes are not in the store yet
+    second = h.scheduler.plan([("default", "b"), ("default", "c")])
+    assert [p[2] for p in first.plans + second.plans][:2] == ["n1", "n2"] or \
+        [p[2] for p in first.plans + second.plans][:2] == ["n2", "n1"]
+    assert second.plans[1][0] == "unschedulable", "c fits nowhere once a and b are counted"
+    h.scheduler.commit(first)
+    h.scheduler._forget_assumed(first)
+    h.scheduler.commit(second)
+    h.scheduler._forget_assumed(second)
+    assert {h.node_of("a"), h.node_of("b")} == {"n1", "n2"} and h.node_of("c") is None
+    assert h.scheduler._assumed == {}
+
+
+def test_an_assumed_pod_deleted_before_its_write_frees_its_room():
+    h = Harness()
+    h.create("nodes", node("n1", cpu="1"))
+    h.create("pods", pod("a", cpu="600m"), pod("b", cpu="600m"))
+    first = h.scheduler.plan([("default", "a")])
+    h.delete("pods", "a", "default")
+    second = h.scheduler.plan([("default", "b")])
+    assert second.plans == [("bind", ("default", "b"), "n1")]
+    h.scheduler.commit(first)          # a is gone: its binding is refused (NotFound)
+    h.scheduler.commit(second)
+    assert h.node_of("b") == "n1"
+
+
+def test_running_scheduler_binds_everything_without_overcommitting():
+    import threading
+    import time
+    h = Harness(clock=time.monotonic, batch_size=40)
+    h.create("nodes", *[node("n%d" % i, cpu="2", memory="4Gi", pods="30") for i in range(9)])
+    stop = threading.Event()
+    threads = h.scheduler.start(stop)
+    informer = threading.Thread(target=h.informer.run, args=(stop,), daemon=True)
+    informer.start()
+    try:
+        for batch in range(6):
+            h.create("pods", *[pod("p%d-%d" % (batch, i), cpu="100m", memory="128Mi") for i in range(30)])
+        names = ["p%d-%d" % (b, i) for b in range(6) for i in range(30)]
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            placed = [h.node_of(n) for n in names]
+            unsched = [n for n in names if h.condition(n) and h.condition(n)["status"] == "False"]
+            if all(placed) or len([p for p in placed if p]) + len(unsched) == len(names):
+                break
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        for t in threads + [informer]:
+            t.join(2)
+    placed = collections.Counter(h.node_of(n) for n in names)
+    assert None not in placed, placed
+    assert max(placed.values()) <= 20, "2 cpu / 100m: at most 20 pods per node"
+    assert sum(placed.values()) == 180
+    assert len(h.write_many_calls) < 180 / 2, "passes are batched"
+    assert "writer" in " ".join(t.name for t in threads)
+    assert h.scheduler._assumed == {}

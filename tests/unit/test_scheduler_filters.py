@@ -195,3 +195,37 @@ def test_sampling_stops_early_and_rotates_the_start():
     del seen[:]
     picker.pick(info(pod("q")), view)
     assert seen[0] == "n144" and not set(seen) & set(first), "the next pod starts where the last stopped"
+
+
+def test_shared_verdicts_place_pods_exactly_as_checking_every_node_would():
+    import random
+    rng = random.Random(7)
+    nodes = [node("n%02d" % i, cpu=str(rng.choice([2, 4, 8])), memory="%dGi" % rng.choice([4, 8, 16]),
+                  pods=str(rng.choice([5, 10, 110])), ready=rng.choice(["True"] * 5 + ["False"]),
+                  labels={"disk": rng.choice(["ssd", "hdd"])}) for i in range(30)]
+    bound = [pod("b%d" % i, cpu="%dm" % rng.choice([100, 500, 1000]), node_name="n%02d" % rng.randrange(30),
+                 owner=rng.choice(["web", "db"])) for i in range(40)]
+    kinds = [dict(cpu="250m", memory="256Mi", owner="web"), dict(cpu="1", owner="db"),
+             dict(memory="1Gi", selector={"disk": "ssd"}, owner="web"), dict(host_port=80), dict()]
+    pending = [pod("p%03d" % i, **rng.choice(kinds)) for i in range(400)]
+    placements = []
+    for share in (True, False):
+        view = view_of(nodes, bound)
+        picker = NodePicker(F.FILTERS, S.SCORERS, minimum=10)
+        picker.share_verdicts = share
+        out = []
+        for p in pending:
+            pi = info(p)
+            found, diagnosis = picker.pick(pi, view)
+            if found is not None:
+                view.assume(pi, found)
+            out.append(found.name if found else diagnosis.message())
+        placements.append(out)
+    assert placements[0] == placements[1]
+    assert any(not p.startswith("0/") for p in placements[0]) and any(p.startswith("0/") for p in placements[0])
+
+
+def test_custom_functions_keep_verdicts_per_pod():
+    assert NodePicker(F.FILTERS, S.SCORERS).share_verdicts
+    assert not NodePicker(F.FILTERS + [lambda p, n: None], S.SCORERS).share_verdicts
+    assert not NodePicker(F.FILTERS, [lambda p, n: 1.0]).share_verdicts

@@ -73,8 +73,8 @@ def op_create(plural, obj):
 class Harness:
     """A MemoryStore, an EventRecorder, a Scheduler and an Informer feeding it."""
 
-    def __init__(self, **scheduler_kwargs):
-        self.clock = FakeClock()
+    def __init__(self, clock=None, **scheduler_kwargs):
+        self.clock = clock or FakeClock()
         self.store = MemoryStore(clock=self.clock, namespaces=("default", "other"))
         self.recorder = EventRecorder(self.store, "test")
         self.scheduler = Scheduler(self.store, self.recorder, **scheduler_kwargs)

@@ -10,6 +10,13 @@ counts every node.
 """
 import collections
 
+from .filters import FILTERS
+from .scorers import SCORERS
+
+# Copies taken at import: a caller extending the module lists does not make its own
+# functions count as built-in.
+_BUILTIN = frozenset(FILTERS) | frozenset(SCORERS)
+
 MIN_FEASIBLE_NODES = 100
 
 
@@ -43,7 +50,18 @@ def failure_message(total, reasons):
 
 
 class NodePicker:
-    """Filters and scores nodes for pods, one pass at a time."""
+    """Filters and scores nodes for pods, one pass at a time.
+
+    Within a pass, a node's verdict for a pod (first refusing filter, or average
+    score) is kept until that node gets another pod (`NodeInfo.version`) or the
+    most pods any node has of the pod's owner changes (the spread scorer's scale).
+    With the built-in filters and scorers, which read only the pod's signature
+    (requests, selector, host ports, owner) and the node, pods with the same
+    signature share verdicts: placing the 500 replicas of a deployment re-checks
+    only the node that changed, not every node, for each replica. With any other
+    function in the lists, every pod checks every node it visits (such a function
+    may read anything).
+    """
 
     def __init__(self, filters, scorers, percentage=0, minimum=MIN_FEASIBLE_NODES):
         self.filters = list(filters)
@@ -51,6 +69,34 @@ class NodePicker:
         self.percentage = percentage
         self.minimum = minimum
         self.next_start = 0
+        self.share_verdicts = all(f in _BUILTIN for f in self.filters + self.scorers)
+        self._view = None
+        self._verdicts = {}
+
+    def _cache_for(self, pod, view):
+        if not self.share_verdicts:
+            return {}                        # nothing is known to be shared between pods
+        if view is not self._view:           # a new pass: nothing carries over
+            self._view, self._verdicts = view, {}
+        key = pod.signature
+        cache = self._verdicts.get(key)
+        if cache is None:
+            cache = self._verdicts[key] = {}
+        return cache
+
+    def verdict(self, pod, node):
+        """(reason, None) if a filter refuses the node, else (None, average score)."""
+        for check in self.filters:
+            reason = check(pod, node)
+            if reason:
+                return reason, None
+        scorers = self.scorers
+        if not scorers:
+            return None, 0.0
+        score = 0.0
+        for scorer in scorers:
+            score += scorer(pod, node)
+        return None, score / len(scorers)
 
     def pick(self, pod, view):
         """(NodeInfo, None) for the best node, or (None, Diagnosis)."""
@@ -59,44 +105,36 @@ class NodePicker:
         if total == 0:
             return None, Diagnosis(0, collections.Counter())
         want = feasible_nodes_to_find(total, self.percentage, self.minimum)
-        filters = self.filters
-        feasible = []
+        cache = self._cache_for(pod, view)
+        scale = view.owner_max.get(pod.owner_uid, 0) if pod.owner_uid else 0
+        verdict = self.verdict
+        found = 0
+        best, best_score = None, None
         reasons = None
         start = self.next_start % total
         processed = 0
         for i in range(total):
             node = nodes[(start + i) % total]
             processed += 1
-            for check in filters:
-                reason = check(pod, node)
-                if reason:
-                    if reasons is None:
-                        reasons = collections.Counter()
-                    reasons[reason] += 1
-                    break
-            else:
-                feasible.append(node)
-                if len(feasible) >= want:
-                    break
+            entry = cache.get(node.name)
+            if entry is None or entry[0] != node.version or entry[1] != scale:
+                entry = (node.version, scale) + verdict(pod, node)
+                cache[node.name] = entry
+            reason = entry[2]
+            if reason:
+                if reasons is None:
+                    reasons = collections.Counter()
+                reasons[reason] += 1
+                continue
+            found += 1
+            if best is None or entry[3] > best_score:
+                best, best_score = node, entry[3]
+            if found >= want:
+                break
         self.next_start = (start + processed) % total
-        if not feasible:
+        if best is None:
             return None, Diagnosis(total, reasons or collections.Counter())
-        if len(feasible) == 1 or not self.scorers:
-            return feasible[0], None
-        return self.best(pod, feasible), None
-
-    def best(self, pod, feasible):
-        scorers = self.scorers
-        n = float(len(scorers))
-        best, best_score = None, None
-        for node in feasible:
-            score = 0.0
-            for scorer in scorers:
-                score += scorer(pod, node)
-            score /= n
-            if best_score is None or score > best_score:
-                best, best_score = node, score
-        return best
+        return best, None
 
     def scores(self, pod, node):
         """{scorer name: score} for one node (for tests and explanations)."""

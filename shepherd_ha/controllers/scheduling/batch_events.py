@@ -10,12 +10,14 @@ from shepherd_ha.controllers.events import EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS, 
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
 
-def event_op(store, recorder, obj, reason, message, type_="Normal"):
-    """The create (or count-increment update) op for this event, read against the store now."""
+def event_op(store, recorder, obj, reason, message, type_="Normal", now=None):
+    """The create (or count-increment update) op for this event, read against the store now.
+    `now`: the event time (default: the recorder's clock)."""
     ref = involved_reference(obj)
     namespace = ref.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
     name = event_name(ref, reason, message, type_)
-    now = recorder.now() if recorder is not None and getattr(recorder, "now", None) else now_rfc3339()
+    if now is None:
+        now = recorder.now() if recorder is not None and getattr(recorder, "now", None) else now_rfc3339()
     component = getattr(recorder, "component", None) or "shepherd-scheduler"
     existing = store.get("events", namespace, name)
     if existing is None:

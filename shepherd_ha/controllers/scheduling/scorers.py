@@ -8,25 +8,25 @@ Usage for scoring counts a container without requests as 100m cpu and 200 MiB
 """
 
 
-def _fraction(used, allocatable):
-    if allocatable <= 0:
-        return 1.0
-    f = used / allocatable
-    return 1.0 if f > 1.0 else f
+def _fractions(pod, node):
+    """(cpu, memory) fractions of the node's allocatable used with the pod on it, at most 1."""
+    alloc = node.alloc_cpu
+    cpu = (node.nonzero_cpu + pod.nonzero_cpu) / alloc if alloc > 0 else 1.0
+    alloc = node.alloc_memory
+    memory = (node.nonzero_memory + pod.nonzero_memory) / alloc if alloc > 0 else 1.0
+    return (cpu if cpu < 1.0 else 1.0), (memory if memory < 1.0 else 1.0)
 
 
 def least_allocated(pod, node):
     """Prefer nodes with the most cpu and memory left: mean of the free fractions."""
-    cpu = _fraction(node.nonzero_cpu + pod.nonzero_cpu, node.alloc_cpu)
-    memory = _fraction(node.nonzero_memory + pod.nonzero_memory, node.alloc_memory)
+    cpu, memory = _fractions(pod, node)
     return (2.0 - cpu - memory) * 50.0
 
 
 def balanced_allocation(pod, node):
     """Prefer nodes whose cpu and memory would be used in the same proportion
     (100 minus the standard deviation of the two fractions, in percent)."""
-    cpu = _fraction(node.nonzero_cpu + pod.nonzero_cpu, node.alloc_cpu)
-    memory = _fraction(node.nonzero_memory + pod.nonzero_memory, node.alloc_memory)
+    cpu, memory = _fractions(pod, node)
     return (1.0 - abs(cpu - memory) / 2.0) * 100.0
 
 

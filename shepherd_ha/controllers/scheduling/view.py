@@ -48,20 +48,33 @@ def controller_owner_uid(obj):
     return None
 
 
+_PARSED = {}         # (parser, value) -> amount: the same few strings ("100m", "128Mi") recur
+
+
 def _quantity(parse, value, what, where):
     if value is None:
         return None
+    key = (parse, value) if isinstance(value, str) else None
+    if key is not None:
+        found = _PARSED.get(key)
+        if found is not None:
+            return found
     try:
-        return parse(value)
+        amount = parse(value)
     except QuantityError as exc:
         log.warning("scheduler: %s of %s is not a quantity (%s); counting it as 0", what, where, exc)
         return 0
+    if key is not None:
+        if len(_PARSED) >= 4096:
+            _PARSED.clear()
+        _PARSED[key] = amount
+    return amount
 
 
 class PodInfo:
     """A pod as the filters and scorers see it."""
     __slots__ = ("key", "obj", "cpu", "memory", "nonzero_cpu", "nonzero_memory", "node_selector",
-                 "host_ports", "owner_uid")
+                 "host_ports", "owner_uid", "_signature")
 
     def __init__(self, obj, requests=None):
         meta = obj.get("metadata") or {}
@@ -73,6 +86,16 @@ class PodInfo:
         selector = spec.get("nodeSelector")
         self.node_selector = selector if isinstance(selector, dict) else {}
         self.owner_uid = controller_owner_uid(obj)
+        self._signature = None
+
+    @property
+    def signature(self):
+        """Every field the built-in filters and scorers read: pods with equal signatures
+        (replicas of one deployment) get the same verdict from them on the same node state."""
+        if self._signature is None:
+            self._signature = (self.cpu, self.memory, self.nonzero_cpu, self.nonzero_memory, self.host_ports,
+                               tuple(sorted(self.node_selector.items())), self.owner_uid)
+        return self._signature
 
 
 def pod_requests(obj):
@@ -138,7 +161,7 @@ class NodeInfo:
     """A node plus what is bound to it now (store and this pass's bindings)."""
     __slots__ = ("static", "obj", "name", "labels", "ready", "unschedulable", "alloc_cpu", "alloc_memory",
                  "alloc_pods", "cpu", "memory", "nonzero_cpu", "nonzero_memory", "pod_count", "ports",
-                 "owner_counts", "view")
+                 "owner_counts", "view", "version")
 
     def __init__(self, obj, static, view=None):
         self.static = static
@@ -152,9 +175,11 @@ class NodeInfo:
         self.ports = set()
         self.owner_counts = {}
         self.view = view
+        self.version = 0              # bumped by every pod added: cached verdicts on this node expire
 
     def add(self, pod):
         """Count a PodInfo as bound here."""
+        self.version += 1
         self.cpu += pod.cpu
         self.memory += pod.memory
         self.nonzero_cpu += pod.nonzero_cpu
@@ -215,9 +240,13 @@ class ViewBuilder:
     def pod_info(self, pod):
         return PodInfo(pod, self.requests(pod))
 
-    def build(self, nodes, pods, pending_keys=()):
+    def build(self, nodes, pods, pending_keys=(), assumed=None):
         """(ClusterView, {key: pending pod}) for the given node and pod objects; only pending
-        pods whose key is in pending_keys are returned."""
+        pods whose key is in pending_keys are returned.
+
+        `assumed` ({pod uid: (PodInfo, node name)}) are bindings decided but perhaps not
+        applied yet: a pod the store still shows unbound counts on its assumed node (and
+        is not pending); one the store shows bound counts once, from the store."""
         statics = {}
         infos = []
         for obj in nodes:
@@ -232,6 +261,7 @@ class ViewBuilder:
         pending = {}
         live_requests = {}
         wanted = pending_keys if isinstance(pending_keys, (set, frozenset, dict)) else set(pending_keys)
+        assumed = assumed or {}
         for pod in pods:
             meta = pod.get("metadata") or {}
             spec = pod.get("spec") or {}
@@ -245,6 +275,11 @@ class ViewBuilder:
                     req = pod_requests(pod)
                 live_requests[uid] = req
                 view.add(PodInfo(pod, req), node_name)
+            elif uid in assumed:
+                if is_pending(pod):
+                    info, assumed_node = assumed[uid]
+                    view.add(info, assumed_node)
+                    live_requests[uid] = self._requests.get(uid) or pod_requests(pod)
             elif wanted:
                 key = (meta.get("namespace") or "", meta.get("name"))
                 if key in wanted and is_pending(pod):
