@@ -89,10 +89,12 @@ def hash_of(obj):
 
 # ---- pods ----
 
-def pod_prototype(deployment, hash_):
-    """The pod a deployment's template describes, defaulted, without name/uid."""
+def pod_prototype(deployment, hash_, template=None):
+    """The pod a deployment's template (or `template`, e.g. a revision's) describes,
+    defaulted, without name/uid."""
     meta = deployment["metadata"]
-    template = (deployment.get("spec") or {}).get("template") or {}
+    if template is None:
+        template = (deployment.get("spec") or {}).get("template") or {}
     tmeta = template.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {})
     labels[HASH_LABEL] = hash_

@@ -256,9 +256,9 @@ class _Pass:
     def run(self):
         spec_hash = template_hash(self.spec.get("template") or {})
         if self.paused:
-            target_hash = self._current_revision_hash()
+            target_hash, target_template = self._current_revision()
         else:
-            target_hash = spec_hash
+            target_hash, target_template = spec_hash, self.spec.get("template") or {}
             self._sync_revision(spec_hash)
         self.revision_by_hash = {hash_of(r): r.get("revision", 0) for r in self.revisions}
 
@@ -269,7 +269,7 @@ class _Pass:
         active, release, finished = [], [], []
         for pod in self.pods:
             labels = pod["metadata"].get("labels") or {}
-            if selector is None or selector.empty or not selector.matches(labels):
+            if selector is not None and not selector.empty and not selector.matches(labels):
                 release.append(pod)
             elif is_terminal(pod):
                 finished.append(pod)
@@ -279,7 +279,7 @@ class _Pass:
         create, delete = self._plan(active, target_hash)
         prototype = None
         if create:
-            prototype = pod_prototype(self.d, target_hash)
+            prototype = pod_prototype(self.d, target_hash, target_template)
             causes = validate_object("pods", dict(prototype, metadata=dict(prototype["metadata"], name="p")))
             if causes:
                 message = "pod template is invalid: %s" % describe_causes(causes)
@@ -310,16 +310,21 @@ class _Pass:
 
     # ---- revisions ----
 
-    def _current_revision_hash(self):
-        """The template a paused deployment keeps scaling: its current revision's."""
-        number = str(self.meta.get("annotations", {}).get(REVISION_ANNOTATION, ""))
-        best = None
+    def _current_revision(self):
+        """(hash, template) a paused deployment keeps scaling: its current revision's,
+        or (None, None) when it has none yet (it then creates nothing)."""
+        number = str((self.meta.get("annotations") or {}).get(REVISION_ANNOTATION, ""))
+        chosen = None
         for r in self.revisions:
             if str(r.get("revision")) == number:
-                return hash_of(r)
-            if best is None or r.get("revision", 0) > best.get("revision", 0):
-                best = r
-        return hash_of(best) if best else None
+                chosen = r
+                break
+            if chosen is None or r.get("revision", 0) > chosen.get("revision", 0):
+                chosen = r
+        template = ((chosen or {}).get("data") or {}).get("template")
+        if not isinstance(template, dict):
+            return None, None
+        return hash_of(chosen), template
 
     def _sync_revision(self, spec_hash):
         """Record the template's revision (new: max + 1; an old one come back: max + 1),
@@ -455,7 +460,7 @@ class _Pass:
             available_cond = _condition(old_conditions, "Available", "False", "MinimumReplicasUnavailable",
                                         "Deployment does not have minimum availability (%d of %d required "
                                         "pods available)." % (available, minimum), now)
-        revision = self.meta.get("annotations", {}).get(REVISION_ANNOTATION, "?")
+        revision = (self.meta.get("annotations") or {}).get(REVISION_ANNOTATION, "?")
         progress = "revision %s has %d of %d pods updated, %d available" % (
             revision, len(updated), self.replicas, updated_available)
         if old:
@@ -482,7 +487,7 @@ class _Pass:
     def _after_status(self, status, outcome):
         old = find_condition(self.d.get("status"), "Progressing") or {}
         reason = outcome["reason"]
-        revision = self.meta.get("annotations", {}).get(REVISION_ANNOTATION, "?")
+        revision = (self.meta.get("annotations") or {}).get(REVISION_ANNOTATION, "?")
         if reason != old.get("reason"):
             if reason == NEW_PODS_AVAILABLE:
                 self.ctl.emit(self.d, "RolloutComplete", "Deployment %s has successfully rolled out revision %s: "

@@ -663,6 +663,7 @@ def test_paused_deployment_scales_but_does_not_roll(env):
     env.scale(3)
     env.settle()
     assert hashes(env.pods()) == [old_hash] * 3
+    assert {p["spec"]["containers"][0]["image"] for p in env.pods()} == {"nginx:1.25"}, "the revision's template"
     d = env.deployment()
     assert condition(d, "Progressing")["reason"] == "DeploymentPaused"
     assert d["status"]["updatedReplicas"] == 0
@@ -728,3 +729,13 @@ def test_a_recreated_namesake_starts_afresh(env):
     assert condition(d, "Progressing")["reason"] == "PodsUpdating", "not the old deployment's rollout"
     [rev] = env.revisions()
     assert rev["revision"] == 1 and d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
+
+
+def test_a_deployment_created_paused_waits_for_resume(env):
+    env.create_deployment(replicas=2, paused=True)
+    env.settle()
+    assert env.pods() == [] and env.revisions() == []
+    assert condition(env.deployment(), "Progressing")["reason"] == "DeploymentPaused"
+    env.update_deployment(lambda d: d["spec"].update(paused=False))
+    env.settle()
+    assert len(env.pods()) == 2 and [r["revision"] for r in env.revisions()] == [1]
