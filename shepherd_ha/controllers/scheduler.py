@@ -21,6 +21,13 @@ Unschedulable pods are remembered and re-queued when something could make room:
 a node added or changed (readiness, cordon, labels, allocatable), or a bound pod
 deleted or finished. With no node registered at all, pods simply wait (nothing is
 written) until the first node appears.
+
+Passes are pipelined: the worker plans the next pass while a writer thread waits
+for the last one's Raft entry. Bindings are "assumed" from the moment they are
+planned until their write is answered, and every pass counts them, so no pass
+gives away room an earlier one took. A write with an unknown outcome (no quorum:
+it may still apply) keeps its bindings assumed for twice the write timeout, and
+its pods are retried with the same node.
 """
 import logging
 import queue
@@ -79,6 +86,11 @@ def _names(items):
     return shown if len(items) <= _SHOWN else "%s and %d more" % (shown, len(items) - _SHOWN)
 
 
+def _outcome_unknown(exc):
+    """A write that failed this way may still be applied later (no quorum, timed out)."""
+    return not isinstance(exc, Unavailable) or getattr(exc, "outcome", "unknown") != "not-applied"
+
+
 class _Job:
     """One planned pass: its keys, the writes (one list of ops each) and what each is."""
     __slots__ = ("keys", "writes", "plans", "waiting", "assumed")
@@ -86,7 +98,7 @@ class _Job:
     def __init__(self, keys):
         self.keys = keys
         self.writes, self.plans, self.waiting = [], [], []
-        self.assumed = {}            # pod uid -> (PodInfo, node name) for this pass's bindings
+        self.assumed = {}            # (pod uid, node name) -> PodInfo for this pass's bindings
 
 
 class Scheduler(Controller):
@@ -113,7 +125,10 @@ class Scheduler(Controller):
         self.pipelined = pipelined
         self._writer_alive = False
         self._jobs = queue.Queue(maxsize=1)
-        self._assumed = {}            # pod uid -> (PodInfo, node name): decided, maybe not written yet
+        # (pod uid, node name) -> (PodInfo, expiry or None): bindings decided, maybe not applied yet.
+        # A pass's entries go once its write is answered; after an unknown outcome (no quorum:
+        # the write may still apply) they linger for twice the write timeout.
+        self._assumed = {}
 
     # ---- which keys ----
 
@@ -207,14 +222,16 @@ class Scheduler(Controller):
                 self.queue.done(key)
 
     def _commit_and_release(self, job):
+        unknown = False
         try:
             sentence = self.commit(job)
             if sentence:
                 self.record(sentence)
         except Exception as exc:
+            unknown = _outcome_unknown(exc)
             self._failed(job.keys, exc)
         finally:
-            self._forget_assumed(job)
+            self._forget_assumed(job, linger=unknown)
             for key in job.keys:
                 self.queue.done(key)
 
@@ -234,18 +251,31 @@ class Scheduler(Controller):
         """Place the pending pods among `keys` and write the outcome; returns what was done,
         in one sentence."""
         job = self.plan(keys)
+        unknown = False
         try:
             return self.commit(job)
+        except Exception as exc:
+            unknown = _outcome_unknown(exc)
+            raise
         finally:
-            self._forget_assumed(job)
+            self._forget_assumed(job, linger=unknown)
 
     def plan(self, keys):
         """Decide where the pending pods among `keys` go, against the store plus the
         bindings of passes still being written. Returns a _Job (nothing written yet)."""
         wanted = dict.fromkeys(keys)
-        objects, _ = self.store.snapshot(("nodes", "pods"))
+        # Assumed bindings first, then the store: a binding the writer forgets in between
+        # was applied before it was forgotten, so the snapshot has it. (The other order
+        # could miss it in both and count its room twice.)
+        now_clock = self.store.clock()
+        assumed = {}
         with self._lock:
-            assumed = dict(self._assumed)
+            for (uid, node_name), (info, expiry) in list(self._assumed.items()):
+                if expiry is not None and expiry <= now_clock:
+                    del self._assumed[(uid, node_name)]
+                else:
+                    assumed.setdefault(uid, []).append((info, node_name))
+        objects, _ = self.store.snapshot(("nodes", "pods"))
         view, pending = self.views.build(objects["nodes"], objects["pods"], wanted, assumed)
         with self._lock:
             for key in keys:
@@ -258,13 +288,22 @@ class Scheduler(Controller):
             pod = pending.get(key)
             if pod is None:
                 continue
+            uid = pod["metadata"]["uid"]
+            earlier = [n for _, n in assumed.get(uid, ()) if n in view.by_name]
+            if earlier:
+                # A binding whose write had an unknown outcome: its room is still counted
+                # there, so write the same decision again (once applied, either wins).
+                job.writes.append(self._binding(pod, earlier[0], now, event_now))
+                job.plans.append(("bind", key, earlier[0]))
+                job.assumed[(uid, earlier[0])] = assumed[uid][0][0]
+                continue
             info = self.views.pod_info(pod)
             node, diagnosis = self.picker.pick(info, view)
             if node is not None:
                 view.assume(info, node)
                 job.writes.append(self._binding(pod, node.name, now, event_now))
                 job.plans.append(("bind", key, node.name))
-                job.assumed[pod["metadata"]["uid"]] = (info, node.name)
+                job.assumed[(uid, node.name)] = info
                 continue
             with self._lock:
                 self.unschedulable.add(key)
@@ -278,7 +317,8 @@ class Scheduler(Controller):
                 job.plans.append(("unschedulable", key, message))
         if job.assumed:
             with self._lock:
-                self._assumed.update(job.assumed)
+                for entry, info in job.assumed.items():
+                    self._assumed[entry] = (info, None)
         return job
 
     def commit(self, job):
@@ -292,11 +332,18 @@ class Scheduler(Controller):
         self.passes += 1
         return self._account(job.plans, results, job.waiting)
 
-    def _forget_assumed(self, job):
+    def _forget_assumed(self, job, linger=False):
+        """The pass's write was answered: its bindings are in the store or not at all. With
+        linger (the outcome is unknown), they keep counting for a while instead."""
         if job.assumed:
+            expiry = self.store.clock() + 2 * getattr(self.store, "write_timeout", 5.0) if linger else None
             with self._lock:
-                for uid in job.assumed:
-                    self._assumed.pop(uid, None)
+                for entry in job.assumed:
+                    if linger:
+                        if entry in self._assumed:
+                            self._assumed[entry] = (self._assumed[entry][0], expiry)
+                    else:
+                        self._assumed.pop(entry, None)
 
     def _binding(self, pod, node_name, now, event_now=None):
         meta = pod["metadata"]

@@ -351,3 +351,42 @@ def test_running_scheduler_binds_everything_without_overcommitting():
     assert len(h.write_many_calls) < 180 / 2, "passes are batched"
     assert "writer" in " ".join(t.name for t in threads)
     assert h.scheduler._assumed == {}
+
+
+def test_bindings_with_an_unknown_outcome_keep_their_room_and_are_written_again():
+    from shepherd_ha.store.raft_node import Unavailable
+    h = Harness()
+    h.create("nodes", node("n1", cpu="1"), node("n2", cpu="1"))
+    h.create("pods", pod("a", cpu="600m"))
+    real = h.store.write_many
+    calls = []
+
+    def lost_answer(writes):          # no answer: the write may or may not apply (here it does not)
+        calls.append(len(writes))
+        if len(calls) == 1:
+            raise Unavailable("write not confirmed", "unknown")
+        return real(writes)
+    h.store.write_many = lost_answer
+    h.informer.pump()
+    h.scheduler.process_one(timeout=0)
+    assert h.node_of("a") is None
+    [(uid, first_node)] = list(h.scheduler._assumed)
+    h.create("pods", pod("b", cpu="600m"))
+    h.clock.now += 1.0                 # a's retry backoff is over, well within the linger time
+    h.run()
+    assert h.node_of("a") == first_node, "the same decision is written again"
+    assert h.node_of("b") not in (None, first_node), "b never counted a's room as free"
+
+
+def test_lingering_assumptions_expire():
+    h = Harness()
+    h.create("nodes", node("n1", cpu="1"))
+    h.create("pods", pod("a", cpu="600m"))
+    job = h.scheduler.plan([("default", "a")])
+    h.scheduler._forget_assumed(job, linger=True)      # as after a write with an unknown outcome
+    h.create("pods", pod("b", cpu="600m"))
+    assert h.scheduler.plan([("default", "b")]).plans[0][0] == "unschedulable", "a's room still counts"
+    h.clock.now += 2 * h.store.write_timeout + 0.1      # the write never applied: a's room is free again
+    assert h.scheduler.plan([("default", "b")]).plans[0] == ("bind", ("default", "b"), "n1")
+    a_uid = h.pod("a")["metadata"]["uid"]
+    assert (a_uid, "n1") not in h.scheduler._assumed, "expired entries are dropped"

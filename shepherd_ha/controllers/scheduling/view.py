@@ -244,9 +244,10 @@ class ViewBuilder:
         """(ClusterView, {key: pending pod}) for the given node and pod objects; only pending
         pods whose key is in pending_keys are returned.
 
-        `assumed` ({pod uid: (PodInfo, node name)}) are bindings decided but perhaps not
-        applied yet: a pod the store still shows unbound counts on its assumed node (and
-        is not pending); one the store shows bound counts once, from the store."""
+        `assumed` ({pod uid: [(PodInfo, node name), ...]}) are bindings decided but perhaps
+        not applied yet: a pod the store still shows unbound counts on every node it is
+        assumed on (it is still returned as pending if wanted); one the store shows bound
+        counts once, from the store."""
         statics = {}
         infos = []
         for obj in nodes:
@@ -275,16 +276,16 @@ class ViewBuilder:
                     req = pod_requests(pod)
                 live_requests[uid] = req
                 view.add(PodInfo(pod, req), node_name)
-            elif uid in assumed:
-                if is_pending(pod):
-                    info, assumed_node = assumed[uid]
-                    view.add(info, assumed_node)
+            else:
+                if uid in assumed and is_pending(pod):
+                    for info, assumed_node in assumed[uid]:
+                        view.add(info, assumed_node)
                     live_requests[uid] = self._requests.get(uid) or pod_requests(pod)
-            elif wanted:
-                key = (meta.get("namespace") or "", meta.get("name"))
-                if key in wanted and is_pending(pod):
-                    pending[key] = pod
-                    if uid in self._requests:
-                        live_requests[uid] = self._requests[uid]
+                if wanted:
+                    key = (meta.get("namespace") or "", meta.get("name"))
+                    if key in wanted and is_pending(pod):
+                        pending[key] = pod
+                        if uid in self._requests:
+                            live_requests[uid] = self._requests[uid]
         self._requests = live_requests    # forget pods that are gone or finished
         return view, pending
