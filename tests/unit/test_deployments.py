@@ -348,6 +348,14 @@ def test_one_write_many_creates_many_pods(env):
     assert len(env.write_many_calls) == 1, "one pass created every pod"
 
 
+def test_creations_per_pass_are_capped_and_the_next_pass_follows(env):
+    env.ctl.max_creates_per_pass = 300
+    env.create_deployment(replicas=1000)
+    env.settle()
+    assert len(env.pods()) == 1000
+    assert env.write_many_calls == [301, 301, 301, 101]
+
+
 def test_max_pods_per_entry_splits_big_passes():
     env = Env()
     env.ctl.max_pods_per_entry = 400
