@@ -157,7 +157,7 @@ def server_settings(values):
         log_compaction_entries=values["log_compaction_entries"])
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")
-    if not host or not port.isdigit():
+    if not host or not (port.isascii() and port.isdigit()):
         raise ConfigError("--api-bind %r is not host:port" % values["api_bind"])
     api_url = values.get("api_url") or "http://%s:%s" % (host, port)
     if values["write_timeout"] <= 0:

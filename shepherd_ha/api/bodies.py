@@ -6,6 +6,7 @@ from flask import request
 from .errors import ApiError
 
 MAX_IDEMPOTENCY_KEY = 128
+MAX_DEPTH = 100
 MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/json")
 
 
@@ -17,9 +18,32 @@ def json_body(required=True):
             raise ApiError(400, "request body is empty: send a JSON object")
         return None
     try:
-        return json.loads(raw)
+        body = json.loads(raw)
+    except RecursionError:
+        raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "request body is not valid JSON: %s" % exc)
+    problem = _unsupported_value(body)
+    if problem:
+        raise ApiError(400, "request body %s" % problem)
+    return body
+
+
+def _unsupported_value(value, depth=0):
+    """Objects go through validation, Raft (pickle) and back out as JSON: refuse what
+    would break on the way (too deep to handle, NaN/Infinity that JSON cannot carry)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if level > MAX_DEPTH:
+            return "nests deeper than %d levels: flatten it" % MAX_DEPTH
+        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            return "holds a number JSON cannot represent (NaN or Infinity, or too large for a double)"
+        if isinstance(item, dict):
+            stack.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, level + 1) for v in item)
+    return None
 
 
 def json_object_body():
@@ -36,6 +60,11 @@ def idempotency_key():
     if not key or len(key) > MAX_IDEMPOTENCY_KEY:
         raise ApiError(400, "Idempotency-Key must be 1 to %d characters" % MAX_IDEMPOTENCY_KEY)
     return key
+
+
+def is_number(text):
+    """ASCII digits only: str.isdigit() also accepts '²', which int() refuses."""
+    return bool(text) and text.isascii() and text.isdigit()
 
 
 def flag(name):

@@ -18,7 +18,8 @@ from shepherd_ha.model.validation import validate_object, validate_scale, valida
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import stamp_new
 
-from .bodies import dumps, flag, idempotency_key, json_body, json_object_body, require_merge_patch
+from .bodies import (dumps, flag, idempotency_key, is_number, json_body, json_object_body,
+                     require_merge_patch)
 from .errors import ApiError, unavailable
 from . import watch
 
@@ -60,7 +61,7 @@ class Target:
 
 
 def _check_dns_label(value, what):
-    ok = 0 < len(value) <= 63 and all(c.islower() or c.isdigit() or c == "-" for c in value) \
+    ok = 0 < len(value) <= 63 and value.isascii() and all(c.islower() or c.isdigit() or c == "-" for c in value) \
         and value[0].isalnum() and value[-1].isalnum()
     if not ok:
         raise ApiError(400, "%s %r is not a valid name: use at most 63 lowercase letters, digits and '-', "
@@ -102,7 +103,7 @@ class ObjectApi:
         rv = request.args.get("resourceVersion")
         if rv in (None, ""):
             return True
-        if not rv.isdigit():
+        if not is_number(rv):
             raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
         return int(rv) > self.replica.revision()
 

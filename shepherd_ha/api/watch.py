@@ -11,7 +11,7 @@ from flask import Response, request
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.watch_log import WatchExpired
 
-from .bodies import dumps, flag
+from .bodies import dumps, flag, is_number
 from .errors import ApiError, status_body, unavailable
 
 BOOKMARK_INTERVAL = 5.0
@@ -41,7 +41,7 @@ def stream(replica, target):
         except Unavailable as exc:
             raise unavailable(exc)
         initial = [{"type": "ADDED", "object": o} for o in items if matches(o)]
-    elif not rv.isdigit():
+    elif not is_number(rv):
         raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
     else:
         start = int(rv)
@@ -106,6 +106,6 @@ def _timeout():
     value = request.args.get("timeoutSeconds")
     if value is None:
         return DEFAULT_TIMEOUT
-    if not value.isdigit() or int(value) == 0:
+    if not is_number(value) or int(value) == 0:
         raise ApiError(400, "timeoutSeconds must be a positive whole number of seconds")
     return int(value)

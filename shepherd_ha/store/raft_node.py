@@ -58,7 +58,7 @@ class RaftSettings:
                               "(remote code execution). Set --raft-password or SHEPHERD_RAFT_PASSWORD")
         for addr in [self.self_address] + list(self.peer_addresses):
             host, _, port = addr.rpartition(":")
-            if not host or not port.isdigit():
+            if not host or not (port.isascii() and port.isdigit()):
                 raise ConfigError("Raft address %r is not host:port" % addr)
         if self.self_address in self.peer_addresses:
             raise ConfigError("peers list contains this replica's own Raft address %s" % self.self_address)
