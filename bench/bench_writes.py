@@ -79,9 +79,10 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out):
     out.append((done, latencies, errors))
 
 
-def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q):
+def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
+                       node_name=None):
     """One client process: `clients` is the list of client numbers it runs as threads."""
-    template = common.pod_template(size, name_len=len(prefix) + 13)
+    template = common.pod_template(size, name_len=len(prefix) + 13, node_name=node_name)
     go = threading.Event()
     clock = {}
     out = []
@@ -114,7 +115,7 @@ def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_
 
 
 def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, server_pids, profile_dir=None,
-                  profile_targets=None):
+                  profile_targets=None, node_name=None):
     ctx = multiprocessing.get_context("spawn")
     processes = max(1, min(processes, clients))
     groups = [list(range(clients))[i::processes] for i in range(processes)]
@@ -123,7 +124,8 @@ def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, ser
     go_event = ctx.Event()
     clock_value = ctx.Array("d", 2)
     procs = [ctx.Process(target=api_client_process,
-                         args=(i, g, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q),
+                         args=(i, g, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
+                               node_name),
                          daemon=True) for i, g in enumerate(groups)]
     for p in procs:
         p.start()
@@ -150,7 +152,11 @@ def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, ser
     for r in results:
         errors.update(r["errors"])
     done = sum(r["done"] for r in results)
+    server_s = sum(v for k, v in cpu["per_process"].items() if not k.startswith("client")) * cpu["wall"]
+    client_s = sum(v for k, v in cpu["per_process"].items() if k.startswith("client")) * cpu["wall"]
     return {"done": done, "rate": done / duration, "p50": percentile(latencies, 50),
+            "server_ms_per_op": 1000 * server_s / done if done else None,
+            "ms_per_op": 1000 * (server_s + client_s) / done if done else None,
             "p99": percentile(latencies, 99), "errors": dict(errors), "client_cpu": sum(r["cpu"] for r in results) / duration,
             "cpu": cpu, "client_processes": len(procs)}
 
@@ -369,7 +375,8 @@ def run_raw_phase(raw, in_flight, duration, warmup, profile_dir=None):
            "others_cores_busy": sum(m["others_cores_busy"] * m["wall"] for m in meters) / wall,
            "cores": os.cpu_count()}
     return {"done": done, "rate": done / duration, "p50": percentile(latencies, 50), "p99": percentile(latencies, 99),
-            "errors": dict(errors), "cpu": cpu, "truncations": truncations}
+            "errors": dict(errors), "cpu": cpu, "truncations": truncations,
+            "ms_per_op": 1000 * sum(per.values()) / done if done else None}
 
 
 # ====================================================================== profiling
@@ -447,6 +454,8 @@ def main(argv=None):
     parser.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds before each level (default 2)")
     parser.add_argument("--size", type=int, default=1024, help="request body / raw value bytes (default 1024)")
     parser.add_argument("--timeout", type=float, default=10.0, help="client socket timeout in s (default 10)")
+    parser.add_argument("--bound", metavar="NODE", help="create pods already bound to NODE (spec.nodeName): the "
+                        "scheduler has nothing to do, which isolates the write path (default: unbound pods)")
     parser.add_argument("--no-raw", action="store_true", help="skip the raw PySyncObj comparison")
     parser.add_argument("--no-api", action="store_true", help="skip the API runs")
     parser.add_argument("--profile", metavar="DIR", help="also run py-spy --gil on the leader and a follower during "
@@ -462,8 +471,9 @@ def main(argv=None):
     common.exit_on_sigterm()
 
     say("bench_writes: %s-byte pod creates via the API vs raw PySyncObj writes; levels %s; %.0f s measured "
-        "(+%.0f s warm-up) per run, %d run(s) per level"
-        % (args.size, ", ".join(map(str, levels)), args.duration, args.warmup, args.repeat))
+        "(+%.0f s warm-up) per run, %d run(s) per level; pods %s"
+        % (args.size, ", ".join(map(str, levels)), args.duration, args.warmup, args.repeat,
+           "bound to node %r (no scheduling)" % args.bound if args.bound else "unbound (the scheduler sees each)"))
     common.print_machine()
     common.print_background_load()
     api = collections.defaultdict(list)
@@ -487,11 +497,13 @@ def main(argv=None):
                         targets = [("api%d-leader-%s" % (level, leader), pids[leader]),
                                    ("api%d-follower-%s" % (level, follower), pids[follower])]
                     r = run_api_phase(urls, level, procs, args.duration, args.warmup, args.size, args.timeout, pids,
-                                      args.profile, targets)
+                                      args.profile, targets, args.bound)
                     api[level].append(r)
-                    say("    %d creates/s, p50 %s ms, p99 %s ms, errors %s; CPU (%% of one core): servers %s; "
+                    say("    %d creates/s, p50 %s ms, p99 %s ms, errors %s; CPU per create %s ms (servers %s ms); "
+                        "CPU (%% of one core): servers %s; "
                         "clients %.0f%% (%d procs); machine %.2f of %d cores busy, of which %.2f not ours"
                         % (r["rate"], ms(r["p50"]), ms(r["p99"]), r["errors"] or "none",
+                           _f(r["ms_per_op"]), _f(r["server_ms_per_op"]),
                            cpu_text(r["cpu"], set(pids)) or "n/a", 100 * r["client_cpu"], r["client_processes"],
                            r["cpu"]["machine_cores_busy"], r["cpu"]["cores"], r["cpu"]["others_cores_busy"]))
             states = common.replica_states(urls)
@@ -510,9 +522,11 @@ def main(argv=None):
                     r = run_raw_phase(rawc, level, args.duration, args.warmup,
                                       args.profile if level == max(levels) and run == 0 else None)
                     raw[level].append(r)
-                    say("    %d writes/s, p50 %s ms, p99 %s ms, errors %s; CPU (%% of one core): %s; machine %.2f of "
-                        "%d cores busy, of which %.2f not ours; PySyncObj 'truncating already-applied' messages: %s"
-                        % (r["rate"], ms(r["p50"]), ms(r["p99"]), r["errors"] or "none", cpu_text(r["cpu"]),
+                    say("    %d writes/s, p50 %s ms, p99 %s ms, errors %s; CPU per write %s ms; CPU (%% of one core): "
+                        "%s; machine %.2f of %d cores busy, of which %.2f not ours; PySyncObj 'truncating "
+                        "already-applied' messages: %s"
+                        % (r["rate"], ms(r["p50"]), ms(r["p99"]), r["errors"] or "none", _f(r["ms_per_op"]),
+                           cpu_text(r["cpu"]),
                            r["cpu"]["machine_cores_busy"], r["cpu"]["cores"], r["cpu"]["others_cores_busy"],
                            r["truncations"]))
 
@@ -545,6 +559,22 @@ def main(argv=None):
     say("  (cores busy: whole machine during the measured window, of %d; in brackets the part not used by the "
         "benchmark's own processes)" % os.cpu_count())
     say()
+    say("CPU cost (CPU time of our processes / acknowledged writes; median over runs) - less sensitive to other load")
+    rows = []
+    cores = os.cpu_count()
+    for level in levels:
+        a_ms = _median([r["ms_per_op"] for r in api[level] if r["ms_per_op"]])
+        s_ms = _median([r["server_ms_per_op"] for r in api[level] if r["server_ms_per_op"]])
+        w_ms = _median([r["ms_per_op"] for r in raw[level] if r["ms_per_op"]])
+        rows.append([level, _f(s_ms), _f(a_ms), _f(w_ms),
+                     "%.0f" % (cores * 1000 / a_ms) if a_ms else None,
+                     "%.0f" % (cores * 1000 / w_ms) if w_ms else None,
+                     "%.0f%%" % (100 * w_ms / a_ms) if a_ms and w_ms else None])
+    common.table(["in flight", "API servers ms/create", "API servers+clients ms/create", "raw ms/write",
+                  "API ceiling/s", "raw ceiling/s", "API/raw"], rows)
+    say("  (ceiling = %d cores / CPU per write: a projection for a machine with nothing else running, not a "
+        "measurement)" % cores)
+    say()
     say("targets:")
     top = max(levels)
     if med_api[top]:
@@ -560,6 +590,15 @@ def main(argv=None):
             common.target_line("API/raw throughput at %d in flight" % level, "%.0f%%" % (100 * ratio), ">= 50%",
                                ratio >= TARGET_RATIO)
     return 0
+
+
+def _f(value, digits=2):
+    return "-" if value is None else "%.*f" % (digits, value)
+
+
+def _median(values):
+    values = sorted(values)
+    return values[(len(values) - 1) // 2] if values else None
 
 
 class _external:

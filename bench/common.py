@@ -217,16 +217,18 @@ def replica_states(urls, timeout=1.0):
     return {url: get_json(url, "/shepherd/v1/replica", timeout) for url in urls}
 
 
-def pod_template(size=1024, name_len=24):
+def pod_template(size=1024, name_len=24, node_name=None):
     """Bytes of a valid pod JSON body of about `size` bytes with NAME@@@@ where the name
     goes (names are `name_len` characters for the exact size): one container, padded
-    with an annotation."""
+    with an annotation; already bound to `node_name` when given."""
     placeholder = "NAME@@@@"
     pod = {"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": placeholder, "labels": {"app": "bench"},
                         "annotations": {"bench/padding": ""}},
            "spec": {"containers": [{"name": "app", "image": "registry.example/bench/app:1.0",
                                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
+    if node_name:
+        pod["spec"]["nodeName"] = node_name
     base = len(json.dumps(pod, separators=(",", ":"))) - len(placeholder) + name_len
     pod["metadata"]["annotations"]["bench/padding"] = "x" * max(0, size - base)
     return json.dumps(pod, separators=(",", ":")).encode()
