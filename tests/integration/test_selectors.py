@@ -1,0 +1,129 @@
+"""Label and field selectors on lists, across all namespaces and in one namespace.
+
+This module has its own cluster, so every pod in it is one created here and the
+expected sets below are exact.
+"""
+import pytest
+
+from .helpers import PODS, assert_no_internal_errors, call, deployment, ensure_namespace, expect, pod
+
+pytestmark = pytest.mark.integration
+
+A, B = "sel-a", "sel-b"
+MERGE = {"Content-Type": "application/merge-patch+json"}
+
+# (namespace, name, labels, nodeName, phase)
+PODSET = [
+    (A, "p1", {"app": "web", "tier": "fe"}, "node-1", "Running"),
+    (A, "p2", {"app": "db", "tier": "be"}, "node-2", "Pending"),
+    (A, "p3", {"app": "web"}, None, "Succeeded"),
+    (B, "p1", {"app": "web", "tier": "be"}, "node-1", "Running"),
+    (B, "p4", {"app": "cache"}, None, "Pending"),
+    (B, "p5", {"env": "prod"}, "node-2", "Failed"),
+]
+ALL = {"%s/%s" % (p[0], p[1]) for p in PODSET}
+
+
+@pytest.fixture(scope="module")
+def url(cluster):
+    url = cluster.url(cluster.ids[1])
+    for ns in (A, B):
+        ensure_namespace(url, ns)
+    for ns, name, labels, node, phase in PODSET:
+        expect(call("POST", url + PODS.format(ns=ns), json=pod(name, labels, node=node)), 201)
+        if phase != "Pending":
+            expect(call("PATCH", url + PODS.format(ns=ns) + "/" + name + "/status", headers=MERGE,
+                        json={"status": {"phase": phase}}), 200)
+    return url
+
+
+def _names(url, path, **params):
+    body = expect(call("GET", url + path, params=params), 200)
+    assert body["kind"] == "PodList"
+    # Only our two namespaces: pods a controller makes for the deployments below live elsewhere.
+    return {"%s/%s" % (o["metadata"]["namespace"], o["metadata"]["name"]) for o in body["items"]
+            if o["metadata"]["namespace"] in (A, B)}
+
+
+LABEL_CASES = [
+    ("app=web", {"sel-a/p1", "sel-a/p3", "sel-b/p1"}),
+    ("app==web", {"sel-a/p1", "sel-a/p3", "sel-b/p1"}),
+    ("app!=web", {"sel-a/p2", "sel-b/p4", "sel-b/p5"}),          # != also matches pods without the label
+    ("app in (web,db)", {"sel-a/p1", "sel-a/p2", "sel-a/p3", "sel-b/p1"}),
+    ("app notin (web,db)", {"sel-b/p4", "sel-b/p5"}),
+    ("tier", {"sel-a/p1", "sel-a/p2", "sel-b/p1"}),
+    ("!tier", {"sel-a/p3", "sel-b/p4", "sel-b/p5"}),
+    ("app=web,tier=be", {"sel-b/p1"}),
+    ("app=web,!tier", {"sel-a/p3"}),
+    ("tier in (fe,be),app!=db", {"sel-a/p1", "sel-b/p1"}),
+    (" app = web , tier notin ( fe ) ", {"sel-a/p3", "sel-b/p1"}),
+    ("env=prod", {"sel-b/p5"}),
+    ("app=nothing", set()),
+    ("", ALL),
+]
+
+FIELD_CASES = [
+    ("metadata.name=p1", {"sel-a/p1", "sel-b/p1"}),
+    ("metadata.name==p2", {"sel-a/p2"}),
+    ("metadata.name!=p1", ALL - {"sel-a/p1", "sel-b/p1"}),
+    ("metadata.namespace=sel-b", {"sel-b/p1", "sel-b/p4", "sel-b/p5"}),
+    ("metadata.namespace!=sel-b", {"sel-a/p1", "sel-a/p2", "sel-a/p3"}),
+    ("spec.nodeName=node-1", {"sel-a/p1", "sel-b/p1"}),
+    ("spec.nodeName=", {"sel-a/p3", "sel-b/p4"}),              # unscheduled
+    ("spec.nodeName!=", {"sel-a/p1", "sel-a/p2", "sel-b/p1", "sel-b/p5"}),
+    ("status.phase=Running", {"sel-a/p1", "sel-b/p1"}),
+    ("status.phase!=Pending", {"sel-a/p1", "sel-a/p3", "sel-b/p1", "sel-b/p5"}),
+    ("status.phase=Running,metadata.namespace=sel-a", {"sel-a/p1"}),
+    ("spec.nodeName=node-2,status.phase=Failed", {"sel-b/p5"}),
+]
+
+
+@pytest.mark.parametrize("selector,expected", LABEL_CASES, ids=[c[0] or "empty" for c in LABEL_CASES])
+def test_label_selector_all_namespaces(url, selector, expected):
+    assert _names(url, "/api/v1/pods", labelSelector=selector) == expected
+
+
+@pytest.mark.parametrize("selector,expected", LABEL_CASES, ids=[c[0] or "empty" for c in LABEL_CASES])
+def test_label_selector_one_namespace(url, selector, expected):
+    assert _names(url, PODS.format(ns=A), labelSelector=selector) == {n for n in expected if n.startswith(A + "/")}
+
+
+@pytest.mark.parametrize("selector,expected", FIELD_CASES, ids=[c[0] for c in FIELD_CASES])
+def test_field_selector_all_namespaces(url, selector, expected):
+    assert _names(url, "/api/v1/pods", fieldSelector=selector) == expected
+
+
+@pytest.mark.parametrize("selector,expected", FIELD_CASES, ids=[c[0] for c in FIELD_CASES])
+def test_field_selector_one_namespace(url, selector, expected):
+    assert _names(url, PODS.format(ns=B), fieldSelector=selector) == {n for n in expected if n.startswith(B + "/")}
+
+
+def test_label_and_field_selectors_combine(url, cluster):
+    for ident in cluster.ids:      # every replica answers the same, linearizably and from local state
+        for params in ({}, {"resourceVersion": "0"}):
+            got = _names(cluster.url(ident), "/api/v1/pods", labelSelector="app=web",
+                         fieldSelector="spec.nodeName=node-1,metadata.namespace!=sel-a", **params)
+            assert got == {"sel-b/p1"}, (ident, params)
+
+
+def test_selectors_on_deployments(url):
+    # In namespaces of their own, so whatever a deployment controller creates stays out of the pod sets.
+    for ns in ("seldep-a", "seldep-b"):
+        ensure_namespace(url, ns)
+        for name in ("d1", "d2"):
+            body = deployment("%s-%s" % (ns, name), app=name)
+            body["metadata"]["labels"] = {"team": ns}
+            expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % ns, json=body), 201)
+    body = expect(call("GET", url + "/apis/apps/v1/deployments", params={"labelSelector": "team=seldep-b"}), 200)
+    assert body["kind"] == "DeploymentList"
+    assert sorted(o["metadata"]["name"] for o in body["items"]) == ["seldep-b-d1", "seldep-b-d2"]
+    body = expect(call("GET", url + "/apis/apps/v1/namespaces/seldep-a/deployments",
+                       params={"fieldSelector": "metadata.name=seldep-a-d2"}), 200)
+    assert [o["metadata"]["name"] for o in body["items"]] == ["seldep-a-d2"]
+    body = expect(call("GET", url + "/apis/apps/v1/deployments", params={"labelSelector": "team notin (seldep-a)",
+                                                                         "fieldSelector": "metadata.name!=seldep-b-d1"}), 200)
+    assert [o["metadata"]["name"] for o in body["items"]] == ["seldep-b-d2"]
+
+
+def test_no_request_was_answered_500(cluster):
+    assert_no_internal_errors(cluster)
