@@ -119,9 +119,9 @@ class NodeLifecycleController(Controller):
         if stale < self.grace + self.eviction:
             self._set_evicting(name, False)
             self._recheck(name, deadline, now)
-            return self._mark_unknown(node, stale)
+            return self._mark_unknown(node, stale, lease is not None)
         self._set_evicting(name, True)
-        marked = self._mark_unknown(node, stale)
+        marked = self._mark_unknown(node, stale, lease is not None)
         evicted = self._evict(node, stale)
         return "; ".join(s for s in (marked, evicted) if s) or None
 
@@ -157,19 +157,20 @@ class NodeLifecycleController(Controller):
             self.events.emit(node, "NodeReady", "node %s is ready: its lease is renewed again" % name)
         return "node %s is Ready: its lease moved again" % name
 
-    def _mark_unknown(self, node, stale):
+    def _mark_unknown(self, node, stale, has_lease=True):
         cond = ready_condition(node)
         if cond is not None and cond.get("status") == "Unknown":
             return None
         name = node["metadata"]["name"]
-        message = "node lease not renewed for %s (grace period %s)" % (_seconds(stale), _seconds(self.grace))
+        message = "%s for %s (grace period %s)" % ("node lease not renewed" if has_lease else "no node lease seen",
+                                                   _seconds(stale), _seconds(self.grace))
         self._write_node_status(node, with_ready_condition(node, "Unknown", "NodeStatusUnknown", message,
                                                            self.now()))
         if self.events:
             self.events.emit(node, "NodeNotReady", "node %s is not ready: %s" % (name, message), "Warning")
         unready = self._mark_pods_not_ready(name)
-        return "node %s is NotReady: lease not renewed for %s%s" % (
-            name, _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
+        return "node %s is NotReady: %s for %s%s" % (
+            name, "lease not renewed" if has_lease else "no lease seen", _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
 
     def _pods_on(self, name):
         return [p for p in self.store.list("pods") if (p.get("spec") or {}).get("nodeName") == name]

@@ -164,6 +164,8 @@ def test_every_node_gets_a_full_grace_period_from_first_sight_lease_or_not():
     create(store, "nodes", node("late"))         # seen only now: its own full grace period
     h.advance(1)
     assert (h.ready("old"), h.ready("bare"), h.ready("late")) == ("Unknown", "Unknown", "True")
+    assert ready_condition(h.store.get("nodes", None, "bare"))["message"] == "no node lease seen for 15s (grace period 15s)"
+    assert ready_condition(h.store.get("nodes", None, "old"))["message"] == "node lease not renewed for 15s (grace period 15s)"
     h.advance(GRACE - 1, step=1.0)
     assert h.ready("late") == "True"
     h.advance(1)
