@@ -7,6 +7,7 @@ committed state (exists, resourceVersion, namespace) the FSM checks atomically.
 import copy
 import random
 import string
+import time
 
 from flask import Response, request
 
@@ -23,8 +24,8 @@ from .bodies import (dumps, flag, idempotency_key, is_number, json_body, json_ob
 from .errors import ApiError, unavailable
 from . import watch
 
-# A read-modify-write that lost a race re-reads and tries again this many times.
-UPDATE_RETRIES = 5
+# A read-modify-write that lost a race re-reads and tries again for this long.
+UPDATE_DEADLINE = 5.0
 
 
 def json_response(body, code=200):
@@ -134,9 +135,15 @@ class ObjectApi:
 
     # ---- writes ----
 
-    def _submit(self, ops):
+    def _submit(self, ops, attempt=0):
+        # A read-modify-write that lost a race tries again under a derived key: the
+        # first attempt's 409 is remembered under the request's key, and a client
+        # retrying the whole request replays the same sequence of attempts.
+        key = idempotency_key()
+        if key is not None and attempt:
+            key = "%s#%d" % (key, attempt)
         try:
-            result = self.replica.write(ops, key=idempotency_key())
+            result = self.replica.write(ops, key=key)
         except Unavailable as exc:
             raise unavailable(exc)
         if not result.get("ok"):
@@ -175,8 +182,19 @@ class ObjectApi:
         """Apply `change(current)` with the read resourceVersion as precondition; on a
         lost race re-read (linearizably) and retry, unless the client pinned a version.
         Returns (stored object, status code)."""
-        for attempt in range(UPDATE_RETRIES):
-            current = self._read(target, consistent=attempt > 0)
+        deadline = time.monotonic() + UPDATE_DEADLINE
+        attempt = 0          # lost races so far: names the idempotency key of each try
+        consistent = False
+        while True:
+            # The local copy first (cheap); after a lost race, or when this replica has
+            # not applied the object yet, a linearizable read.
+            try:
+                current = self._read(target, consistent=consistent)
+            except ApiError as err:
+                if err.code != 404 or consistent:
+                    raise
+                consistent = True
+                current = self._read(target, consistent=True)
             new = change(current)
             if not isinstance(new, dict) or not isinstance(new.get("metadata"), dict):
                 raise ApiError(422, "the result must be an object with metadata", "Invalid")
@@ -199,13 +217,15 @@ class ObjectApi:
             try:
                 result = self._submit([{"op": "update", "resource": target.plural, "namespace": target.namespace,
                                         "name": target.name, "object": new, "subresource": target.sub,
-                                        "precondition": precondition}])
+                                        "precondition": precondition}], attempt)
             except ApiError as err:
-                if err.reason == "Conflict" and not client_rv and attempt + 1 < UPDATE_RETRIES:
+                if err.reason == "Conflict" and not client_rv and time.monotonic() < deadline:
+                    attempt += 1
+                    consistent = True
+                    time.sleep(random.uniform(0, 0.01 * min(attempt, 10)))   # spread contending writers
                     continue
                 raise
             return result["object"], result["code"]
-        raise ApiError(409, "%s kept changing; try again" % target.describe())
 
     def delete(self, target):
         options = json_body(required=False) or {}
