@@ -2,6 +2,7 @@
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -38,6 +39,16 @@ def _benign_truncation_filter(record):
     return True
 
 
+def _can_bind(host, port):
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+            return True
+        except OSError:
+            return False
+
+
 def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
@@ -49,8 +60,18 @@ def run(args):
     logging.basicConfig(level=values["log_level"].upper(),
                         format="%(asctime)s %(levelname)s " + values["id"] + " %(name)s: %(message)s")
     logging.getLogger("pysyncobj.syncobj").addFilter(_benign_truncation_filter)
+    if not _can_bind(host, port):
+        print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
+              % (host, port), file=sys.stderr)
+        return 2
     replica = Replica(values["id"], settings, peers, api_url=api_url,
                       write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    try:
+        replica.node.wait_bound()
+    except ConfigError as exc:
+        print("shepherd-ha server: %s" % exc, file=sys.stderr)
+        replica.close()
+        return 2
     stopping = threading.Event()
 
     def stop(signum, frame):

@@ -186,6 +186,8 @@ class RaftNode:
             connectionTimeout=10 ** 7,
             tcp_keepalive=(2, 1, 3),
             connectionRetryTime=0.5,
+            bindRetryTime=0.5,
+            maxBindRetries=10,          # then waitBinded() raises: the server exits saying why
             journalFile=os.path.join(settings.data_dir, "raft.journal"),
             fullDumpFile=os.path.join(settings.data_dir, "raft.dump"),
             logCompactionMinEntries=settings.log_compaction_entries,
@@ -203,6 +205,14 @@ class RaftNode:
         finally:
             _pysyncobj_module.createJournal = _ORIGINAL_CREATE_JOURNAL
 
+    def wait_bound(self):
+        """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""
+        try:
+            self.syncobj.waitBinded()
+        except Exception:
+            raise ConfigError("cannot bind the Raft address %s (is another process using the port?)"
+                              % (self.settings.bind_address or self.settings.self_address))
+
     @property
     def fsm(self):
         return self.consumer.fsm
@@ -217,8 +227,15 @@ class RaftNode:
         return self.syncobj._isLeader()
 
     def leader_address(self):
+        """The leader this replica can reach, or None. A follower cut off from every
+        peer never starts an election (PySyncObj needs a connection to campaign), so it
+        keeps naming its old leader: that leader is only ours if we are connected to it."""
         leader = self.syncobj._getLeader()
-        return None if leader is None else getattr(leader, "address", str(leader))
+        if leader is None:
+            return None
+        if leader != self.syncobj.selfNode and not self.syncobj.isNodeConnected(leader):
+            return None
+        return getattr(leader, "address", str(leader))
 
     def term(self):
         return self.syncobj.raftCurrentTerm
@@ -244,7 +261,7 @@ class RaftNode:
 
     def wait_for_leader(self, timeout):
         deadline = time.monotonic() + timeout
-        while self.syncobj._getLeader() is None:
+        while self.leader_address() is None:
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.02)
