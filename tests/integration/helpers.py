@@ -18,6 +18,16 @@ from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_
 HTTP_TIMEOUT = 10.0          # seconds for any single request that is expected to answer
 READY_TIMEOUT = 30.0         # seconds for a cluster to elect a leader and become ready
 
+# Replica ports are picked below the kernel's ephemeral range (32768-60999 here): an outgoing
+# connection (ours, or a replica's own Raft link) can take any port in that range as its local
+# port between the pick and the replica's bind, and a replica that cannot bind its Raft port
+# silently never joins (see the report on LocalCluster.find_base_port's default range).
+PORT_LOW, PORT_HIGH = 20000, 32500
+
+
+def free_base_port(replicas=3):
+    return find_base_port(replicas, low=PORT_LOW, high=PORT_HIGH)
+
 PODS = "/api/v1/namespaces/{ns}/pods"
 POD = "/api/v1/namespaces/{ns}/pods/{name}"
 
@@ -107,7 +117,7 @@ class Cluster:
         self.lc = LocalCluster(str(directory))
         last = None
         for _ in range(5):     # another process may grab our ports between the check and the bind
-            base = find_base_port(replicas)
+            base = free_base_port(replicas)
             try:
                 self.lc.create(replicas, base, server_options=server_options)
                 break
@@ -126,7 +136,19 @@ class Cluster:
         try:
             return self.lc.wait_ready(timeout, ids=ids)
         except LocalClusterError as exc:
-            raise AssertionError("%s\n%s" % (exc, self.log_tails()))
+            raise AssertionError("%s\n%s\n%s" % (exc, self.states(), self.log_tails()))
+
+    def states(self):
+        """Each replica's /readyz answer and its own status, for failure messages."""
+        out = []
+        for ident in self.ids:
+            try:
+                ready = call("GET", self.url(ident) + "/readyz", timeout=2.0)
+                me = call("GET", self.url(ident) + "/shepherd/v1/replica", timeout=2.0).text
+                out.append("%s: readyz %d %s; %s" % (ident, ready.status_code, ready.text.strip(), me[:600]))
+            except requests.RequestException as exc:
+                out.append("%s: %s" % (ident, type(exc).__name__))
+        return "\n".join(out)
 
     def stop_all(self):
         self.lc.stop_all(timeout=5.0)

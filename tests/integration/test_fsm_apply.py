@@ -9,9 +9,10 @@ import uuid
 
 import pytest
 
-from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import Peer, Replica, now_rfc3339
+
+from .helpers import free_base_port
 
 pytestmark = pytest.mark.integration
 
@@ -26,7 +27,7 @@ def _wait(predicate, timeout, what):
 
 @pytest.fixture
 def replicas(tmp_path, request):
-    base = find_base_port(3)
+    base = free_base_port(3)
     members = [("r%d" % i, "127.0.0.1:%d" % (base + 100 + i)) for i in (1, 2, 3)]
     password = uuid.uuid4().hex
     started = []

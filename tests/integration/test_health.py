@@ -1,11 +1,14 @@
 """/healthz, /readyz, /metrics, /version and the cluster view on a healthy cluster,
 then the view after a replica is killed (last test: it degrades this module's cluster)."""
+import os
 import re
+import socket
 import time
 
 import pytest
+import requests
 
-from .helpers import PODS, assert_no_internal_errors, call, expect, pod
+from .helpers import PODS, Cluster, assert_no_internal_errors, call, expect, pod
 
 pytestmark = pytest.mark.integration
 
@@ -96,3 +99,44 @@ def test_killed_replica_is_listed_unreachable(cluster):
     other = [i for i in cluster.ids if i not in (victim, leader)][0]
     expect(call("GET", cluster.url(other) + PODS.format(ns="default") + "/two-of-three"), 200)
     assert call("GET", cluster.url(other) + "/readyz").status_code == 200
+
+
+def test_replica_that_cannot_bind_its_raft_port_says_so(tmp_path, request):
+    """A replica whose Raft port is taken (here by an ordinary outgoing connection using it as
+    its local port, as any ephemeral client socket can) must not pass for a healthy member that
+    merely waits for an election: it exits, or logs the bind failure, or /readyz names it."""
+    c = Cluster(tmp_path / "bind")
+    raft_port = int(c.lc.replica("r1")["raft"].rsplit(":", 1)[1])
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", raft_port))
+    squatter.connect(listener.getsockname())
+    request.addfinalizer(lambda: (squatter.close(), listener.close()))
+    c.lc.start_all()
+    request.addfinalizer(c.stop_all)
+    c.wait_ready(ids=["r2", "r3"])       # the other two form a cluster
+
+    log_path = os.path.join(c.lc.dir, "r1", "server.log")
+    said = None
+    deadline = time.monotonic() + 6.0
+    while time.monotonic() < deadline and said is None:
+        if c.lc.pid("r1") is None:
+            said = "exited"
+            break
+        with open(log_path, errors="replace") as fh:
+            log = fh.read()
+        later = "\n".join(line for line in log.splitlines() if "shepherd_ha.server: replica r1:" not in line)
+        if str(raft_port) in later and re.search(r"bind|in use", later, re.I):
+            said = "logged"
+            break
+        try:
+            ready = requests.get(c.url("r1") + "/readyz", timeout=2)
+            if str(raft_port) in ready.text or re.search(r"bind|in use", ready.text, re.I):
+                said = "readyz"
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    assert said, "r1 cannot bind Raft port %d but neither exits, logs it nor reports it in /readyz " \
+        "(readyz: %r)" % (raft_port, call("GET", c.url("r1") + "/readyz").text.strip())
