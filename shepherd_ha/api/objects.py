@@ -208,6 +208,9 @@ class ObjectApi:
                 merged = copy.deepcopy(current)
                 merged["status"] = new.get("status")
                 new = merged
+                causes = [c for c in validate_object(target.plural, new) if c[0].startswith("status")]
+                if causes:
+                    raise invalid(target, causes, new)
             else:
                 new = self._defaulted_valid(target, new)
                 causes = validate_update(target.plural, current, new)

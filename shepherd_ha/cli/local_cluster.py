@@ -39,8 +39,9 @@ def port_free(port, host="127.0.0.1"):
             return False
 
 
-def find_base_port(replicas, low=20000, high=60000, attempts=200):
-    """A base port where every API and Raft port of `replicas` replicas is free."""
+def find_base_port(replicas, low=20000, high=32000, attempts=200):
+    """A base port where every API and Raft port of `replicas` replicas is free. The range
+    stays below the kernel's ephemeral ports (32768+), which outgoing connections take."""
     rng = secrets.SystemRandom()
     for _ in range(attempts):
         base = rng.randrange(low, high - 200)

@@ -8,6 +8,7 @@ from collections import namedtuple
 from .names import label_key_error, label_value_error, show
 
 Cause = namedtuple("Cause", "field message")
+INT64_MAX = 2 ** 63 - 1      # what Kubernetes clients (Go) can hold
 
 
 def is_int(value):
@@ -70,6 +71,12 @@ class Causes(list):
     def integer(self, field, value, low=None, high=None, required=False):
         if self._absent(field, value, required):
             return None
+        if high is None:
+            high_ok = not is_int(value) or value <= INT64_MAX
+            if not high_ok:
+                self.add(field, "must be at most %d (a 64-bit integer), got a %d-digit number"
+                         % (INT64_MAX, len(str(value))))
+                return None
         if is_int(value) and (low is None or value >= low) and (high is None or value <= high):
             return value
         if high is not None:

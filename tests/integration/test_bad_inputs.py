@@ -104,6 +104,12 @@ CASES = {
     "scale-not-a-number": ("PUT", "/apis/apps/v1/namespaces/{ns}/deployments/dep/scale",
                            {"json": {"spec": {"replicas": "many"}}}, 422, "Invalid"),
     "method-not-allowed": ("DELETE", PODS, {}, 405, "MethodNotAllowed"),
+    "status-phase-wrong-type": ("PATCH", POD.replace("{name}", "exists") + "/status",
+                                {"json": {"status": {"phase": 5}}, "headers": MERGE}, 422, "Invalid"),
+    "integer-beyond-int64": ("POST", PODS, {"data": json.dumps(pod("huge"))[:-1] +
+                                            ', "spec": {"containers": [{"name": "c", "image": "i"}], '
+                                            '"terminationGracePeriodSeconds": ' + "9" * 400 + "}}",
+                                            "headers": JSON}, 422, "Invalid"),
 }
 
 

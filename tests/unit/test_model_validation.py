@@ -809,3 +809,13 @@ def test_random_json_never_raises(plural):
         for variant in candidates:
             check_everything(plural, original, variant)
     assert_causes(validate_scale(random_json(rng)))
+
+
+def test_integers_beyond_int64_are_refused():
+    obj = sample("pods")
+    obj["spec"]["terminationGracePeriodSeconds"] = 2 ** 63
+    causes = validate_object("pods", obj)
+    assert [c.field for c in causes] == ["spec.terminationGracePeriodSeconds"]
+    assert "64-bit" in causes[0].message
+    obj["spec"]["terminationGracePeriodSeconds"] = 2 ** 63 - 1
+    assert validate_object("pods", obj) == []
