@@ -17,6 +17,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.stamping import stamp_new
 
 from .bodies import (dumps, flag, idempotency_key, is_number, json_body, json_object_body,
@@ -240,10 +241,16 @@ class ObjectApi:
         policy = options.get("propagationPolicy") or request.args.get("propagationPolicy") or "Background"
         if policy not in ("Background", "Foreground", "Orphan"):
             raise ApiError(400, "propagationPolicy %r is not one of Background, Foreground, Orphan" % policy)
-        op = {"op": "delete", "resource": target.plural, "namespace": target.namespace, "name": target.name,
-              "precondition": {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
-              "propagationPolicy": policy}
+        grace = options.get("gracePeriodSeconds", request.args.get("gracePeriodSeconds"))
+        if grace is not None:
+            if isinstance(grace, bool) or not (isinstance(grace, int) or is_number(str(grace))) or int(grace) < 0:
+                raise ApiError(400, "gracePeriodSeconds must be a whole number of seconds, 0 or more")
+            grace = int(grace)
+        op = delete_op(target.plural, target.namespace, target.name,
+                       {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
+                       grace=grace, propagation_policy=policy)
         result = self._submit([op])
+        # A pod on a node is only marked terminating: its agent stops it, then deletes it.
         return json_response(result["object"], 200)
 
     # ---- scale subresource ----

@@ -35,6 +35,7 @@ import time
 
 from shepherd_ha.model.selectors import LabelSelector, SelectorError
 from shepherd_ha.model.validation import describe_causes, validate_object
+from shepherd_ha.store.deletion import delete_object_op
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
@@ -137,7 +138,8 @@ class DeploymentController(Controller):
             return None
         uid = deployment["metadata"]["uid"]
         all_pods = self.store.list("pods", namespace)
-        pods = [p for p in all_pods if owned_by(p, uid)]
+        # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
+        pods = [p for p in all_pods if owned_by(p, uid) and not p["metadata"].get("deletionTimestamp")]
         revisions = [r for r in self.store.list("controllerrevisions", namespace) if owned_by(r, uid)]
         taken = {p["metadata"]["name"] for p in all_pods}
         return _Pass(self, key, deployment, pods, revisions, taken).run()
@@ -434,8 +436,7 @@ class _Pass:
                 "precondition": {"resourceVersion": meta["resourceVersion"]}}
 
     def _delete_op(self, resource, obj):
-        return {"op": "delete", "resource": resource, "namespace": self.namespace, "name": obj["metadata"]["name"],
-                "precondition": {"uid": obj["metadata"]["uid"]}}
+        return delete_object_op(resource, obj)     # pods on a node: gracefully, through their agent
 
     # ---- status ----
 

@@ -65,7 +65,8 @@ def _endpoint_relevant(pod):
     status = pod.get("status") or {}
     ports = [(c.get("name"), c.get("ports")) for c in _containers(pod)]
     return (meta.get("labels"), meta.get("uid"), status.get("podIP"), status.get("phase"),
-            pod_is_ready(pod), (pod.get("spec") or {}).get("nodeName"), repr(ports))
+            pod_is_ready(pod), (pod.get("spec") or {}).get("nodeName"), repr(ports),
+            bool(meta.get("deletionTimestamp")))
 
 
 def _address(pod):

@@ -23,6 +23,7 @@ remove everything in the namespace there too, so neither needs anything here.
 import threading
 
 from shepherd_ha.model.resources import RESOURCES, resource_for_kind
+from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.raft_node import Unavailable
 
 from .controller import Controller, Retry
@@ -147,8 +148,7 @@ class GarbageCollector(Controller):
                 continue           # an owner exists (or may): never delete
             precondition = {"uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
             if not any(presence):
-                writes.append([{"op": "delete", "resource": resource, "namespace": namespace or None,
-                                "name": name, "precondition": precondition}])
+                writes.append([delete_op(resource, namespace or None, name, precondition)])
                 doomed.append(dkey)
             else:
                 kept = [r for r, present in zip(refs, presence) if present]

@@ -23,7 +23,10 @@ Ops:
   {"op": "update", "resource": plural, "namespace": ns, "name": name,
    "object": obj, "subresource": None|"status", "precondition": {...}}
   {"op": "delete", "resource": plural, "namespace": ns, "name": name,
-   "precondition": {...}}
+   "precondition": {...}, "propagationPolicy": "Orphan"|..., 
+   "graceful": {"deletionTimestamp": ts, "gracePeriodSeconds": n|None}}
+      a graceful delete of a pod bound to a node only marks it terminating (None:
+      the pod's terminationGracePeriodSeconds; 0 deletes at once).
 Preconditions: {"resourceVersion": "12", "uid": "..."}; either may be absent.
 """
 import collections
@@ -293,6 +296,14 @@ class StoreFSM:
 
     def _op_delete(self, op, staged, planned, index):
         resource, namespace, name, current = self._existing(op, staged, index)
+        graceful = op.get("graceful")
+        if graceful and resource == "pods" and (current.get("spec") or {}).get("nodeName"):
+            seconds = graceful.get("gracePeriodSeconds")
+            if seconds is None:      # the pod's own setting, as stored
+                seconds = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if int(seconds) > 0:
+                return self._mark_terminating(current, graceful["deletionTimestamp"], int(seconds),
+                                              staged, planned)
         if resource == "namespaces":
             self._delete_namespace_contents(name, staged, planned)
         elif op.get("propagationPolicy") == "Orphan":
@@ -306,6 +317,20 @@ class StoreFSM:
         gone["metadata"] = dict(current["metadata"], resourceVersion=str(revision))
         self._stage(staged, planned, Change(revision, DELETED, resource, None, gone))
         return gone
+
+    def _mark_terminating(self, current, timestamp, seconds, staged, planned):
+        """Graceful deletion of a pod on a node: set deletionTimestamp and leave it to the
+        node's agent, which stops its containers and then deletes the pod for good.
+        A second graceful delete may only shorten the grace period."""
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp") and seconds >= meta.get("deletionGracePeriodSeconds", seconds):
+            return {"code": 200, "resource": "pods", "object": current, "unchanged": True}
+        revision = self._next_revision(planned)
+        new_meta = dict(meta, resourceVersion=str(revision), deletionTimestamp=meta.get("deletionTimestamp")
+                        or timestamp, deletionGracePeriodSeconds=seconds)
+        obj = dict(current, metadata=new_meta)
+        self._stage(staged, planned, Change(revision, MODIFIED, "pods", obj, current))
+        return {"code": 200, "resource": "pods", "object": obj, "terminating": True}
 
     def _orphan_dependents(self, owner, staged, planned):
         """Delete with propagationPolicy Orphan: dependents lose their reference to the

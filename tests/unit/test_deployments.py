@@ -112,10 +112,12 @@ class Env:
 
     # ---- agents / scheduler ----
 
-    def pods(self, name="web", namespace="default"):
+    def pods(self, name="web", namespace="default", terminating=False):
+        """Owned pods; those being stopped by their agent (deletionTimestamp) only when asked."""
         uid = self.deployment(name, namespace)["metadata"]["uid"]
         return [p for p in self.store.list("pods", namespace)
-                if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
+                if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+                and (terminating or not p["metadata"].get("deletionTimestamp"))]
 
     def set_ready(self, pod, ready=True, at=None):
         status = dict(pod.get("status") or {}, phase="Running" if ready else "Pending",
@@ -335,6 +337,8 @@ def test_scale_down_prefers_unscheduled_then_not_ready_then_newest(env):
     env.scale(3)
     env.settle()
     assert sorted(map(name, env.pods())) == sorted(map(name, (a, b, d))), "unscheduled, then not ready go first"
+    # unscheduled pods are deleted outright; a pod on a node is handed to its agent to stop
+    assert sorted(map(name, env.pods(terminating=True))) == sorted(map(name, (a, b, c, d)))
     env.scale(2)
     env.settle()
     assert sorted(map(name, env.pods())) == sorted(map(name, (a, b))), "then the newest"

@@ -283,3 +283,46 @@ def test_background_delete_leaves_dependents_for_the_garbage_collector(fsm):
     fsm.apply(create("pods", owned))
     fsm.apply(delete("deployments", "web", "default"))
     assert fsm.get("pods", "default", "a")["metadata"]["ownerReferences"][0]["uid"] == "dep-1"
+
+
+def bound_pod(name, grace=None):
+    p = pod(name)
+    p["spec"]["nodeName"] = "n1"
+    if grace is not None:
+        p["spec"]["terminationGracePeriodSeconds"] = grace
+    return p
+
+
+def graceful_delete(name, seconds=None, uid=None):
+    command = delete("pods", name, "default", uid=uid)
+    command["ops"][0]["graceful"] = {"deletionTimestamp": "2026-01-01T00:00:00Z", "gracePeriodSeconds": seconds}
+    return command
+
+
+def test_graceful_delete_of_a_bound_pod_only_marks_it_terminating(fsm):
+    fsm.apply(create("pods", bound_pod("a", grace=20)))
+    result, changes = fsm.apply_with_changes(graceful_delete("a"))
+    stored = fsm.get("pods", "default", "a")
+    assert result["ok"] and result["results"][0].get("terminating")
+    assert stored["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
+    assert stored["metadata"]["deletionGracePeriodSeconds"] == 20, "the pod's own grace period"
+    assert [c.type for c in changes] == ["MODIFIED"]
+    again = fsm.apply(graceful_delete("a", seconds=60))
+    assert again["results"][0].get("unchanged"), "a longer grace period changes nothing"
+    shorter = fsm.apply(graceful_delete("a", seconds=5))["results"][0]["object"]
+    assert shorter["metadata"]["deletionGracePeriodSeconds"] == 5
+    assert shorter["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
+    assert fsm.apply(delete("pods", "a", "default", uid="uid-a"))["ok"], "the agent's final delete"
+    assert fsm.get("pods", "default", "a") is None
+
+
+def test_graceful_delete_of_unbound_pod_or_zero_grace_deletes_at_once(fsm):
+    fsm.apply(create("pods", pod("unbound")))
+    fsm.apply(graceful_delete("unbound"))
+    assert fsm.get("pods", "default", "unbound") is None
+    fsm.apply(create("pods", bound_pod("zero", grace=0)))
+    fsm.apply(graceful_delete("zero"))
+    assert fsm.get("pods", "default", "zero") is None
+    fsm.apply(create("pods", bound_pod("forced", grace=30)))
+    fsm.apply(graceful_delete("forced", seconds=0))
+    assert fsm.get("pods", "default", "forced") is None

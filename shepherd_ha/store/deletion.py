@@ -1,0 +1,27 @@
+"""Delete ops as every writer (API, controllers) must build them.
+
+Pods bound to a node are deleted gracefully: the FSM only marks them terminating
+(deletionTimestamp, deletionGracePeriodSeconds) and the node's agent stops the
+containers (SIGTERM, the grace period, SIGKILL) before deleting the pod for good
+with `force`. Everything else, and forced deletes, go at once.
+"""
+from .stamping import now_rfc3339
+
+def delete_op(resource, namespace, name, precondition=None, force=False, grace=None,
+              propagation_policy=None):
+    """A delete op. Pods go gracefully unless `force` (or grace 0); `grace` None means
+    the pod's own terminationGracePeriodSeconds, read by the FSM from the stored pod."""
+    op = {"op": "delete", "resource": resource, "namespace": namespace, "name": name,
+          "precondition": precondition or {}}
+    if propagation_policy:
+        op["propagationPolicy"] = propagation_policy
+    if resource == "pods" and not force and (grace is None or int(grace) > 0):
+        op["graceful"] = {"deletionTimestamp": now_rfc3339(),
+                          "gracePeriodSeconds": None if grace is None else int(grace)}
+    return op
+
+
+def delete_object_op(resource, obj, force=False, grace=None):
+    """Delete `obj` as read, guarded by its uid (a re-created namesake is left alone)."""
+    meta = obj["metadata"]
+    return delete_op(resource, meta.get("namespace"), meta["name"], {"uid": meta.get("uid")}, force, grace)
