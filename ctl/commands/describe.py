@@ -214,6 +214,53 @@ def _describe_node(t, n):
         t.heading("System Info")
         for k, v in st["nodeInfo"].items():
             t.field(k, str(v), 1)
+    _node_usage(t, n)
+
+
+def _node_usage(t, n):
+    """status.usage, as the agent last posted it."""
+    from .top import node_usage
+    figures = node_usage(n, None)
+    t.heading("Usage")
+    if figures is None:
+        t.line("metrics not available yet (the agent has not posted usage)", 1)
+        return
+    usage = status(n).get("usage") or {}
+
+    def show(value, fmt):
+        return "<unknown>" if value is None else fmt % value
+    t.field("CPU", show(figures["cpu"], "%.1f%%"), 1)
+    memory = show(figures["memory"] and figures["memory"] // (1024 * 1024), "%dMi used")
+    if figures["memory%"] is not None:
+        memory += " (%.0f%%)" % figures["memory%"]
+    if isinstance(usage.get("memoryAvailableBytes"), (int, float)):
+        memory += ", %dMi available" % (usage["memoryAvailableBytes"] // (1024 * 1024))
+    t.field("Memory", memory, 1)
+    disk = show(figures["disk"], "%.0f%%")
+    if isinstance(usage.get("diskUsedBytes"), (int, float)) and isinstance(usage.get("diskTotalBytes"), (int, float)):
+        disk += " (%dGi of %dGi)" % (usage["diskUsedBytes"] // 2 ** 30, usage["diskTotalBytes"] // 2 ** 30)
+    t.field("Disk", disk, 1)
+    loads = [usage.get(k) for k in ("load1", "load5", "load15")]
+    t.field("Load", " ".join("%.2f" % v if isinstance(v, (int, float)) else "?" for v in loads), 1)
+    t.field("Containers", show(figures["containers"], "%d"), 1)
+    t.field("Sampled", "%s (%s ago)" % (usage.get("timestamp"), printers.age(usage.get("timestamp")))
+            if usage.get("timestamp") else None, 1)
+
+
+def _node_pods(t, client, n, now):
+    """The pods bound to the node (not finished)."""
+    name = meta(n).get("name")
+    items = (client.list("pods", None, field_selector="spec.nodeName=%s" % name, consistent=False)
+             or {}).get("items") or []
+    items = [p for p in items if status(p).get("phase") not in ("Succeeded", "Failed")]
+    t.heading("Non-terminated Pods (%d)" % len(items))
+    if not items:
+        t.line("<none>", 1)
+        return
+    rows = [[meta(p).get("namespace") or "", meta(p).get("name") or "", printers.pod_status(p),
+             printers.age(meta(p).get("creationTimestamp"), now)]
+            for p in printers.sort_objects(RESOURCES["pods"], items)]
+    t.table(["Namespace", "Name", "Status", "Age"], rows)
 
 
 def _describe_namespace(t, ns):
@@ -299,6 +346,8 @@ def describe(client, r, obj, now=None):
     fn = DESCRIBERS.get(r.plural)
     if fn is not None:
         fn(t, obj)
+        if r.plural == "nodes":
+            _node_pods(t, client, obj, now)
     else:
         if obj.get("spec"):
             t.heading("Spec")

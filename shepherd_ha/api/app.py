@@ -5,7 +5,7 @@ import time
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import health
+from . import health, pod_logs
 from .errors import ApiError, error_response
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
@@ -47,6 +47,8 @@ def create_app(replica):
             app.add_url_rule(prefix + rule, endpoint=(prefix + rule), view_func=bind(fn), methods=_VERBS)
 
     health.register(app, replica, metrics)
+    # Streams (pod logs) send their headers before their first chunk.
+    app.wsgi_app = pod_logs.expose_write(app.wsgi_app)
 
     @app.errorhandler(ApiError)
     def on_api_error(err):

@@ -23,7 +23,7 @@ from shepherd_ha.store.stamping import stamp_new
 from .bodies import (dumps, flag, idempotency_key, is_number, json_body, json_object_body,
                      require_merge_patch)
 from .errors import ApiError, unavailable
-from . import watch
+from . import pod_logs, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -91,7 +91,8 @@ class ObjectApi:
     def item(self, target):
         handlers = {None: {"GET": self.get, "PUT": self.replace, "PATCH": self.patch, "DELETE": self.delete},
                     "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
-                    "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale}}
+                    "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
+                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t)}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
             raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))

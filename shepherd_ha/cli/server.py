@@ -96,5 +96,6 @@ def run(args):
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
     waitress.serve(app, host=host, port=port, threads=values["api_threads"], ident="shepherd-ha",
                    channel_timeout=3600, connection_limit=1000, clear_untrusted_proxy_headers=True,
-                   _quiet=True)
+                   # lets a stream notice that its client left (pod logs -f on a quiet container)
+                   channel_request_lookahead=1, _quiet=True)
     return 0

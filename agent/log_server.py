@@ -1,0 +1,376 @@
+"""The agent's HTTP server: container logs for `sheepctl logs` (through the API).
+
+    GET /containerLogs/<namespace>/<pod>/<container>?follow=true&tailLines=N
+        [&previous=true][&timestamps=true][&sinceTime=RFC3339][&podUID=UID]
+    GET /healthz
+
+The container is found by its shepherd.io labels: the newest one of that pod and
+container carrying this node's `shepherd.io/node` label (the one before it with
+previous=true); with podUID only that pod's containers count.  Errors are Status
+objects (404 when the pod or container is unknown on this node).  The body is the
+container's output as the runtime gives it (stdout and stderr merged).
+
+Each open stream holds one server thread; a follower that goes away is noticed
+within about a second (waitress' client_disconnected, with channel_request_lookahead)
+and its thread freed, even when the container prints nothing.
+"""
+import inspect
+import json
+import logging
+import queue
+import threading
+from datetime import datetime, timezone
+
+import flask
+import waitress
+from waitress import wasyncore
+
+log = logging.getLogger(__name__)
+
+NODE_LABEL = "shepherd.io/node"
+POD_UID_LABEL = "shepherd.io/pod-uid"
+NAMESPACE_LABEL = "shepherd.io/pod-namespace"
+POD_LABEL = "shepherd.io/pod-name"
+CONTAINER_LABEL = "shepherd.io/container-name"
+RESTART_LABEL = "shepherd.io/restart-count"
+
+TIMESTAMPS_HEADER = "Shepherd-Log-Timestamps"
+CONTAINER_HEADER = "Shepherd-Container-ID"
+POLL_SECONDS = 1.0        # how often an idle stream checks that its reader is still there
+QUEUE_CHUNKS = 256        # chunks buffered between the runtime's reader and the HTTP writer
+
+WRITE_KEY = "shepherd.write"   # environ key of the server's write callable (see expose_write)
+
+_END = object()
+
+
+def status_body(code, message, reason=None):
+    reasons = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 500: "InternalError",
+               503: "ServiceUnavailable"}
+    return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
+            "reason": reason or reasons.get(code, "Unknown"), "message": message, "metadata": {}}
+
+
+def error(code, message):
+    return flask.Response(json.dumps(status_body(code, message)), status=code, mimetype="application/json")
+
+
+def _flag(value):
+    return str(value or "").lower() in ("1", "true", "yes")
+
+
+def parse_since(value):
+    """RFC 3339 (with up to nanoseconds) -> aware datetime; ValueError when malformed."""
+    text = value.strip().replace("Z", "+00:00")
+    if "." in text:
+        head, _, rest = text.partition(".")
+        digits = ""
+        while rest and rest[0].isdigit():
+            digits, rest = digits + rest[0], rest[1:]
+        text = "%s.%s%s" % (head, (digits + "000000")[:6], rest)   # Python keeps microseconds
+    t = datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    return t
+
+
+def _labels(c):
+    return (c.get("labels") if isinstance(c, dict) else None) or {}
+
+
+def _newness(c):
+    """Sort key: newer containers sort higher (restart counter label, then creation time)."""
+    try:
+        restart = int(_labels(c).get(RESTART_LABEL))
+    except (TypeError, ValueError):
+        restart = -1
+    created = ""
+    for key in ("created", "created_at", "createdAt", "started_at", "startedAt"):
+        value = c.get(key) if isinstance(c, dict) else None
+        if value:
+            created = value.isoformat() if isinstance(value, datetime) else \
+                ("%020.6f" % value if isinstance(value, (int, float)) else str(value))
+            break
+    return restart, created
+
+
+def expose_write(wsgi_app):
+    """WSGI middleware: puts the server's `write` callable (returned by
+    start_response) in environ[WRITE_KEY], so a streaming response can send its
+    headers before its first chunk (waitress sends them with that write)."""
+    def app(environ, start_response):
+        def recording_start_response(status, headers, exc_info=None):
+            write = start_response(status, headers, exc_info)
+            environ[WRITE_KEY] = write
+            return write
+        return wsgi_app(environ, recording_start_response)
+    return app
+
+
+def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS):
+    """Yield the chunks of `iterator` (read by a helper thread) until it ends or
+    `gone()` says the reader went away (checked every `poll` seconds while idle).
+    The helper thread stops at its next chunk after that (a blocked read cannot be
+    interrupted; `on_stop` may close the source)."""
+    q = queue.Queue(QUEUE_CHUNKS)
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=poll)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run():
+        try:
+            for chunk in iterator:
+                if stop.is_set() or not put(chunk):
+                    break
+        except Exception as exc:  # noqa: BLE001 - the stream ends, the reader is told below
+            put(exc)
+        finally:
+            put(_END)
+            close = getattr(iterator, "close", None)
+            if close is not None:
+                try:
+                    close()
+                except Exception:  # noqa: BLE001
+                    pass
+
+    threading.Thread(target=run, name="log-pump", daemon=True).start()
+    try:
+        while True:
+            try:
+                item = q.get(timeout=poll)
+            except queue.Empty:
+                if gone():
+                    return
+                continue
+            if item is _END:
+                return
+            if isinstance(item, Exception):
+                log.info("log stream ended: %s: %s", type(item).__name__, item)
+                return
+            if item:
+                yield item
+    finally:
+        stop.set()
+        if on_stop is not None:
+            try:
+                on_stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _close(iterator):
+    """Stop a runtime's log stream from another thread (Docker's streams allow it; a
+    generator running in the pump thread refuses, and ends at its next chunk)."""
+    close = getattr(iterator, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class LogServer:
+    """HTTP server of one agent.  start() binds (port 0 = any free port, see .port)."""
+
+    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16):
+        self.runtime = runtime
+        self.node_name = node_name
+        self.bind = bind
+        self.requested_port = port
+        self.threads = threads
+        self.port = None
+        self._server = None
+        self._thread = None
+        self.app = self._make_app()
+
+    # ---- lookup ----
+
+    def find(self, namespace, pod, container, previous=False, pod_uid=None):
+        """The container's id, or None."""
+        lister = getattr(self.runtime, "list_containers", None)
+        if lister is not None:
+            wanted = {NODE_LABEL: self.node_name, NAMESPACE_LABEL: namespace, POD_LABEL: pod,
+                      CONTAINER_LABEL: container}
+            try:
+                listed = lister(wanted)
+            except TypeError:     # a runtime whose list_containers() takes no filter
+                listed = lister()
+            matches = []
+            for c in listed or []:
+                labels = _labels(c)
+                if labels.get(NODE_LABEL) != self.node_name or labels.get(NAMESPACE_LABEL) != namespace \
+                        or labels.get(POD_LABEL) != pod or labels.get(CONTAINER_LABEL) != container:
+                    continue
+                if pod_uid and labels.get(POD_UID_LABEL) != pod_uid:
+                    continue
+                matches.append(c)
+            matches.sort(key=_newness, reverse=True)
+            index = 1 if previous else 0
+            return matches[index].get("id") if len(matches) > index else None
+        if previous:
+            return None
+        found = self.runtime.find_container(namespace, pod, container)
+        if isinstance(found, dict):
+            if _labels(found) and _labels(found).get(NODE_LABEL) not in (None, self.node_name):
+                return None
+            if pod_uid and _labels(found).get(POD_UID_LABEL) not in (None, pod_uid):
+                return None
+            return found.get("id")
+        return found or None
+
+    def _open_logs(self, container_id, tail, follow, timestamps, since):
+        """runtime.logs with the options it supports: (iterator, timestamps honoured)."""
+        extra = {}
+        if timestamps or since is not None:
+            try:
+                params = inspect.signature(self.runtime.logs).parameters
+                takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+            except (TypeError, ValueError):
+                params, takes_any = {}, False
+            if timestamps and (takes_any or "timestamps" in params):
+                extra["timestamps"] = True
+            if since is not None and (takes_any or "since" in params):
+                extra["since"] = since
+        return self.runtime.logs(container_id, tail=tail, follow=follow, **extra), bool(extra.get("timestamps"))
+
+    # ---- HTTP ----
+
+    def _make_app(self):
+        app = flask.Flask("shepherd_agent")
+
+        @app.get("/healthz")
+        def healthz():
+            return flask.Response("ok\n", mimetype="text/plain")
+
+        @app.get("/containerLogs/<namespace>/<pod>/<container>")
+        def container_logs(namespace, pod, container):
+            return self.container_logs(namespace, pod, container, flask.request)
+
+        @app.errorhandler(404)
+        def not_found(_err):
+            return error(404, "no such path %s on the agent of node %s: use /containerLogs/NAMESPACE/POD/"
+                              "CONTAINER" % (flask.request.path, self.node_name))
+
+        @app.errorhandler(405)
+        def not_allowed(_err):
+            return error(405, "%s is not allowed on %s" % (flask.request.method, flask.request.path))
+
+        @app.errorhandler(Exception)
+        def on_bug(err):
+            log.exception("log server: internal error on %s", flask.request.path)
+            return error(500, "internal error of the agent of node %s (%s)" % (self.node_name, type(err).__name__))
+
+        app.wsgi_app = expose_write(app.wsgi_app)
+        return app
+
+    def container_logs(self, namespace, pod, container, request):
+        args = request.args
+        follow, previous, timestamps = _flag(args.get("follow")), _flag(args.get("previous")), \
+            _flag(args.get("timestamps"))
+        tail = args.get("tailLines")
+        if tail not in (None, ""):
+            if not tail.isascii() or not tail.isdigit():
+                return error(400, "tailLines must be a whole number of lines, 0 or more (got %r)" % tail)
+            tail = int(tail)
+        else:
+            tail = None
+        since = args.get("sinceTime")
+        if since:
+            try:
+                since = parse_since(since)
+            except ValueError:
+                return error(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
+        else:
+            since = None
+        container_id = self.find(namespace, pod, container, previous=previous, pod_uid=args.get("podUID") or None)
+        if container_id is None:
+            if previous:
+                return error(404, "previous terminated container %r of pod %s/%s not found on node %s"
+                             % (container, namespace, pod, self.node_name))
+            return error(404, "container %r of pod %s/%s not found on node %s (it has not been created here "
+                              "yet, or the pod runs elsewhere)" % (container, namespace, pod, self.node_name))
+        try:
+            iterator, stamped = self._open_logs(container_id, tail, follow, timestamps, since)
+        except Exception as exc:  # noqa: BLE001 - e.g. the container was removed just now
+            log.info("logs of %s: %s", container_id, exc)
+            return error(404, "the logs of container %r of pod %s/%s on node %s cannot be read: %s"
+                         % (container, namespace, pod, self.node_name, exc))
+        gone = request.environ.get("waitress.client_disconnected") or (lambda: False)
+
+        environ = request.environ
+
+        def body():
+            write = environ.get(WRITE_KEY)   # set once the response has started
+            if write is not None:
+                # WSGI servers send the headers with the first non-empty chunk; a follower
+                # must not wait for the container's next line to learn that its stream is open.
+                write(b"")
+            yield from pump(iterator, gone, on_stop=lambda: _close(iterator))
+
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", CONTAINER_HEADER: container_id}
+        if stamped:
+            headers[TIMESTAMPS_HEADER] = "true"
+        return flask.Response(body(), mimetype="text/plain", headers=headers)
+
+    # ---- life ----
+
+    def start(self):
+        if self._server is not None:
+            return self
+        self._server = waitress.create_server(
+            self.app, host=self.bind, port=self.requested_port, threads=self.threads,
+            channel_request_lookahead=1, channel_timeout=3600, connection_limit=200,
+            clear_untrusted_proxy_headers=True, ident="shepherd-agent")
+        self.port = int(self._server.effective_port)
+        self._thread = threading.Thread(target=self._server.run, name="log-server", daemon=True)
+        self._thread.start()
+        log.info("log server of node %s listening on %s:%d", self.node_name, self.bind, self.port)
+        return self
+
+    def stop(self, timeout=5.0):
+        """Close the listening socket and every open stream; wait for the server thread."""
+        server, self._server = self._server, None
+        if server is None:
+            return
+        closed = threading.Event()
+
+        def close_all():
+            for disp in list(server._map.values()):
+                if disp is server.trigger:
+                    continue
+                try:
+                    if disp is server:
+                        wasyncore.dispatcher.close(server)
+                    else:
+                        disp.close()
+                except OSError:
+                    pass
+            closed.set()
+
+        server.trigger.pull_trigger(close_all)
+        closed.wait(timeout)
+        try:
+            server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+        except Exception:  # noqa: BLE001
+            pass
+
+        def close_trigger():
+            server.trigger._physical_pull = lambda: None
+            server.trigger.close()
+
+        server.trigger.pull_trigger(close_trigger)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()

@@ -1,0 +1,344 @@
+"""GET /api/v1/namespaces/{ns}/pods/{name}/log: a container's output, from its node's agent.
+
+Any replica answers: it reads the pod (linearizably; its local copy when there is no
+quorum, so logs stay readable while the control plane is degraded), picks the
+container, finds the pod's node and that node's agent (status.addresses InternalIP and
+status.daemonEndpoints.kubeletEndpoint.Port of the Node object: the replica never
+connects anywhere a request names) and streams the agent's answer through.
+
+Query: container, follow, tailLines, previous, timestamps, sinceTime (as kubectl).
+The agent's errors come back as Status objects with the agent's code and message;
+an agent that cannot be reached is a 503 naming the node and its address.
+
+A follower holds one server thread; a follower that goes away is noticed within about
+a second (waitress' client_disconnected, with channel_request_lookahead) and both its
+thread and its connection to the agent are released.
+"""
+import ipaddress
+import json
+import logging
+import queue
+import re
+import socket
+import threading
+from datetime import datetime
+from urllib.parse import quote
+
+import requests
+import urllib3
+from flask import Response, request
+
+from shepherd_ha.store.raft_node import Unavailable
+
+from .errors import ApiError, unavailable
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT = 3.0      # seconds to connect to an agent
+READ_TIMEOUT = 30.0        # seconds of silence from an agent, except while following
+POLL_SECONDS = 1.0         # how often an idle follow checks that its reader is still there
+QUEUE_CHUNKS = 256
+MAX_ERROR_BODY = 64 * 1024
+WRITE_KEY = "shepherd.write"
+PASSED_HEADERS = ("Shepherd-Log-Timestamps", "Shepherd-Container-ID")
+_HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
+_END = object()
+
+
+def expose_write(wsgi_app):
+    """WSGI middleware: puts the server's `write` callable (returned by start_response)
+    in environ["shepherd.write"], so a stream can send its headers before its first
+    chunk (waitress, per PEP 3333, sends them with the first non-empty chunk only)."""
+    def app(environ, start_response):
+        def recording_start_response(status, headers, exc_info=None):
+            write = start_response(status, headers, exc_info)
+            environ[WRITE_KEY] = write
+            return write
+        return wsgi_app(environ, recording_start_response)
+    return app
+
+
+# ---- request ----
+
+def _bool_arg(name):
+    value = request.args.get(name)
+    if value in (None, ""):
+        return False
+    low = value.lower()
+    if low in ("1", "true", "yes"):
+        return True
+    if low in ("0", "false", "no"):
+        return False
+    raise ApiError(400, "%s must be true or false (got %r)" % (name, value))
+
+
+def _options():
+    tail = request.args.get("tailLines")
+    if tail not in (None, ""):
+        if not (tail.isascii() and tail.isdigit()):
+            raise ApiError(400, "tailLines must be a whole number of lines, 0 or more (got %r)" % tail)
+        tail = str(int(tail))
+    else:
+        tail = None
+    since = request.args.get("sinceTime") or None
+    if since is not None:
+        try:
+            datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", since.replace("Z", "+00:00")))
+        except ValueError:
+            raise ApiError(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
+    return {"follow": _bool_arg("follow"), "previous": _bool_arg("previous"),
+            "timestamps": _bool_arg("timestamps"), "tailLines": tail, "sinceTime": since}
+
+
+def _read(replica, resource, namespace, name):
+    """Linearizable read; the local copy when there is no quorum."""
+    try:
+        obj, _ = replica.get(resource, namespace, name, True)
+    except Unavailable:
+        try:
+            obj, _ = replica.get(resource, namespace, name, False)
+        except Unavailable as exc:
+            raise unavailable(exc)
+    return obj
+
+
+def choose_container(pod, wanted):
+    """The container name to show (400 with the choices when it is ambiguous or unknown)."""
+    meta = pod.get("metadata") or {}
+    where = "%s/%s" % (meta.get("namespace"), meta.get("name"))
+    names = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or [] if isinstance(c, dict)]
+    if wanted:
+        if wanted not in names:
+            raise ApiError(400, "container %r is not valid for pod %s: its containers are %s"
+                           % (wanted, where, ", ".join(names) or "none"))
+        return wanted
+    if len(names) == 1:
+        return names[0]
+    if not names:
+        raise ApiError(400, "pod %s has no containers" % where)
+    raise ApiError(400, "a container name must be specified for pod %s, choose one of: %s (use ?container=NAME, "
+                        "or sheepctl logs -c NAME)" % (where, ", ".join(names)))
+
+
+def agent_endpoint(node):
+    """(host, port) of a Node's agent, or ApiError 503 saying what is missing."""
+    name = (node.get("metadata") or {}).get("name")
+    st = node.get("status") or {}
+    address = None
+    for a in st.get("addresses") or []:
+        if isinstance(a, dict) and a.get("type") == "InternalIP" and a.get("address"):
+            address = a["address"]
+            break
+    if not isinstance(address, str) or not address:
+        raise ApiError(503, "node %s has no InternalIP address in its status yet: its agent has not "
+                            "registered it" % name, headers={"Retry-After": "1"})
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        if len(address) > 253 or not _HOSTNAME.match(address):
+            raise ApiError(503, "node %s has no usable address (%r is neither an IP address nor a host name)"
+                           % (name, address[:100]))
+    port = (((st.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port"))
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise ApiError(503, "node %s has no agent port (status.daemonEndpoints.kubeletEndpoint.Port) yet: "
+                            "its agent has not registered it" % name, headers={"Retry-After": "1"})
+    return address, port
+
+
+def _host_port(host, port):
+    try:
+        if ipaddress.ip_address(host).version == 6:
+            return "[%s]:%d" % (host, port)
+    except ValueError:
+        pass
+    return "%s:%d" % (host, port)
+
+
+def _describe(exc):
+    text = str(exc).lower()
+    if isinstance(exc, requests.exceptions.ConnectTimeout) or "timed out" in text:
+        return "timed out"
+    if "refused" in text:
+        return "connection refused"
+    if "no route" in text or "unreachable" in text:
+        return "no route to host"
+    return type(exc).__name__
+
+
+# ---- streaming ----
+
+def _keepalive(sock):
+    """A dead agent node is noticed in about a minute even on a silent follow."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, opt):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+    except OSError:
+        pass
+
+
+def _socket_of(resp):
+    """The socket under a streamed response (http.client hands it to the response
+    when the server says Connection: close, as waitress does for streams)."""
+    conn = getattr(resp.raw, "connection", None) or getattr(resp.raw, "_connection", None)
+    sock = getattr(conn, "sock", None)
+    if sock is None:
+        fp = getattr(getattr(resp.raw, "_fp", None), "fp", None)
+        sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    return sock if isinstance(sock, socket.socket) else None
+
+
+def _shutdown(resp):
+    """Wake a read blocked on the agent's connection (close alone does not)."""
+    sock = _socket_of(resp)
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+    resp.close()
+
+
+def _chunks(resp):
+    raw = resp.raw
+    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
+        yield from raw.read_chunked(None, decode_content=False)
+        return
+    while True:
+        data = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
+        if not data:
+            return
+        yield data
+
+
+def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
+    """Yield from `chunks` (read by a helper thread) until it ends or `gone()` turns
+    true (checked every `poll` seconds while idle); then on_stop()."""
+    q = queue.Queue(QUEUE_CHUNKS)
+    stop = threading.Event()
+
+    def put(item):
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=poll)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run():
+        try:
+            for chunk in chunks:
+                if stop.is_set() or not put(chunk):
+                    return
+        except Exception as exc:  # noqa: BLE001 - the stream ends; the reader sees the end
+            if not stop.is_set():
+                log.info("log stream from an agent broke: %s: %s", type(exc).__name__, exc)
+        finally:
+            put(_END)
+
+    threading.Thread(target=run, name="pod-log-pump", daemon=True).start()
+    try:
+        while True:
+            try:
+                item = q.get(timeout=poll)
+            except queue.Empty:
+                if gone():
+                    return
+                continue
+            if item is _END:
+                return
+            if item:
+                yield item
+    finally:
+        stop.set()
+        if on_stop is not None:
+            try:
+                on_stop()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _agent_error(resp, node_name, where):
+    body = resp.raw.read(MAX_ERROR_BODY, decode_content=True) or b""
+    resp.close()
+    message = None
+    try:
+        status = json.loads(body)
+        if isinstance(status, dict) and isinstance(status.get("message"), str):
+            message = status["message"]
+    except ValueError:
+        pass
+    if message is None:
+        text = " ".join(body.decode("utf-8", "replace").split())[:300]
+        return ApiError(503, "the agent of node %s at %s answered %d: %s" % (node_name, where, resp.status_code,
+                                                                              text or "(no body)"))
+    code = resp.status_code if resp.status_code in (400, 404, 410, 503) else 503
+    return ApiError(code, message)
+
+
+def pod_log(replica, target):
+    if request.method != "GET":
+        raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
+    options = _options()
+    pod = _read(replica, "pods", target.namespace, target.name)
+    if pod is None:
+        raise ApiError(404, "%s not found" % target.describe(), details={"name": target.name, "kind": "pods"})
+    container = choose_container(pod, request.args.get("container"))
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise ApiError(400, "pod %s/%s is not scheduled yet: it has no logs until it runs on a node"
+                       % (target.namespace, target.name))
+    node = _read(replica, "nodes", None, node_name)
+    if node is None:
+        raise ApiError(404, "node %s of pod %s/%s not found: its agent is gone, and so are the logs"
+                       % (node_name, target.namespace, target.name))
+    host, port = agent_endpoint(node)
+    where = _host_port(host, port)
+    url = "http://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
+                                                quote(target.name, safe=""), quote(container, safe=""))
+    params = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
+    for key in ("follow", "previous", "timestamps"):
+        if options[key]:
+            params[key] = "true"
+    for key in ("tailLines", "sinceTime"):
+        if options[key] is not None:
+            params[key] = options[key]
+    session = requests.Session()
+    session.trust_env = False      # never through an HTTP proxy from the environment
+    try:
+        resp = session.get(url, params=params, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+                           headers={"User-Agent": "shepherd-ha/%s" % replica.id})
+    except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+        session.close()
+        raise ApiError(503, "the agent of node %s at %s is unreachable (%s)" % (node_name, where, _describe(exc)),
+                       headers={"Retry-After": "1"})
+    if resp.status_code >= 300:
+        session.close()
+        raise _agent_error(resp, node_name, where)
+    sock = _socket_of(resp)
+    if sock is not None and options["follow"]:
+        sock.settimeout(None)      # a quiet container is not a dead agent: keepalive watches the link
+        _keepalive(sock)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", "Shepherd-Node": node_name}
+    for name in PASSED_HEADERS:
+        if resp.headers.get(name):
+            headers[name] = resp.headers[name]
+    environ = request.environ
+    gone = environ.get("waitress.client_disconnected") or (lambda: False)
+
+    def stop():
+        _shutdown(resp)
+        session.close()
+
+    def body():
+        write = environ.get(WRITE_KEY)
+        if write is not None:
+            write(b"")      # headers now: a follower learns at once that its stream is open
+        yield from pump(_chunks(resp), gone, on_stop=stop)
+
+    return Response(body(), status=200, content_type=resp.headers.get("Content-Type") or "text/plain",
+                    headers=headers)
