@@ -301,13 +301,17 @@ def main(argv=None):
     with common.BenchCluster(keep=args.keep) as bc:
         if args.kills:
             writer = Writer(bc.urls(), args.client_timeout, args.rate, args.size)
+            writer_started = time.monotonic()
             writer.start()
             try:
                 rows = drill(bc, writer, args.kills, args.settle, args.max_gap, args.observe)
             finally:
                 writer.stop_event.set()
                 writer.join(5)
-            say("writer outcomes: %s" % json.dumps(dict(writer.outcomes), sort_keys=True))
+            took = time.monotonic() - writer_started
+            say("writer outcomes: %s; %.0f acknowledged writes/s on average over %.0f s (the gap figures are "
+                "only as fine as the time between two writes)" % (json.dumps(dict(writer.outcomes), sort_keys=True),
+                                                                  writer.outcomes["ack"] / took, took))
             same, missing = check_consistency(bc, writer)
         if args.idle_minutes > 0:
             elections, _, _, _ = idle_check(bc, args.idle_minutes)
