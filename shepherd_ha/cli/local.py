@@ -1,10 +1,13 @@
 """`shepherd-ha local up|status|down|kill|start`: a cluster on this machine."""
 import os
 import sys
+import time
 
 from .local_cluster import LocalCluster, LocalClusterError
 
 DEFAULT_DIR = ".local-cluster"
+DEFAULT_AGENTS = 2
+AGENT_WAIT = 20.0        # seconds for a started agent's node to become Ready
 
 
 def add_parser(subparsers):
@@ -15,15 +18,24 @@ def add_parser(subparsers):
     up.add_argument("--base-port", type=int, default=8000,
                     help="replica N serves its API on BASE+N and Raft on BASE+100+N (default 8000)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader (default 60)")
+    up.add_argument("--agents", type=int, default=DEFAULT_AGENTS,
+                    help="node agents node-1..node-N on this machine's Docker engine (default %d); agents "
+                         "added earlier are started too" % DEFAULT_AGENTS)
+    up.add_argument("--agent-prefix", default="node",
+                    help="agents are named PREFIX-1..PREFIX-N (default node); node names must be unique "
+                         "on a Docker engine, as an agent adopts the containers labelled with its name")
     up.set_defaults(func=cmd_up)
-    for name, func, text in (("status", cmd_status, "show each replica's process and role"),
-                             ("down", cmd_down, "stop every replica cleanly (SIGTERM); data is kept")):
+    for name, func, text in (("status", cmd_status, "show each replica's process and role, and each agent"),
+                             ("down", cmd_down, "stop every agent and replica cleanly (SIGTERM); data is kept, "
+                                                "containers keep running and are adopted by the next `up`")):
         p = sub.add_parser(name, help=text)
         p.set_defaults(func=func)
-    for name, func, text in (("kill", cmd_kill, "SIGKILL one replica (failure drills)"),
-                             ("start", cmd_start, "start one stopped or killed replica")):
+    sub.choices["down"].add_argument("--purge-containers", action="store_true",
+                                     help="also remove the containers of this cluster's agents")
+    for name, func, text in (("kill", cmd_kill, "SIGKILL one replica or agent (failure drills)"),
+                             ("start", cmd_start, "start one stopped or killed replica or agent")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("name", help="replica id, e.g. r1")
+        p.add_argument("name", help="replica id, e.g. r1, or agent name, e.g. node-1")
         p.set_defaults(func=func)
     for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start")]:
         p.add_argument("--dir", default=os.environ.get("SHEPHERD_LOCAL_DIR", DEFAULT_DIR),
@@ -57,8 +69,46 @@ def cmd_up(args, cluster):
     print("cluster is up; leader %s" % leader)
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
+    failed = _start_agents(cluster, args.agents, args.agent_prefix)
     print("use it:  sheepctl --config %s cluster status   (or export SHEPHERD_CONFIG=%s)" % (config, config))
-    return 0
+    return 1 if failed else 0
+
+
+def _start_agents(cluster, count, prefix="node"):
+    """Add PREFIX-1..PREFIX-COUNT when missing, start every agent, wait for their
+    nodes to be Ready. Returns the names of agents that did not come up."""
+    known = {a["name"] for a in cluster.agents()}
+    for i in range(1, max(0, count) + 1):
+        if "%s-%d" % (prefix, i) not in known:
+            cluster.add_agent("%s-%d" % (prefix, i))
+    agents = cluster.agents()
+    if not agents:
+        return []
+    for name, pid in cluster.start_agents().items():
+        print("  agent %s running (pid %d)" % (name, pid), flush=True)
+    deadline = time.monotonic() + AGENT_WAIT
+    rows = cluster.agent_status()
+    while time.monotonic() < deadline:
+        rows = cluster.agent_status()
+        if all(r["node"] == "Ready" or not r["pid"] for r in rows):
+            break
+        time.sleep(0.3)
+    failed = []
+    for row in rows:
+        if row["pid"] and row["node"] == "Ready":
+            print("  node %s Ready (agent log %s)" % (row["name"], row["log"]))
+            continue
+        failed.append(row["name"])
+        why = "its agent exited" if not row["pid"] else "its node is %s" % row["node"]
+        print("shepherd-ha local: agent %s is not up: %s; the end of %s:" % (row["name"], why, row["log"]),
+              file=sys.stderr)
+        try:
+            with open(row["log"], errors="replace") as fh:
+                for line in fh.readlines()[-5:]:
+                    print("    " + line.rstrip(), file=sys.stderr)
+        except OSError:
+            pass
+    return failed
 
 
 @_guard
@@ -68,28 +118,51 @@ def cmd_status(args, cluster):
         print("%-4s %-8s %-10s %-6s %-9s %s" % (row["id"], row["pid"] or "-", row["role"],
                                                  row["term"] if row["term"] is not None else "-",
                                                  row["revision"] if row["revision"] is not None else "-", row["api"]))
+    agents = cluster.agent_status()
+    if agents:
+        print()
+        print("%-12s %-8s %-8s %-13s %s" % ("AGENT", "PID", "RUNTIME", "NODE", "LOG"))
+        for row in agents:
+            print("%-12s %-8s %-8s %-13s %s" % (row["name"], row["pid"] or "-", row["runtime"], row["node"],
+                                                 row["log"]))
     return 0
 
 
 @_guard
 def cmd_down(args, cluster):
+    cluster.stop_agents()
     cluster.stop_all()
-    print("stopped every replica in %s (data kept; `shepherd-ha local up --dir %s` starts them again)"
+    print("stopped every agent and replica in %s (data kept; `shepherd-ha local up --dir %s` starts them again)"
           % (cluster.dir, args.dir))
+    if getattr(args, "purge_containers", False):
+        try:
+            removed = cluster.purge_containers()
+        except Exception as exc:  # noqa: BLE001 - docker missing or refusing: say so
+            print("shepherd-ha local: cannot remove the agents' containers: %s" % exc, file=sys.stderr)
+            return 1
+        print("removed %d container(s) of this cluster's agents" % removed)
+    elif cluster.agents():
+        print("the agents' containers keep running (`local down --purge-containers` removes them)")
     return 0
+
+
+def _is_agent(cluster, name):
+    return any(a["name"] == name for a in cluster.agents())
 
 
 @_guard
 def cmd_kill(args, cluster):
-    if not cluster.kill(args.name):
+    agent = _is_agent(cluster, args.name)
+    if not (cluster.kill_agent(args.name) if agent else cluster.kill(args.name)):
         print("%s is not running" % args.name)
         return 1
-    print("killed %s (SIGKILL)" % args.name)
+    print("killed %s%s (SIGKILL)" % ("agent " if agent else "", args.name))
     return 0
 
 
 @_guard
 def cmd_start(args, cluster):
-    pid = cluster.start(args.name)
-    print("%s running (pid %d)" % (args.name, pid))
+    agent = _is_agent(cluster, args.name)
+    pid = cluster.start_agent(args.name) if agent else cluster.start(args.name)
+    print("%s%s running (pid %d)" % ("agent " if agent else "", args.name, pid))
     return 0

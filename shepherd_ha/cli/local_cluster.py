@@ -7,6 +7,9 @@ Layout of DIR:
   <id>/data/            its Raft journal and snapshots
   <id>/server.log       its output
   <id>/pid              its PID while it runs
+  agents/<name>/agent.yaml   a node agent's `shepherd-agent --config` (agents are listed in cluster.yaml)
+  agents/<name>/agent.log    its output
+  agents/<name>/pid          its PID while it runs
 
 Used by `shepherd-ha local`, the tests and the benchmarks. Processes are only ever
 signalled by the PID we recorded, after checking it still runs our command line.
@@ -127,6 +130,11 @@ class LocalCluster:
     def pid(self, ident):
         """The PID of our running replica process, or None."""
         config_path, pid_path, _ = self._paths(ident)
+        return self._our_pid(pid_path, config_path)
+
+    @staticmethod
+    def _our_pid(pid_path, config_path):
+        """The PID in pid_path if that process runs with config_path on its command line."""
         try:
             with open(pid_path) as fh:
                 pid = int(fh.read().strip())
@@ -208,6 +216,138 @@ class LocalCluster:
                     return True
             time.sleep(0.02)
         return False
+
+    # ---- node agents ----
+
+    def _write_spec(self, spec):
+        tmp = self.spec_path + ".tmp"
+        with open(tmp, "w") as fh:
+            yaml.safe_dump(spec, fh, sort_keys=False)
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, self.spec_path)
+
+    def agents(self):
+        """The agents of this cluster: [{"name", "runtime", "args"}]."""
+        return list(self.spec().get("agents") or [])
+
+    def agent(self, name):
+        for a in self.agents():
+            if a["name"] == name:
+                return a
+        raise LocalClusterError("no agent %r in %s (agents: %s)" % (
+            name, self.dir, ", ".join(a["name"] for a in self.agents()) or "none"))
+
+    def add_agent(self, name, runtime="docker", extra_args=()):
+        """Record a node agent (node name `name`) talking to every replica; start it
+        with start_agent. Adding an existing name replaces its settings."""
+        spec = self.spec()
+        adir = os.path.join(self.dir, "agents", name)
+        os.makedirs(adir, exist_ok=True)
+        config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime}
+        with open(os.path.join(adir, "agent.yaml"), "w") as fh:
+            yaml.safe_dump(config, fh, sort_keys=False)
+        agents = [a for a in spec.get("agents") or [] if a["name"] != name]
+        agents.append({"name": name, "runtime": runtime, "args": [str(a) for a in extra_args]})
+        spec["agents"] = agents
+        self._write_spec(spec)
+        return os.path.join(adir, "agent.yaml")
+
+    def _agent_paths(self, name):
+        adir = os.path.join(self.dir, "agents", name)
+        return (os.path.join(adir, "agent.yaml"), os.path.join(adir, "pid"), os.path.join(adir, "agent.log"))
+
+    def agent_log(self, name):
+        return self._agent_paths(name)[2]
+
+    def agent_pid(self, name):
+        """The PID of our running agent process, or None."""
+        config_path, pid_path, _ = self._agent_paths(name)
+        return self._our_pid(pid_path, config_path)
+
+    def start_agent(self, name):
+        agent = self.agent(name)
+        pid = self.agent_pid(name)
+        if pid:
+            return pid
+        config_path, pid_path, log_path = self._agent_paths(name)
+        with open(log_path, "ab") as log:
+            proc = subprocess.Popen([sys.executable, "-m", "agent.main", "--config", config_path]
+                                    + list(agent.get("args") or []),
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, close_fds=True)
+        with open(pid_path, "w") as fh:
+            fh.write(str(proc.pid))
+        return proc.pid
+
+    def start_agents(self):
+        return {a["name"]: self.start_agent(a["name"]) for a in self.agents()}
+
+    def stop_agent(self, name, timeout=10.0):
+        """SIGTERM (the agent exits; its containers keep running), SIGKILL after `timeout`."""
+        pid = self.agent_pid(name)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGTERM)
+        if not self._reap(pid, timeout):
+            os.kill(pid, signal.SIGKILL)
+            self._reap(pid, 5)
+        return True
+
+    def kill_agent(self, name):
+        """SIGKILL, for drills."""
+        pid = self.agent_pid(name)
+        if pid is None:
+            return False
+        os.kill(pid, signal.SIGKILL)
+        self._reap(pid, 5)
+        return True
+
+    def stop_agents(self, timeout=10.0):
+        names = [a["name"] for a in self.agents()] if self.exists else []
+        for name in names:
+            pid = self.agent_pid(name)
+            if pid:
+                os.kill(pid, signal.SIGTERM)
+        for name in names:
+            self.stop_agent(name, timeout)
+
+    def purge_containers(self):
+        """Remove every container of this cluster's agents (by their node label).
+        Returns the number removed."""
+        import docker
+        client = docker.from_env(timeout=30)
+        removed = 0
+        try:
+            for a in self.agents():
+                for c in client.api.containers(all=True, filters={"label": "shepherd.io/node=%s" % a["name"]}):
+                    client.api.remove_container(c["Id"], force=True, v=True)
+                    removed += 1
+        finally:
+            client.close()
+        return removed
+
+    def agent_status(self, timeout=0.5):
+        """One row per agent: name, pid, runtime, and its Node's Ready condition."""
+        rows = []
+        for a in self.agents():
+            ready = None
+            for url in self.api_urls():
+                try:
+                    reply = requests.get("%s/api/v1/nodes/%s" % (url, a["name"]), params={"resourceVersion": "0"},
+                                         timeout=timeout)
+                except requests.RequestException:
+                    continue
+                if reply.status_code == 404:
+                    ready = "unregistered"
+                elif reply.ok:
+                    ready = "Unknown"
+                    for cond in (reply.json().get("status") or {}).get("conditions") or []:
+                        if cond.get("type") == "Ready":
+                            ready = {"True": "Ready", "False": "NotReady"}.get(cond.get("status"), "NotReady")
+                break
+            rows.append({"name": a["name"], "pid": self.agent_pid(a["name"]), "runtime": a.get("runtime", "docker"),
+                         "node": ready or "?", "log": self.agent_log(a["name"])})
+        return rows
 
     # ---- state ----
 

@@ -1,0 +1,238 @@
+"""Settings of `shepherd-agent`: command line > SHEPHERD_* environment > YAML file > default.
+
+One table describes every option, so --help, the environment and the file agree
+(the same pattern as shepherd_ha/config.py, which the agent does not import: it
+sits above the client and the model only).
+"""
+import dataclasses
+import ipaddress
+import os
+import socket
+import urllib.parse
+
+import yaml
+
+from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
+from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+
+CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str
+    type: type
+    default: object
+    help: str
+
+    @property
+    def env(self):
+        return "SHEPHERD_" + self.name.upper()
+
+    @property
+    def flag(self):
+        return "--" + self.name.replace("_", "-")
+
+
+AGENT_OPTIONS = (
+    Option("servers", str, None, "control-plane replica URLs, comma-separated, e.g. "
+           "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
+    Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
+           "Docker engine); default: the host name"),
+    Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
+           "always set)"),
+    Option("runtime", str, "docker", "docker (real containers) or hollow (simulated pods for scale tests and "
+           "benchmarks; the node is labelled shepherd.io/runtime=hollow)"),
+    Option("lease_interval", float, 5.0, "seconds between node lease renewals (the node lifecycle controller "
+           "marks the node NotReady when the lease stops moving)"),
+    Option("status_interval", float, 30.0, "seconds between node status posts with psutil usage (sooner when "
+           "cpu or memory moves by 20 points)"),
+    Option("address", str, None, "the node IP to advertise (InternalIP, pods' hostIP, hostPorts are published "
+           "on it); default: this host's address toward the first server, 127.0.0.1 for loopback servers"),
+    Option("port", int, 0, "port of the agent's HTTP server (container logs for the API); 0 picks a free one"),
+    Option("bind", str, None, "address the agent's HTTP server listens on; default: --address"),
+    Option("docker_url", str, None, "Docker engine URL, e.g. unix:///var/run/docker.sock; default: "
+           "$DOCKER_HOST or the local socket"),
+    Option("max_pods", int, 110, "pods this node takes at most (allocatable pods)"),
+    Option("cpu", str, None, "cpu capacity to report, e.g. 4 or 3500m; default: cpu count x 1000m (psutil)"),
+    Option("memory", str, None, "memory capacity to report, e.g. 8Gi; default: total memory (psutil)"),
+    Option("reserved_cpu", str, "100m", "cpu kept back from allocatable for the system and the agent"),
+    Option("reserved_memory", str, "256Mi", "memory kept back from allocatable for the system and the agent"),
+    Option("backoff_base", float, 10.0, "first crash-loop restart delay in seconds; it doubles per restart "
+           "(10s, 20s, 40s ...), as the kubelet's"),
+    Option("backoff_max", float, 300.0, "longest crash-loop restart delay in seconds"),
+    Option("housekeeping_interval", float, 2.0, "seconds between checks of this node's containers (a container "
+           "killed outside the agent is noticed at the latest then; Docker events usually sooner)"),
+    Option("sandbox_image", str, "shepherd/busybox:1", "image of the network holder of multi-container pods "
+           "(runs `sleep`); must be on the node"),
+    Option("workers", int, 4, "pods synced in parallel"),
+    Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+)
+
+
+def add_arguments(parser, options=AGENT_OPTIONS):
+    parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
+                        "with _ or -); env %s" % CONFIG_ENV)
+    for opt in options:
+        default = "" if opt.default in (None, "") else " (default %s)" % opt.default
+        parser.add_argument(opt.flag, dest=opt.name, default=None,
+                            help="%s; env %s%s" % (opt.help, opt.env, default))
+
+
+def resolve(args, options=AGENT_OPTIONS, environ=None):
+    """Merge the sources into a dict of typed values; ConfigError names the bad one."""
+    environ = os.environ if environ is None else environ
+    path = getattr(args, "config", None) or environ.get(CONFIG_ENV)
+    from_file = {}
+    if path:
+        try:
+            with open(path) as fh:
+                loaded = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ConfigError("cannot read config file %s: %s" % (path, exc.strerror))
+        except yaml.YAMLError as exc:
+            raise ConfigError("config file %s is not valid YAML: %s" % (path, exc))
+        if not isinstance(loaded, dict):
+            raise ConfigError("config file %s must hold a mapping of option: value" % path)
+        from_file = {str(k).replace("-", "_"): v for k, v in loaded.items()}
+        unknown = sorted(set(from_file) - {o.name for o in options})
+        if unknown:
+            raise ConfigError("config file %s has unknown option(s) %s" % (path, ", ".join(unknown)))
+    values = {}
+    for opt in options:
+        for source, raw in (("flag " + opt.flag, getattr(args, opt.name, None)),
+                            ("env " + opt.env, environ.get(opt.env)),
+                            ("config file key " + opt.name, from_file.get(opt.name))):
+            if raw is not None:
+                break
+        else:
+            source, raw = "default", opt.default
+        values[opt.name] = _convert(opt, raw, source)
+    return values
+
+
+def _convert(opt, raw, source):
+    if raw is None:
+        return None
+    if opt.name in ("servers", "labels") and isinstance(raw, (list, dict)):
+        raw = ",".join("%s=%s" % kv for kv in raw.items()) if isinstance(raw, dict) else ",".join(map(str, raw))
+    try:
+        return opt.type(raw)
+    except (TypeError, ValueError):
+        raise ConfigError("%s: %r is not a valid %s for %s" % (source, raw, opt.type.__name__, opt.name))
+
+
+def parse_labels(text):
+    """'k=v,k2=v2' -> dict; ConfigError with the reason for a bad one."""
+    out = {}
+    for part in filter(None, (p.strip() for p in (text or "").split(","))):
+        key, eq, value = part.partition("=")
+        if not eq:
+            raise ConfigError("--labels: %r is not key=value" % part)
+        err = label_key_error(key) or label_value_error(value)
+        if err:
+            raise ConfigError("--labels: %s" % err)
+        out[key] = value
+    return out
+
+
+def default_address(servers):
+    """This host's address toward the first server (127.0.0.1 for a loopback server)."""
+    first = servers[0]
+    host = urllib.parse.urlsplit(first if "://" in first else "http://" + first).hostname or "127.0.0.1"
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return "127.0.0.1"
+    except ValueError:
+        if host == "localhost":
+            return "127.0.0.1"
+    try:
+        port = urllib.parse.urlsplit(first if "://" in first else "http://" + first).port or 80
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.connect((host, port))         # UDP: no packet is sent
+            return sock.getsockname()[0]
+    except OSError:
+        return "127.0.0.1"
+
+
+@dataclasses.dataclass
+class AgentSettings:
+    servers: list
+    node_name: str
+    labels: dict
+    runtime: str
+    address: str
+    bind: str
+    port: int
+    lease_interval: float
+    status_interval: float
+    docker_url: str
+    max_pods: int
+    cpu_millicores: int
+    memory_bytes: int
+    reserved_cpu: int
+    reserved_memory: int
+    backoff_base: float
+    backoff_max: float
+    housekeeping_interval: float
+    sandbox_image: str
+    workers: int
+    log_level: str
+
+
+def settings(values):
+    """AgentSettings from resolved values, checked."""
+    from shepherd_ha.client import normalize_servers
+    if not values.get("servers"):
+        raise ConfigError("--servers is required (or SHEPHERD_SERVERS): the URLs of the control-plane replicas")
+    try:
+        servers = normalize_servers(values["servers"])
+    except ValueError as exc:
+        raise ConfigError("--servers: %s" % exc)
+    name = values.get("node_name") or socket.gethostname().lower()
+    if not is_dns1123_subdomain(name):
+        raise ConfigError("--node-name %r is not a valid node name: lowercase letters, digits, '-' and '.', "
+                          "starting and ending with a letter or digit" % name)
+    runtime = (values.get("runtime") or "docker").lower()
+    if runtime not in ("docker", "hollow"):
+        raise ConfigError("--runtime %r: use docker or hollow" % values.get("runtime"))
+    labels = parse_labels(values.get("labels"))
+    for key in ("lease_interval", "status_interval", "backoff_base", "backoff_max", "housekeeping_interval"):
+        if values[key] <= 0:
+            raise ConfigError("--%s must be positive" % key.replace("_", "-"))
+    if values["backoff_max"] < values["backoff_base"]:
+        raise ConfigError("--backoff-max must be at least --backoff-base")
+    if not 0 <= values["port"] <= 65535:
+        raise ConfigError("--port must be 0 (any free port) to 65535")
+    if values["max_pods"] < 1:
+        raise ConfigError("--max-pods must be at least 1")
+    if values["workers"] < 1:
+        raise ConfigError("--workers must be at least 1")
+    quantities = {}
+    for key, parse in (("cpu", parse_cpu), ("memory", parse_memory), ("reserved_cpu", parse_cpu),
+                       ("reserved_memory", parse_memory)):
+        try:
+            quantities[key] = parse(values[key]) if values.get(key) not in (None, "") else None
+        except QuantityError as exc:
+            raise ConfigError("--%s: %s" % (key.replace("_", "-"), exc))
+    address = values.get("address") or default_address(servers)
+    try:
+        ipaddress.ip_address(address)
+    except ValueError:
+        raise ConfigError("--address %r is not an IP address" % address)
+    level = (values.get("log_level") or "INFO").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
+        raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
+    return AgentSettings(
+        servers=servers, node_name=name, labels=labels, runtime=runtime, address=address,
+        bind=values.get("bind") or address, port=values["port"], lease_interval=values["lease_interval"],
+        status_interval=values["status_interval"], docker_url=values.get("docker_url"),
+        max_pods=values["max_pods"], cpu_millicores=quantities["cpu"], memory_bytes=quantities["memory"],
+        reserved_cpu=quantities["reserved_cpu"] or 0, reserved_memory=quantities["reserved_memory"] or 0,
+        backoff_base=values["backoff_base"], backoff_max=values["backoff_max"],
+        housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
+        workers=values["workers"], log_level=level)

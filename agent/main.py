@@ -1,0 +1,134 @@
+"""`shepherd-agent`: the node agent. Runs until SIGTERM or SIGINT.
+
+    shepherd-agent --servers http://10.0.0.1:8001,http://10.0.0.2:8001 --node-name node-1
+
+On SIGTERM the agent stops its own threads and exits; the containers it runs keep
+running, and the next agent on this node adopts them (same containers, no restart).
+"""
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from shepherd_ha import __version__
+from shepherd_ha.client import Client
+
+from . import config
+from .node import NodeManager
+from .pods import PodManager
+from .runtime import RuntimeFailure, make_runtime
+
+log = logging.getLogger("agent")
+
+DESCRIPTION = """\
+Shepherd HA node agent: registers this machine as a Node, renews its lease, posts
+usage, and runs the pods bound to it as Docker containers (or simulated ones with
+--runtime hollow), reporting their status. Every option can also come from the
+environment (SHEPHERD_<OPTION>) or a YAML file (--config); the command line wins,
+then the environment, then the file."""
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="shepherd-agent", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version="shepherd-agent " + __version__)
+    config.add_arguments(parser)
+    return parser
+
+
+class Agent:
+    """The agent's parts wired together (also used in-process by tests and benchmarks)."""
+
+    def __init__(self, settings, runtime=None, client=None):
+        self.settings = s = settings
+        self.stop_event = threading.Event()
+        self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
+        self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0,
+                                       user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
+        self.log_server = None
+        self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
+                               backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
+                               sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
+                               workers=s.workers)
+        labels = dict(s.labels)
+        self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
+                                labels=labels, port=0, cpu_millicores=s.cpu_millicores,
+                                memory_bytes=s.memory_bytes, reserved_cpu=s.reserved_cpu,
+                                reserved_memory=s.reserved_memory, max_pods=s.max_pods,
+                                lease_interval=s.lease_interval, status_interval=s.status_interval,
+                                containers=self.pods.running_containers)
+
+    def start(self):
+        s = self.settings
+        port = s.port
+        try:
+            from .log_server import LogServer
+        except ImportError:     # pragma: no cover - agent/log_server.py is part of the agent
+            LogServer = None
+            log.warning("agent/log_server.py is missing: no container logs over HTTP")
+        if LogServer is not None:
+            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port)
+            self.log_server.start()
+            port = self.log_server.port
+            log.info("serving container logs on %s:%d", s.bind, port)
+        self.node.port = port or 0
+        self.node.start()
+        self.pods.start()
+        log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
+                 self.runtime.name, s.address, ", ".join(s.servers))
+
+    def shutdown(self, timeout=5.0):
+        """Stop the agent's threads; containers keep running."""
+        self.stop_event.set()
+        self.pods.shutdown(timeout)
+        self.node.join(timeout)
+        if self.log_server is not None:
+            try:
+                self.log_server.stop()
+            except Exception:  # noqa: BLE001
+                log.exception("stopping the log server")
+        self.client.close()
+        self.runtime.close()
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        values = config.resolve(args)
+        settings = config.settings(values)
+    except config.ConfigError as exc:
+        print("shepherd-agent: %s" % exc, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=settings.log_level,
+                        format="%(asctime)s %(levelname)s " + settings.node_name + " %(name)s: %(message)s")
+    for noisy in ("urllib3", "docker", "waitress"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        agent = Agent(settings)
+    except RuntimeFailure as exc:
+        print("shepherd-agent: %s" % exc, file=sys.stderr)
+        return 1
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        agent.start()
+    except OSError as exc:
+        print("shepherd-agent: cannot start: %s" % exc, file=sys.stderr)
+        agent.shutdown(1.0)
+        return 1
+    while not stopping.wait(1.0):
+        pass
+    log.info("stopping (containers keep running)")
+    agent.shutdown()
+    log.info("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,450 @@
+"""The pod worker's decisions against a fake runtime and a fake API client (no threads
+except the short-lived kill/terminate ones, which the tests join)."""
+import copy
+import threading
+import time
+
+import pytest
+
+from agent import labels as L
+from agent import spec as P
+from agent.pods import PodManager
+from agent.runtime.base import CreateError, ImagePullError
+from agent.runtime.hollow_runtime import HollowRuntime
+from shepherd_ha.client import ApiError
+
+NODE = "node-a"
+
+
+class FakeRuntime(HollowRuntime):
+    """Hollow containers with knobs: which images exist, pulls and starts that fail,
+    and containers that exit on demand."""
+
+    name = "fake"
+    simulated = False
+
+    def __init__(self):
+        super().__init__(NODE)
+        self.images = {"shepherd/busybox:1"}
+        self.pullable = set()
+        self.start_errors = {}           # container-name label -> message
+        self.created = []
+
+    def image_present(self, image):
+        return image in self.images
+
+    def pull_image(self, image):
+        if image not in self.pullable:
+            raise ImagePullError('pull access denied for %s' % image)
+        self.images.add(image)
+
+    def create(self, config):
+        cid = super().create(config)
+        self.created.append(config)
+        return cid
+
+    def start(self, container_id):
+        info = self._containers[container_id]
+        message = self.start_errors.get(info.labels.get(L.CONTAINER_NAME))
+        if message:
+            raise CreateError(message)
+        super().start(container_id)
+
+    def exit(self, container_id, code):
+        with self._lock:
+            info = self._containers[container_id]
+            info.state, info.exit_code = "exited", code
+            info.finished_at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+    def running_of(self, pod_name, container="main"):
+        return [c for c in self.list({L.POD_NAME: pod_name, L.CONTAINER_NAME: container}) if c.state == "running"]
+
+
+class FakeClient:
+    """Just what the pod manager and its status writer call."""
+
+    def __init__(self):
+        self.pods = {}          # (ns, name) -> pod
+        self.rv = 100
+        self.patches = []
+        self.deletes = []
+        self.lock = threading.Lock()
+
+    def add(self, pod):
+        self.rv += 1
+        pod = copy.deepcopy(pod)
+        pod["metadata"]["resourceVersion"] = str(self.rv)
+        self.pods[(pod["metadata"]["namespace"], pod["metadata"]["name"])] = pod
+        return copy.deepcopy(pod)
+
+    def get(self, resource, name, namespace=None, consistent=True):
+        pod = self.pods.get((namespace, name))
+        if pod is None:
+            raise ApiError({"code": 404, "reason": "NotFound", "message": "not found"})
+        return copy.deepcopy(pod)
+
+    def patch(self, resource, name, body, namespace=None, subresource=None):
+        with self.lock:
+            pod = self.pods.get((namespace, name))
+            if pod is None:
+                raise ApiError({"code": 404, "reason": "NotFound", "message": "not found"})
+            want = (body.get("metadata") or {}).get("resourceVersion")
+            if want and want != pod["metadata"]["resourceVersion"]:
+                raise ApiError({"code": 409, "reason": "Conflict", "message": "modified"})
+            status = dict(pod.get("status") or {})
+            for k, v in body["status"].items():
+                if v is None:
+                    status.pop(k, None)
+                else:
+                    status[k] = v
+            pod["status"] = status
+            self.rv += 1
+            pod["metadata"]["resourceVersion"] = str(self.rv)
+            self.patches.append((name, copy.deepcopy(body)))
+            return copy.deepcopy(pod)
+
+    def request(self, method, path, params=None, body=None, **kw):
+        self.deletes.append((method, path, params, body))
+        for key, pod in list(self.pods.items()):
+            if path.endswith("/pods/%s" % key[1]) and pod["metadata"]["uid"] == body["preconditions"]["uid"]:
+                del self.pods[key]
+                return pod
+        raise ApiError({"code": 404, "reason": "NotFound", "message": "not found"})
+
+
+def make_pod(name, containers=None, uid=None, **spec):
+    body = {"nodeName": NODE, "restartPolicy": "Always", "terminationGracePeriodSeconds": 1,
+            "containers": containers or [{"name": "main", "image": "shepherd/busybox:1",
+                                          "imagePullPolicy": "IfNotPresent"}]}
+    body.update(spec)
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "uid": uid or "uid-" + name},
+            "spec": body,
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}}
+
+
+@pytest.fixture
+def env():
+    runtime = FakeRuntime()
+    client = FakeClient()
+    stop = threading.Event()
+    manager = PodManager(client, runtime, NODE, "10.1.2.3", stop, backoff_base=0.2, backoff_cap=1.0, probes=False)
+    manager.synced.set()
+    yield manager, runtime, client
+    stop.set()
+
+
+def flush(manager):
+    """Write every pending status now, as the writer thread would."""
+    while True:
+        with manager.writer._cond:
+            if not manager.writer._pending:
+                return
+            uid, status = manager.writer._pending.popitem()
+        manager.writer.write(uid, status)
+
+
+def apply(manager, client, pod):
+    manager.observe(client.add(pod))
+    uid = pod["metadata"]["uid"]
+    manager.sync(uid)
+    flush(manager)
+    return client.pods[("default", pod["metadata"]["name"])]
+
+
+def resync(manager, client, name):
+    pod = client.pods[("default", name)]
+    manager.sync(pod["metadata"]["uid"])
+    flush(manager)
+    return client.pods[("default", name)]
+
+
+def cstatus(pod, i=0):
+    return pod["status"]["containerStatuses"][i]
+
+
+def wait_for(fn, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if fn():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def test_a_new_pod_runs_with_labels_and_status(env):
+    manager, runtime, client = env
+    pod = apply(manager, client, make_pod("web"))
+    [config] = runtime.created
+    assert config.labels[L.NODE] == NODE and config.labels[L.POD_UID] == "uid-web"
+    assert config.name == "shepherd_node-a_default_web_main_0"
+    st = pod["status"]
+    assert st["phase"] == "Running" and st["hostIP"] == "10.1.2.3" and st["podIP"].startswith("10.")
+    assert st["startTime"]
+    c = cstatus(pod)
+    assert c["ready"] and c["restartCount"] == 0 and "running" in c["state"]
+    assert c["containerID"].startswith("fake://") and c["image"] == "shepherd/busybox:1"
+    conds = {x["type"]: x["status"] for x in st["conditions"]}
+    assert conds == {"PodScheduled": "True", "Initialized": "True", "ContainersReady": "True", "Ready": "True"}
+
+
+def test_status_is_written_only_when_it_changes(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    n = len(client.patches)
+    for _ in range(3):
+        resync(manager, client, "web")
+    assert len(client.patches) == n
+    assert len(runtime.created) == 1
+
+
+def test_a_killed_container_restarts_at_once_then_backs_off(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    first = runtime.running_of("web")[0]
+    runtime.exit(first.id, 137)
+    pod = resync(manager, client, "web")
+    c = cstatus(pod)
+    assert c["restartCount"] == 1 and "running" in c["state"]
+    assert c["lastState"]["terminated"]["exitCode"] == 137
+    assert c["lastState"]["terminated"]["containerID"] == "fake://" + first.id
+    second = runtime.running_of("web")[0]
+    runtime.exit(second.id, 1)
+    pod = resync(manager, client, "web")
+    c = cstatus(pod)
+    assert c["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert "back-off 0s restarting failed container=main pod=web_default(uid-web)" in c["state"]["waiting"]["message"]
+    assert c["restartCount"] == 1 and c["lastState"]["terminated"]["exitCode"] == 1
+    assert pod["status"]["phase"] == "Running"
+    assert not runtime.running_of("web")
+    time.sleep(0.25)
+    pod = resync(manager, client, "web")
+    assert cstatus(pod)["restartCount"] == 2 and "running" in cstatus(pod)["state"]
+    # the instance before the last one is kept for `logs --previous`, older ones go (next sync)
+    resync(manager, client, "web")
+    names = sorted(c.name for c in runtime.list({L.POD_NAME: "web"}))
+    assert names == ["shepherd_node-a_default_web_main_1", "shepherd_node-a_default_web_main_2"]
+
+
+@pytest.mark.parametrize("policy,code,phase,reason", [
+    ("Never", 0, "Succeeded", "Completed"), ("Never", 2, "Failed", "Error"),
+    ("OnFailure", 0, "Succeeded", "Completed")])
+def test_pods_that_do_not_restart_end(env, policy, code, phase, reason):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("job", restartPolicy=policy))
+    runtime.exit(runtime.running_of("job")[0].id, code)
+    pod = resync(manager, client, "job")
+    assert pod["status"]["phase"] == phase
+    term = cstatus(pod)["state"]["terminated"]
+    assert term["exitCode"] == code and term["reason"] == reason
+    assert cstatus(pod)["restartCount"] == 0 and not cstatus(pod)["ready"]
+    pod = resync(manager, client, "job")
+    assert len(runtime.created) == 1 and pod["status"]["phase"] == phase
+
+
+def test_on_failure_restarts_a_failed_container(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("job", restartPolicy="OnFailure"))
+    runtime.exit(runtime.running_of("job")[0].id, 5)
+    pod = resync(manager, client, "job")
+    assert cstatus(pod)["restartCount"] == 1 and pod["status"]["phase"] == "Running"
+
+
+def test_unknown_image_with_never_and_failed_pulls_say_why(env):
+    manager, runtime, client = env
+    pod = apply(manager, client, make_pod("never", [{"name": "main", "image": "nope:1", "imagePullPolicy": "Never"}]))
+    w = cstatus(pod)["state"]["waiting"]
+    assert w["reason"] == "ErrImageNeverPull"
+    assert w["message"] == 'Container image "nope:1" is not present with pull policy of Never'
+    assert pod["status"]["phase"] == "Pending"
+    pod = apply(manager, client, make_pod("pull", [{"name": "main", "image": "nope:2", "imagePullPolicy": "Always"}]))
+    w = cstatus(pod)["state"]["waiting"]
+    assert w["reason"] == "ErrImagePull" and "pull access denied for nope:2" in w["message"]
+    time.sleep(0.05)
+    pod = resync(manager, client, "pull")
+    assert cstatus(pod)["state"]["waiting"]["reason"] == "ImagePullBackOff"
+    runtime.pullable.add("nope:2")
+    time.sleep(0.5)
+    pod = resync(manager, client, "pull")
+    assert "running" in cstatus(pod)["state"]
+    assert not runtime.created[0].image == "nope:1"
+
+
+def test_a_refused_start_is_create_container_error_and_other_pods_run(env):
+    manager, runtime, client = env
+    runtime.start_errors["bad"] = "Bind for 10.1.2.3:80 failed: port is already allocated"
+    pod = apply(manager, client, make_pod("ports", [{"name": "bad", "image": "shepherd/busybox:1"}]))
+    w = cstatus(pod)["state"]["waiting"]
+    assert w == {"reason": "CreateContainerError", "message": "Bind for 10.1.2.3:80 failed: port is already allocated"}
+    assert not runtime.list({L.POD_NAME: "ports"})      # the refused container is removed
+    ok = apply(manager, client, make_pod("fine"))
+    assert ok["status"]["phase"] == "Running"
+    del runtime.start_errors["bad"]
+    time.sleep(0.3)
+    pod = resync(manager, client, "ports")
+    assert "running" in cstatus(pod)["state"] and cstatus(pod)["restartCount"] == 0
+
+
+def test_a_new_agent_adopts_running_containers(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    runtime.exit(runtime.running_of("web")[0].id, 137)
+    before = resync(manager, client, "web")
+    running = runtime.running_of("web")[0].id
+    fresh = PodManager(client, runtime, NODE, "10.1.2.3", threading.Event(), probes=False)
+    fresh.synced.set()
+    fresh.observe(copy.deepcopy(client.pods[("default", "web")]))
+    fresh.sync("uid-web")
+    flush(fresh)
+    after = client.pods[("default", "web")]
+    assert runtime.running_of("web")[0].id == running and len(runtime.created) == 2
+    assert cstatus(after)["restartCount"] == 1
+    assert cstatus(after)["lastState"] == cstatus(before)["lastState"]
+    assert after["status"]["podIP"] == before["status"]["podIP"]
+
+
+def test_a_second_running_instance_is_removed(env):
+    manager, runtime, client = env
+    pod = make_pod("web")
+    apply(manager, client, pod)
+    config = P.container_config(pod, pod["spec"]["containers"][0], NODE, "10.1.2.3", 0)
+    config.name = "a-duplicate"
+    runtime.start(runtime.create(config))
+    assert len(runtime.running_of("web")) == 2
+    resync(manager, client, "web")
+    assert len(runtime.running_of("web")) == 1
+
+
+def test_orphans_are_removed_once_the_pods_are_known(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    other = make_pod("gone", uid="uid-gone")
+    cid = runtime.create(P.container_config(other, other["spec"]["containers"][0], NODE, "10.1.2.3", 0))
+    runtime.start(cid)
+    foreign = make_pod("foreign", uid="uid-x")
+    config = P.container_config(foreign, foreign["spec"]["containers"][0], "another-node", "10.1.2.3", 0)
+    fid = runtime.create(config)
+    manager.synced.clear()
+    manager.housekeeping()
+    assert runtime.inspect(cid) is not None     # not before the first list
+    manager.synced.set()
+    manager.housekeeping()
+    assert runtime.inspect(cid) is None
+    assert runtime.inspect(fid) is not None     # another node's container is never touched
+    assert runtime.running_of("web")
+
+
+def test_graceful_deletion_stops_removes_then_deletes_with_uid(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    pod = copy.deepcopy(client.pods[("default", "web")])
+    pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    pod["metadata"]["deletionGracePeriodSeconds"] = 1
+    manager.observe(client.add(pod))
+    manager.sync("uid-web")
+    state = manager.states["uid-web"]
+    state.terminator.join(5)
+    assert not runtime.list({L.POD_NAME: "web"})
+    [(method, path, params, body)] = client.deletes
+    assert method == "DELETE" and path == "/api/v1/namespaces/default/pods/web"
+    assert params == {"gracePeriodSeconds": "0"}
+    assert body["preconditions"] == {"uid": "uid-web"} and body["gracePeriodSeconds"] == 0
+    assert "uid-web" not in manager.states
+    manager.observe(copy.deepcopy(pod))      # a late event does not bring it back
+    assert "uid-web" not in manager.states
+
+
+def test_a_pod_gone_from_the_api_loses_its_containers_without_a_delete(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    gone = client.pods.pop(("default", "web"))
+    manager.forget(gone)
+    manager.sync("uid-web")
+    assert wait_for(lambda: "uid-web" not in manager.states)
+    assert not runtime.list({L.POD_NAME: "web"})
+    assert client.deletes == []
+
+
+def test_multi_container_pods_share_one_network(env):
+    manager, runtime, client = env
+    pod = apply(manager, client, make_pod("duo", [{"name": "a", "image": "shepherd/busybox:1"},
+                                                   {"name": "b", "image": "shepherd/busybox:1"}]))
+    sandboxes = [c for c in runtime.created if L.is_sandbox(c.labels)]
+    assert len(sandboxes) == 1
+    sandbox = [c for c in runtime.list({L.POD_NAME: "duo"}) if L.is_sandbox(c.labels)][0]
+    apps = [c for c in runtime.created if not L.is_sandbox(c.labels)]
+    assert [c.network_mode for c in apps] == ["container:%s" % sandbox.id] * 2
+    assert pod["status"]["podIP"] == runtime.inspect(sandbox.id).ip
+    assert [c["name"] for c in pod["status"]["containerStatuses"]] == ["a", "b"]
+    assert all(c["ready"] for c in pod["status"]["containerStatuses"])
+    # one container restarting keeps the network (and the pod IP)
+    runtime.exit(runtime.running_of("duo", "a")[0].id, 1)
+    pod = resync(manager, client, "duo")
+    assert pod["status"]["podIP"] == runtime.inspect(sandbox.id).ip
+    assert cstatus(pod, 0)["restartCount"] == 1 and cstatus(pod, 1)["restartCount"] == 0
+
+
+def test_a_changed_container_spec_replaces_the_container(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    pod = copy.deepcopy(client.pods[("default", "web")])
+    pod["spec"]["containers"][0]["env"] = [{"name": "X", "value": "1"}]
+    manager.observe(client.add(pod))
+    manager.sync("uid-web")
+    assert wait_for(lambda: not runtime.running_of("web"))
+    time.sleep(0.05)
+    pod = resync(manager, client, "web")
+    assert cstatus(pod)["restartCount"] == 1 and "running" in cstatus(pod)["state"]
+    assert runtime.created[-1].env == ["X=1"]
+
+
+class FakeProbe:
+    def __init__(self, result):
+        self.result = result
+        self.message = "probe says so"
+        self.kind = "fake"
+
+    def due(self, now):
+        return False
+
+
+def test_readiness_and_liveness_results_drive_ready_and_restarts(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    cs = manager.states["uid-web"].containers["main"]
+    cs.readiness = FakeProbe(False)
+    pod = resync(manager, client, "web")
+    assert cstatus(pod)["ready"] is False
+    ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
+    assert ready["Ready"] == "False" and ready["ContainersReady"] == "False"
+    cs.readiness.result = True
+    pod = resync(manager, client, "web")
+    assert cstatus(pod)["ready"] is True
+    cs.liveness = FakeProbe(False)
+    manager.sync("uid-web")
+    assert wait_for(lambda: not runtime.running_of("web"))
+    time.sleep(0.05)
+    pod = resync(manager, client, "web")
+    c = cstatus(pod)
+    assert c["restartCount"] == 1 and "running" in c["state"]
+    assert c["lastState"]["terminated"]["message"].startswith("Container main failed liveness probe")
+
+
+def test_status_writer_rereads_after_a_conflict_and_drops_a_replaced_pod(env):
+    manager, runtime, client = env
+    apply(manager, client, make_pod("web"))
+    # someone else wrote the pod: our cached resourceVersion is stale
+    client.pods[("default", "web")]["metadata"]["resourceVersion"] = "999"
+    client.pods[("default", "web")]["status"]["phase"] = "Pending"
+    runtime.exit(runtime.running_of("web")[0].id, 1)
+    manager.sync("uid-web")
+    flush(manager)
+    assert client.pods[("default", "web")]["status"]["containerStatuses"][0]["restartCount"] == 1
+    # the pod was replaced by another one of the same name: nothing is written to it
+    new = make_pod("web", uid="uid-other")
+    client.pods[("default", "web")] = dict(new, metadata=dict(new["metadata"], resourceVersion="2000"))
+    runtime.exit(runtime.running_of("web")[0].id, 1)
+    n = len(client.patches)
+    manager.sync("uid-web")
+    flush(manager)
+    assert len(client.patches) == n
