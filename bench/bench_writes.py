@@ -283,12 +283,19 @@ class RawCluster:
         self.size = size
 
     def __enter__(self):
+        try:
+            return self._start()
+        except BaseException:
+            self.__exit__()          # stop what started, remove the temp dir
+            raise
+
+    def _start(self):
         ctx = multiprocessing.get_context("spawn")
+        self.pipes, self.procs = [], []
         self.dir = tempfile.mkdtemp(prefix="shepherd-bench-raw-")
         base = common.find_base_port(3)
         addresses = ["127.0.0.1:%d" % (base + 100 + i) for i in range(1, 4)]
         password = uuid.uuid4().hex
-        self.pipes, self.procs = [], []
         for i in range(3):
             parent, child = ctx.Pipe()
             data_dir = os.path.join(self.dir, "r%d" % (i + 1))
