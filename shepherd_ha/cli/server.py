@@ -1,4 +1,5 @@
 """`shepherd-ha server`: run one control-plane replica until SIGTERM/SIGINT."""
+import gc
 import logging
 import os
 import signal
@@ -37,6 +38,17 @@ def _benign_truncation_filter(record):
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger("pysyncobj.syncobj").isEnabledFor(logging.DEBUG)
     return True
+
+
+def _freeze_long_lived_objects(period=30.0):
+    """Stored objects live long and hold no reference cycles (plain dicts, freed by
+    reference counting), yet every full garbage collection walks them all: 100-230 ms
+    pauses with 10,000-30,000 pods, straight into write latency. Moving what survived
+    to the permanent generation keeps full collections small."""
+    while True:
+        time.sleep(period)
+        gc.collect(1)      # young cycles die here, before anything is frozen
+        gc.freeze()
 
 
 def _can_bind(host, port):
@@ -88,6 +100,7 @@ def run(args):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    threading.Thread(target=_freeze_long_lived_objects, name="gc-freeze", daemon=True).start()
     manager = ControllerManager(replica, default_factories(controller_settings))
     replica._on_leadership = manager.leadership_changed
     replica.controller_status = manager.status

@@ -20,13 +20,19 @@ import dataclasses
 import logging
 import os
 import random
+import socket
 import threading
 import time
 
-import pysyncobj.syncobj as _pysyncobj_module
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated
-from pysyncobj.monotonic import monotonic as raft_clock  # PySyncObj's deadlines use this clock
-from pysyncobj.syncobj import _RAFT_STATE
+_INET_NTOP, _INET_PTON = socket.inet_ntop, socket.inet_pton
+import pysyncobj.syncobj as _pysyncobj_module  # noqa: E402
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated  # noqa: E402
+from pysyncobj.monotonic import monotonic as raft_clock  # noqa: E402  (PySyncObj's deadline clock)
+from pysyncobj.syncobj import _RAFT_STATE  # noqa: E402
+
+# PySyncObj's win_inet_pton replaces socket.inet_ntop on every platform with a
+# Windows-only version (psutil.net_connections() then raises): put ours back.
+socket.inet_ntop, socket.inet_pton = _INET_NTOP, _INET_PTON
 
 from .durable_journal import DurableFileJournal, align_journal_to_dump
 from .fsm import StoreFSM
@@ -122,9 +128,11 @@ class _PipelinedSyncObj(SyncObj):
             return
         super()._SyncObj__onMessageReceived(node, message)
 
-    # Spread of the early election after the leader's connection drops: wide enough
-    # that the two followers rarely split the vote, short next to the 0.3 s timeout.
-    LEADER_LOST_SPREAD = 0.1
+    # Early election after the leader's connection drops. The survivors are staggered
+    # by rank (sorted address) so they do not campaign in the same 50 ms tick and split
+    # the vote: the first campaigns within 50 ms, the next 150 ms later, and so on.
+    EARLY_ELECTION_STEP = 0.15
+    EARLY_ELECTION_JITTER = 0.05
 
     def _SyncObj__onNodeDisconnected(self, node):
         super()._SyncObj__onNodeDisconnected(node)
@@ -132,7 +140,9 @@ class _PipelinedSyncObj(SyncObj):
         # no need to wait out the election timeout to notice. (A paused or cut-off
         # leader keeps its connections and is caught by the timeout as usual.)
         if node == self._SyncObj__raftLeader and self._SyncObj__raftState != _RAFT_STATE.LEADER:
-            soon = raft_clock() + random.uniform(0.0, self.LEADER_LOST_SPREAD)
+            survivors = sorted(n.address for n in (self.otherNodes | {self.selfNode}) if n != node)
+            rank = survivors.index(self.selfNode.address) if self.selfNode.address in survivors else 0
+            soon = raft_clock() + rank * self.EARLY_ELECTION_STEP + random.uniform(0.0, self.EARLY_ELECTION_JITTER)
             self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, soon)
 
     def _SyncObj__loadDumpFile(self, clearJournal):
