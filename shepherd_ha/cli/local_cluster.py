@@ -159,6 +159,11 @@ class LocalCluster:
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
             fh.write(str(proc.pid))
+        # Until the child has exec'd, its command line is ours and pid() would not
+        # recognise it: a kill or stop in that window would miss it.
+        deadline = time.monotonic() + 5
+        while self.pid(ident) != proc.pid and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
         return proc.pid
 
     def start_all(self):
