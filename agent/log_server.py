@@ -107,11 +107,27 @@ def expose_write(wsgi_app):
     return app
 
 
+class StreamBroken(Exception):
+    """The runtime's log stream failed (not a clean end)."""
+
+
+def abort_response(message):
+    """An exception that makes waitress drop the connection without the stream's final
+    chunk (and without a traceback in the log): the reader sees a broken stream, not
+    the end of the logs, and resumes."""
+    try:
+        from waitress.channel import ClientDisconnected
+    except ImportError:  # pragma: no cover
+        ClientDisconnected = ConnectionAbortedError
+    return ClientDisconnected(message)
+
+
 def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS):
     """Yield the chunks of `iterator` (read by a helper thread) until it ends or
     `gone()` says the reader went away (checked every `poll` seconds while idle).
     The helper thread stops at its next chunk after that (a blocked read cannot be
-    interrupted; `on_stop` may close the source)."""
+    interrupted; `on_stop` may close the source).  A failing source raises
+    StreamBroken (after the chunks read before)."""
     q = queue.Queue(QUEUE_CHUNKS)
     stop = threading.Event()
 
@@ -129,8 +145,9 @@ def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS):
             for chunk in iterator:
                 if stop.is_set() or not put(chunk):
                     break
-        except Exception as exc:  # noqa: BLE001 - the stream ends, the reader is told below
-            put(exc)
+        except Exception as exc:  # noqa: BLE001 - handed to the writer, which aborts
+            if not stop.is_set():
+                put(StreamBroken("%s: %s" % (type(exc).__name__, exc)))
         finally:
             put(_END)
             close = getattr(iterator, "close", None)
@@ -151,9 +168,8 @@ def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS):
                 continue
             if item is _END:
                 return
-            if isinstance(item, Exception):
-                log.info("log stream ended: %s: %s", type(item).__name__, item)
-                return
+            if isinstance(item, StreamBroken):
+                raise item
             if item:
                 yield item
     finally:
@@ -312,7 +328,12 @@ class LogServer:
                 # WSGI servers send the headers with the first non-empty chunk; a follower
                 # must not wait for the container's next line to learn that its stream is open.
                 write(b"")
-            yield from pump(iterator, gone, on_stop=lambda: _close(iterator))
+            try:
+                yield from pump(iterator, gone, on_stop=lambda: _close(iterator))
+            except StreamBroken as exc:
+                log.warning("logs of %s/%s container %s: the runtime's stream broke (%s); aborting the "
+                            "response", namespace, pod, container, exc)
+                raise abort_response(str(exc))
 
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no", CONTAINER_HEADER: container_id}
         if stamped:

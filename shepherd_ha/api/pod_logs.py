@@ -214,9 +214,14 @@ def _chunks(resp):
         yield data
 
 
+class StreamBroken(Exception):
+    """The agent's stream broke (not a clean end): the response is aborted too."""
+
+
 def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
     """Yield from `chunks` (read by a helper thread) until it ends or `gone()` turns
-    true (checked every `poll` seconds while idle); then on_stop()."""
+    true (checked every `poll` seconds while idle); then on_stop().  When reading
+    fails, raises StreamBroken (after what was read before)."""
     q = queue.Queue(QUEUE_CHUNKS)
     stop = threading.Event()
 
@@ -234,9 +239,8 @@ def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
             for chunk in chunks:
                 if stop.is_set() or not put(chunk):
                     return
-        except Exception as exc:  # noqa: BLE001 - the stream ends; the reader sees the end
-            if not stop.is_set():
-                log.info("log stream from an agent broke: %s: %s", type(exc).__name__, exc)
+        except Exception as exc:  # noqa: BLE001 - handed to the writer, which aborts
+            put(StreamBroken("%s: %s" % (type(exc).__name__, exc)))
         finally:
             put(_END)
 
@@ -251,6 +255,8 @@ def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
                 continue
             if item is _END:
                 return
+            if isinstance(item, StreamBroken):
+                raise item
             if item:
                 yield item
     finally:
@@ -260,6 +266,17 @@ def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
                 on_stop()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def abort_response(message):
+    """Break the client's connection without the stream's final chunk, so that the
+    client sees a broken stream (and resumes) rather than the end of the logs.
+    Waitress treats ClientDisconnected as an expected end: no traceback in the log."""
+    try:
+        from waitress.channel import ClientDisconnected
+    except ImportError:  # pragma: no cover - another WSGI server: any exception aborts
+        ClientDisconnected = ConnectionAbortedError
+    return ClientDisconnected(message)
 
 
 def _agent_error(resp, node_name, where):
@@ -338,7 +355,13 @@ def pod_log(replica, target):
         write = environ.get(WRITE_KEY)
         if write is not None:
             write(b"")      # headers now: a follower learns at once that its stream is open
-        yield from pump(_chunks(resp), gone, on_stop=stop)
+        try:
+            yield from pump(_chunks(resp), gone, on_stop=stop)
+        except StreamBroken as exc:
+            log.warning("logs of pod %s/%s: the stream from the agent of node %s at %s broke (%s); "
+                        "aborting the response so that the client resumes", target.namespace, target.name,
+                        node_name, where, exc)
+            raise abort_response(str(exc))
 
     return Response(body(), status=200, content_type=resp.headers.get("Content-Type") or "text/plain",
                     headers=headers)

@@ -290,3 +290,26 @@ def test_parse_since_keeps_microseconds():
     t = parse_since("2026-11-29T17:00:00.123456789Z")
     assert (t.microsecond, t.utcoffset().total_seconds()) == (123456, 0)
     assert parse_since("2026-11-29T17:00:00Z").microsecond == 0
+
+
+def test_a_broken_runtime_stream_breaks_the_response_instead_of_ending_it():
+    class Breaking(FakeRuntime):
+        def logs(self, container_id, tail=None, follow=False):
+            def gen():
+                yield b"first\n"
+                raise ConnectionResetError("docker engine went away")
+            return gen()
+
+    rt = Breaking()
+    rt.add("c1", [], pod="web", container="app")
+    server = LogServer(rt, NODE).start()
+    try:
+        r = get(server, "/containerLogs/default/web/app?follow=true", stream=True)
+        assert r.status_code == 200
+        got = []
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            for chunk in r.iter_content(chunk_size=None):
+                got.append(chunk)
+        assert b"".join(got) == b"first\n"       # what came before the break was delivered
+    finally:
+        server.stop()

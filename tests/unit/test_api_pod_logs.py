@@ -220,6 +220,24 @@ def test_followers_that_leave_free_the_replica_and_the_agent(runtime):
         agent.stop()
 
 
+def test_an_agent_that_dies_mid_stream_breaks_the_response(runtime):
+    agent = LogServer(runtime, "n1").start()
+    replica = FakeReplica()
+    replica.put("nodes", node("n1", port=agent.port))
+    replica.put("pods", pod("web"))
+    api = Served(create_app(replica))
+    try:
+        r = get(log_url(api, "web", follow="true"), stream=True, timeout=(5, 10))
+        assert read_lines(r, 5)[-1] == "hello 5"
+        agent.stop()
+        # not a clean end of the logs: the client can tell, and resume
+        with pytest.raises(requests.exceptions.ChunkedEncodingError):
+            list(r._lines)
+    finally:
+        api.stop()
+        agent.stop()
+
+
 def test_without_quorum_the_local_copy_is_used(api, replica):
     replica.no_quorum = True
     r = get(log_url(api, "web", tailLines=1))

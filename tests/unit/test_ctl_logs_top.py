@@ -215,6 +215,34 @@ def test_follow_resumes_on_another_replica_without_repeating_lines(apis, runtime
     client.close()
 
 
+def test_follow_goes_on_across_an_agent_restart(apis, runtime, agent):
+    client = Client([a.url for a in apis])
+    out, err = Out(), io.StringIO()
+    done = threading.Event()
+
+    def follow():
+        try:
+            stream_logs(client, "default", "web", out, follow=True, err=err)
+        finally:
+            done.set()
+    threading.Thread(target=follow, daemon=True).start()
+    out.wait_for("hello 5\n")
+    agent.stop()                                  # the agent restarts: same node, same port
+    runtime.emit("c-web", b"hello 6\n")           # written while it is down
+    time.sleep(0.5)
+    again = LogServer(runtime, "n1", port=agent.port).start()
+    try:
+        runtime.emit("c-web", b"hello 7\n")
+        out.wait_for("hello 7\n")
+        runtime.end("c-web")
+        assert done.wait(10)
+        assert out.text == "".join("hello %d\n" % i for i in range(1, 8))
+        assert "resuming" in err.getvalue()
+    finally:
+        again.stop()
+        client.close()
+
+
 class FrozenReplica:
     """A replica that starts a log stream and then freezes (as under SIGSTOP): the
     connection stays open, nothing more comes, /healthz never answers."""
