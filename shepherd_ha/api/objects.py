@@ -325,7 +325,7 @@ class ObjectApi:
         causes = validate_object(target.plural, obj)
         if causes:
             raise invalid(target, causes, obj)
-        # Defaults only fill in valid values (tests/unit/test_model_defaults checks that
+        # Defaults only fill in valid values (tests/unit/test_model_validation checks that
         # defaulted objects stay valid), so one validation pass is enough.
         return apply_defaults(target.plural, obj)
 
