@@ -118,11 +118,11 @@ def test_readiness_probe_drives_the_endpoints(agents):
                "pod %s back in the endpoints' addresses" % name, agents.log_tails)
 
 
-def test_liveness_probe_restarts_the_container(agents):
+def test_liveness_probe_restarts_the_container(agents, e2e_cluster, tmp_path):
     node = agents.start("alive")
     name = unique("alive")
     agents.create_pod(name, [busybox(
-        "mkdir -p /tmp && touch /tmp/alive && exec sleep 3600",
+        "echo instance $(cat /proc/sys/kernel/random/uuid); mkdir -p /tmp && touch /tmp/alive && exec sleep 3600",
         livenessProbe={"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1, "failureThreshold": 2},
         readinessProbe={"tcpSocket": {"port": 9}, "periodSeconds": 1})],
         node=node, terminationGracePeriodSeconds=1)
@@ -137,8 +137,14 @@ def test_liveness_probe_restarts_the_container(agents):
     cs = container_status(agents.wait_pod(name, restarted, WAIT, "container restarted by its liveness probe"))
     assert cs["restartCount"] == 1
     assert "terminated" in (cs.get("lastState") or {}), cs
+    # both instances' output: `logs` shows the new one's, `logs --previous` the killed one's
+    current = wait_until(lambda: ctl(e2e_cluster, tmp_path, "logs", name).stdout, WAIT, "logs of %s" % name)
+    previous = ctl(e2e_cluster, tmp_path, "logs", name, "--previous")
+    assert previous.returncode == 0, previous.stderr
+    assert current.startswith("instance ") and previous.stdout.startswith("instance ")
+    assert current != previous.stdout
     # the new instance is healthy (its command made /tmp/alive again): no further restart
-    time.sleep(3)
+    time.sleep(2)
     assert container_status(agents.pod(name))["restartCount"] == 1
 
 
