@@ -8,7 +8,8 @@ SHEEPCTL = sheepctl --config $(CLUSTER_DIR)/config
 install:  ## install Shepherd HA and its test tools into this Python
 	$(PYTHON) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
-up: install  ## start a local 3-replica cluster and apply the example workload
+up: install  ## start a local 3-replica cluster with 2 node agents and apply the example workload
+	bash scripts/setup-docker.sh
 	shepherd-ha local up --dir $(CLUSTER_DIR)
 	$(SHEEPCTL) apply -f examples/
 	$(SHEEPCTL) cluster status

@@ -209,14 +209,16 @@ class PodManager:
         self.writer.drop(uid)
         self.queue.add(uid)
 
-    def _replace_all(self, items):
+    def _replace_all(self, items, list_rv):
+        """A full list: pods missing from it are gone, unless we know a version of
+        them newer than the list (a replica a little behind answered the list)."""
         seen = set()
         for pod in items:
             if (pod.get("spec") or {}).get("nodeName") == self.node:
                 seen.add((pod.get("metadata") or {}).get("uid"))
                 self.observe(pod)
         for state in self.snapshot():
-            if state.uid not in seen and not state.removed:
+            if state.uid not in seen and not state.removed and _rv(state.pod) <= list_rv:
                 self.forget(state.pod)
 
     def _watch_loop(self):
@@ -227,7 +229,7 @@ class PodManager:
                 listed = self.client.list("pods", None, field_selector=selector, consistent=False)
                 items = (listed or {}).get("items") or []
                 rv = ((listed or {}).get("metadata") or {}).get("resourceVersion") or "0"
-                self._replace_all(items)
+                self._replace_all(items, int(rv) if str(rv).isdigit() else 0)
                 self.api_reachable = True
                 if not self.synced.is_set():
                     log.info("listed %d pod(s) bound to node %s", len(items), self.node)
@@ -301,6 +303,22 @@ class PodManager:
     def _remove_orphans(self, uid, containers):
         with self._lock:
             if uid in self.states:
+                return
+        # The list we know may come from a replica a little behind: ask for the pod
+        # itself (a linearizable read) before removing anything.
+        labels = containers[0].labels
+        if labels.get(L.POD_NAME):
+            try:
+                pod = self.client.get("pods", labels[L.POD_NAME], namespace=labels.get(L.POD_NAMESPACE))
+            except ApiError as err:
+                if err.code != 404:
+                    return
+                pod = None
+            except ClientError:
+                return      # no replica answers: remove nothing now
+            if pod is not None and (pod.get("metadata") or {}).get("uid") == uid \
+                    and (pod.get("spec") or {}).get("nodeName") == self.node:
+                self.observe(pod)
                 return
         for c in containers:
             log.info("removing orphaned container %s (%s): pod uid %s is not bound to node %s",

@@ -448,3 +448,26 @@ def test_status_writer_rereads_after_a_conflict_and_drops_a_replaced_pod(env):
     manager.sync("uid-web")
     flush(manager)
     assert len(client.patches) == n
+
+
+def test_a_container_whose_pod_the_api_still_has_is_adopted_not_removed(env):
+    manager, runtime, client = env
+    pod = make_pod("late", uid="uid-late")
+    stored = client.add(pod)          # the API has it; this agent has not heard of it yet
+    cid = runtime.create(P.container_config(stored, stored["spec"]["containers"][0], NODE, "10.1.2.3", 0))
+    runtime.start(cid)
+    manager.housekeeping()
+    assert runtime.inspect(cid).running
+    assert "uid-late" in manager.states
+    manager.sync("uid-late")
+    assert runtime.running_of("late")[0].id == cid and len(runtime.created) == 1
+
+
+def test_a_list_older_than_what_the_agent_knows_does_not_remove_pods(env):
+    manager, runtime, client = env
+    pod = apply(manager, client, make_pod("web"))
+    known = int(pod["metadata"]["resourceVersion"])
+    manager._replace_all([], known - 1)           # a replica behind: the pod is not in its list yet
+    assert not manager.states["uid-web"].removed
+    manager._replace_all([], known)               # a list at or after what we know: it is gone
+    assert manager.states["uid-web"].removed
