@@ -1,11 +1,11 @@
 """The scheduler: binds pending pods to nodes, in batches.
 
 Pods without `spec.nodeName` (and not being deleted or finished) are keys on the
-queue. One pass takes every ready key (up to `batch_size`), builds a view of the
-nodes with what is already bound to each (pods in the store, never an agent's
-usage report), and places the pods one after the other, each seeing the
-bindings made before it in the pass. All of the pass's writes go to the store in
-ONE Raft entry (`write_many`); each is atomic on its own:
+queue. One pass takes every ready key (up to `batch_size`), reads those pods by
+key, builds a view of the nodes with what is already bound to each (pods in the
+store, never an agent's usage report), and places the pods one after the other,
+each seeing the bindings made before it in the pass. All of the pass's writes go
+to the store in ONE Raft entry (`write_many`); each is atomic on its own:
 
 - a binding: the pod's main resource with `spec.nodeName` (precondition: the
   pod's resourceVersion, so a pod changed meanwhile is not bound blindly), its
@@ -28,6 +28,13 @@ planned until their write is answered, and every pass counts them, so no pass
 gives away room an earlier one took. A write with an unknown outcome (no quorum:
 it may still apply) keeps its bindings assumed for twice the write timeout, and
 its pods are retried with the same node.
+
+What is bound to each node is not recomputed from every pod in each pass: a
+`UsageIndex` (`scheduling/usage.py`) keeps it from the pod and node changes the
+informer hands over (`handle`), catches up with the watch log at the start of
+each pass, and is rebuilt from a snapshot when the informer starts or resyncs. A
+pass thus costs O(its pods + nodes), whatever the number of pods in the store;
+with no node at all it reads only its own pods.
 """
 import logging
 import queue
@@ -41,7 +48,8 @@ from .scheduling.algorithm import MIN_FEASIBLE_NODES, NodePicker
 from .scheduling.batch_events import event_op
 from .scheduling.filters import FILTERS
 from .scheduling.scorers import SCORERS
-from .scheduling.view import ViewBuilder, is_pending, occupies_node, ready_status
+from .scheduling.usage import UsageIndex
+from .scheduling.view import is_pending, occupies_node, ready_status
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -113,7 +121,7 @@ class Scheduler(Controller):
         self.scorers = list(SCORERS if scorers is None else scorers)
         self.batch_size = batch_size
         self.picker = NodePicker(self.filters, self.scorers, percentage_of_nodes_to_score, min_feasible_nodes)
-        self.views = ViewBuilder()
+        self.index = UsageIndex(store)   # per node: what is bound there, from the changes
         self._lock = threading.Lock()
         self.unschedulable = set()    # keys of pods that fit no node at their last attempt
         self.passes = 0               # passes that wrote something (tests and benchmarks read these)
@@ -161,8 +169,21 @@ class Scheduler(Controller):
         with self._lock:
             return list(self.unschedulable)
 
+    def handle(self, change):
+        self.index.apply(change)
+        super().handle(change)
+
     def all_keys(self):
-        return [key_of(p) for p in self.store.list("pods") if is_pending(p)]
+        """A resync: the index starts over from a snapshot (the informer starts from a fresh
+        one, or the watch log may have been reset), and every pending pod is queued."""
+        return self.index.rebuild()
+
+    def maybe_resync(self):
+        # The informer thread, between pumps: let the index follow the watch log beyond the
+        # pods and nodes (other changes only move its revision), so a pass rarely finds the
+        # log trimmed past it, which would cost a rebuild from a snapshot.
+        self.index.sync()
+        super().maybe_resync()
 
     # ---- one pass over many keys ----
 
@@ -263,10 +284,11 @@ class Scheduler(Controller):
     def plan(self, keys):
         """Decide where the pending pods among `keys` go, against the store plus the
         bindings of passes still being written. Returns a _Job (nothing written yet)."""
-        wanted = dict.fromkeys(keys)
-        # Assumed bindings first, then the store: a binding the writer forgets in between
-        # was applied before it was forgotten, so the snapshot has it. (The other order
-        # could miss it in both and count its room twice.)
+        # Assumed bindings first, then the store (the index): a binding the writer forgets
+        # in between was applied before it was forgotten, so the index has it (a write is
+        # answered once applied here, its changes are in the watch log by then, and
+        # index.view() catches up with the watch log under its lock before reading).
+        # (The other order could miss it in both and count its room twice.)
         now_clock = self.store.clock()
         assumed = {}
         with self._lock:
@@ -275,8 +297,13 @@ class Scheduler(Controller):
                     del self._assumed[(uid, node_name)]
                 else:
                     assumed.setdefault(uid, []).append((info, node_name))
-        objects, _ = self.store.snapshot(("nodes", "pods"))
-        view, pending = self.views.build(objects["nodes"], objects["pods"], wanted, assumed)
+        # The pass's own pods, by key; view() keeps those still pending at its revision.
+        read = []
+        for key in dict.fromkeys(keys):
+            pod = self.store.get("pods", key[0], key[1])
+            if pod is not None and is_pending(pod):
+                read.append((pod, self.index.pod_info(pod)))
+        view, pending = self.index.view(read, assumed)
         with self._lock:
             for key in keys:
                 if key not in pending:
@@ -285,9 +312,10 @@ class Scheduler(Controller):
         event_now = self.events.now() if self.events is not None and getattr(self.events, "now", None) else now
         job = _Job(keys)
         for key in keys:
-            pod = pending.get(key)
-            if pod is None:
+            found = pending.get(key)
+            if found is None:
                 continue
+            pod, info = found
             uid = pod["metadata"]["uid"]
             earlier = [n for _, n in assumed.get(uid, ()) if n in view.by_name]
             if earlier:
@@ -297,7 +325,6 @@ class Scheduler(Controller):
                 job.plans.append(("bind", key, earlier[0]))
                 job.assumed[(uid, earlier[0])] = assumed[uid][0][0]
                 continue
-            info = self.views.pod_info(pod)
             node, diagnosis = self.picker.pick(info, view)
             if node is not None:
                 view.assume(info, node)

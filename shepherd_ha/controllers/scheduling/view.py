@@ -7,6 +7,11 @@ agent last reported, which lags behind the bindings.
 
 `PodInfo` and `NodeInfo` are plain objects with the fields filters and scorers
 read, computed once per pod and per node version (quantities are parsed once).
+
+The scheduler does not walk the pods to know that usage: `usage.UsageIndex` keeps
+it per node (`NodeUsage`) from the store's changes, and a pass's `NodeInfo` starts
+from it without copying (copy on write, both sides). `ViewBuilder.build` is the
+same computation from scratch, over every pod: what tests compare the index with.
 """
 import logging
 
@@ -157,13 +162,60 @@ class NodeStatic:
             self.pods = DEFAULT_MAX_PODS
 
 
+class NodeUsage:
+    """What the pods bound to one node take of it (kept by `usage.UsageIndex`).
+    `ports` and `owners` count pods per host port and per owner uid, so a pod leaving
+    takes away exactly what it added. Once `shared` (a pass's NodeInfo reads its dicts),
+    the index replaces it with a copy instead of changing it."""
+    __slots__ = ("cpu", "memory", "nonzero_cpu", "nonzero_memory", "pods", "ports", "owners", "shared")
+
+    def __init__(self):
+        self.cpu = self.memory = self.nonzero_cpu = self.nonzero_memory = self.pods = 0
+        self.ports = {}          # (protocol, port) -> pods using it
+        self.owners = {}         # owner uid -> pods of that owner
+        self.shared = False
+
+    def copy(self):
+        other = NodeUsage()
+        other.cpu, other.memory, other.nonzero_cpu, other.nonzero_memory, other.pods = \
+            self.cpu, self.memory, self.nonzero_cpu, self.nonzero_memory, self.pods
+        other.ports = dict(self.ports)
+        other.owners = dict(self.owners)
+        return other
+
+    def add(self, requests, owner_uid, sign=1):
+        """Count (sign 1) or uncount (sign -1) a pod with these pod_requests(...) and owner."""
+        cpu, memory, nonzero_cpu, nonzero_memory, ports = requests
+        self.cpu += sign * cpu
+        self.memory += sign * memory
+        self.nonzero_cpu += sign * nonzero_cpu
+        self.nonzero_memory += sign * nonzero_memory
+        self.pods += sign
+        for port in ports:
+            _bump(self.ports, port, sign)
+        if owner_uid:
+            _bump(self.owners, owner_uid, sign)
+
+
+def _bump(counts, key, sign):
+    n = counts.get(key, 0) + sign
+    if n > 0:
+        counts[key] = n
+    else:
+        counts.pop(key, None)
+
+
 class NodeInfo:
-    """A node plus what is bound to it now (store and this pass's bindings)."""
+    """A node plus what is bound to it now (store and this pass's bindings).
+
+    `ports` holds the (protocol, port) pairs in use (a set, or the keys of a dict);
+    `owner_counts` maps owner uid -> pods. Built from a NodeUsage, both are the index's
+    own dicts, copied here before this pass's first binding to the node changes them."""
     __slots__ = ("static", "obj", "name", "labels", "ready", "unschedulable", "alloc_cpu", "alloc_memory",
                  "alloc_pods", "cpu", "memory", "nonzero_cpu", "nonzero_memory", "pod_count", "ports",
-                 "owner_counts", "view", "version")
+                 "owner_counts", "view", "version", "_borrowed")
 
-    def __init__(self, obj, static, view=None):
+    def __init__(self, obj, static, view=None, usage=None):
         self.static = static
         self.obj = obj
         self.name = static.name
@@ -171,14 +223,26 @@ class NodeInfo:
         self.ready = static.ready
         self.unschedulable = static.unschedulable
         self.alloc_cpu, self.alloc_memory, self.alloc_pods = static.cpu, static.memory, static.pods
-        self.cpu = self.memory = self.nonzero_cpu = self.nonzero_memory = self.pod_count = 0
-        self.ports = set()
-        self.owner_counts = {}
+        if usage is None:
+            self.cpu = self.memory = self.nonzero_cpu = self.nonzero_memory = self.pod_count = 0
+            self.ports = set()
+            self.owner_counts = {}
+            self._borrowed = False
+        else:
+            self.cpu, self.memory, self.nonzero_cpu, self.nonzero_memory, self.pod_count = \
+                usage.cpu, usage.memory, usage.nonzero_cpu, usage.nonzero_memory, usage.pods
+            self.ports = usage.ports
+            self.owner_counts = usage.owners
+            self._borrowed = True         # the index's dicts: copy before changing them
         self.view = view
         self.version = 0              # bumped by every pod added: cached verdicts on this node expire
 
     def add(self, pod):
         """Count a PodInfo as bound here."""
+        if self._borrowed:
+            self.ports = set(self.ports)
+            self.owner_counts = dict(self.owner_counts)
+            self._borrowed = False
         self.version += 1
         self.cpu += pod.cpu
         self.memory += pod.memory
@@ -194,13 +258,37 @@ class NodeInfo:
         return "<NodeInfo %s pods=%d cpu=%dm memory=%d>" % (self.name, self.pod_count, self.cpu, self.memory)
 
 
+class OwnerMax(dict):
+    """owner uid -> most pods of that owner on any one node of the view. An owner not
+    filled in yet is computed from the nodes when first asked for (the index fills in
+    the owners of the pass's pods beforehand, from its own per-owner counts)."""
+    __slots__ = ("_nodes",)
+
+    def __init__(self, nodes):
+        super().__init__()
+        self._nodes = nodes
+
+    def __missing__(self, owner):
+        most = 0
+        for node in self._nodes:
+            n = node.owner_counts.get(owner, 0)
+            if n > most:
+                most = n
+        self[owner] = most
+        return most
+
+    def get(self, owner, default=None):
+        most = self[owner] if owner is not None else 0
+        return most if most else default
+
+
 class ClusterView:
     """Every node (by name, in a stable order) with its usage, for one pass."""
 
-    def __init__(self, nodes):
-        self.nodes = sorted(nodes, key=lambda n: n.name)
+    def __init__(self, nodes, presorted=False):
+        self.nodes = list(nodes) if presorted else sorted(nodes, key=lambda n: n.name)
         self.by_name = {n.name: n for n in self.nodes}
-        self.owner_max = {}          # owner uid -> most pods of that owner on any one node
+        self.owner_max = OwnerMax(self.nodes)    # owner uid -> most pods of that owner on any one node
         for n in self.nodes:
             n.view = self
 
@@ -210,10 +298,11 @@ class ClusterView:
         if node is None:
             return None
         node.add(pod)
-        if pod.owner_uid:
-            count = node.owner_counts[pod.owner_uid]
-            if count > self.owner_max.get(pod.owner_uid, 0):
-                self.owner_max[pod.owner_uid] = count
+        owner = pod.owner_uid
+        if owner:
+            count = node.owner_counts[owner]
+            if count > self.owner_max[owner]:     # (an owner not known yet is computed, this pod included)
+                self.owner_max[owner] = count
         return node
 
     def assume(self, pod, node):
@@ -222,7 +311,9 @@ class ClusterView:
 
 
 class ViewBuilder:
-    """Builds a ClusterView per pass, reusing parsed nodes and pod requests from the last pass."""
+    """Builds a ClusterView from every node and pod object, reusing parsed nodes and pod
+    requests from the last build. The scheduler's passes use `usage.UsageIndex` instead;
+    this from-scratch computation is the reference the index is tested against."""
 
     def __init__(self):
         self._nodes = {}       # name -> (resourceVersion, NodeStatic)
