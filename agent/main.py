@@ -57,7 +57,8 @@ class Agent:
                                 memory_bytes=s.memory_bytes, reserved_cpu=s.reserved_cpu,
                                 reserved_memory=s.reserved_memory, max_pods=s.max_pods,
                                 lease_interval=s.lease_interval, status_interval=s.status_interval,
-                                containers=self.pods.running_containers)
+                                containers=self.pods.running_containers,
+                                runtime_error=lambda: self.pods.runtime_error)
 
     def start(self):
         s = self.settings

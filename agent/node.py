@@ -8,9 +8,10 @@
 - lease (kube-node-lease/<node>): renewTime with microseconds every
   --lease-interval seconds, a small write the node lifecycle controller judges
   liveness by.
-- status: capacity, conditions (Ready True, reason AgentReady) and psutil usage
-  every --status-interval seconds, and sooner when cpu or memory moved by 20
-  points.
+- status: capacity, conditions (Ready True, reason AgentReady; False with reason
+  ContainerRuntimeDown while the container runtime cannot be reached) and psutil
+  usage every --status-interval seconds, and sooner when cpu or memory moved by 20
+  points or the runtime failed or recovered.
 
 Allocatable is capacity minus a reserve for the system and the agent itself
 (--reserved-cpu, default 100m; --reserved-memory, default 256Mi), as the
@@ -36,7 +37,7 @@ AGENT_VERSION = "shepherd-agent/%s" % __version__
 class NodeManager:
     def __init__(self, client, runtime, node_name, address, stop, labels=None, port=0, cpu_millicores=None,
                  memory_bytes=None, reserved_cpu=100, reserved_memory=256 << 20, max_pods=110,
-                 lease_interval=5.0, status_interval=30.0, containers=None, hostname=None):
+                 lease_interval=5.0, status_interval=30.0, containers=None, hostname=None, runtime_error=None):
         self.client = client
         self.runtime = runtime
         self.name = node_name
@@ -54,10 +55,12 @@ class NodeManager:
         self.lease_duration = max(1, int(round(self.lease_interval * 8)))
         self.hostname = hostname or socket.gethostname()
         self.sampler = U.UsageSampler(containers=containers)
+        self.runtime_error = runtime_error or (lambda: None)   # -> message while the runtime fails
         self.registered = threading.Event()
         self._post_now = threading.Event()
         self.node = None              # the Node as last written
         self.last_usage = None        # usage last posted
+        self._runtime_failing_posted = False
         self.lease_renewals = 0
         self.status_posts = 0
         self._threads = []
@@ -83,10 +86,12 @@ class NodeManager:
         for cond in ((self.node or {}).get("status") or {}).get("conditions") or []:
             if isinstance(cond, dict) and cond.get("type") == "Ready":
                 old = cond
-        transition = old.get("lastTransitionTime") if old and old.get("status") == "True" else None
-        return {"type": "Ready", "status": "True", "reason": "AgentReady",
-                "message": "shepherd-agent is posting ready status", "lastHeartbeatTime": now,
-                "lastTransitionTime": transition or now}
+        error = self.runtime_error()
+        status, reason, message = ("True", "AgentReady", "shepherd-agent is posting ready status") if not error \
+            else ("False", "ContainerRuntimeDown", "the %s runtime fails: %s" % (self.runtime.name, error))
+        transition = old.get("lastTransitionTime") if old and old.get("status") == status else None
+        return {"type": "Ready", "status": status, "reason": reason, "message": message,
+                "lastHeartbeatTime": now, "lastTransitionTime": transition or now}
 
     def status(self, usage=None):
         now = rfc3339()
@@ -132,8 +137,10 @@ class NodeManager:
 
     def post_status(self, usage=None):
         usage = usage or self.sampler.sample()
+        runtime_failing = bool(self.runtime_error())
         self.node = self.client.patch("nodes", self.name, {"status": self.status(usage)}, subresource="status")
         self.last_usage = usage
+        self._runtime_failing_posted = runtime_failing
         self.status_posts += 1
 
     def lease_object(self):
@@ -184,7 +191,8 @@ class NodeManager:
                 if self.registered.is_set():
                     self._check_node()
                     usage = self.sampler.sample()
-                    if U.big_change(self.last_usage, usage):
+                    if U.big_change(self.last_usage, usage) \
+                            or bool(self.runtime_error()) != self._runtime_failing_posted:
                         self._post_now.set()
             except ClientError as exc:
                 if not failing:

@@ -128,6 +128,7 @@ class PodManager:
         self.queue = WorkQueue()
         self.synced = threading.Event()     # the pods were listed at least once
         self.api_reachable = False
+        self.runtime_error = None           # the runtime's last failure, while it fails
         self.writer = StatusWriter(client, self.pod_of, self.observe, stop)
         self._threads = []
         self._pods_resource = resolve_resource("pods")
@@ -268,7 +269,9 @@ class PodManager:
                 if time.monotonic() - last_resync >= RESYNC_PERIOD:
                     last_resync = time.monotonic()
             except RuntimeFailure as exc:
-                log.warning("cannot list this node's containers: %s", exc)
+                if self.runtime_error is None:
+                    log.warning("cannot list this node's containers: %s", exc)
+                self.runtime_error = str(exc)
             except Exception:  # noqa: BLE001
                 log.exception("housekeeping failed")
 
@@ -277,6 +280,9 @@ class PodManager:
         by_pod = {}
         for c in self._own_containers():
             by_pod.setdefault(c.labels.get(L.POD_UID, ""), []).append(c)
+        if self.runtime_error is not None:
+            log.info("the container runtime answers again")
+            self.runtime_error = None
         now = time.monotonic()
         with self._lock:
             for uid, t in list(self._tombstones.items()):
@@ -286,7 +292,7 @@ class PodManager:
         for uid, containers in by_pod.items():
             state = states.get(uid)
             if state is None:
-                if self.synced.is_set():
+                if self.synced.is_set() and self.api_reachable:
                     self._remove_orphans(uid, containers)
                 continue
             fingerprint = tuple(sorted((c.id, c.state) for c in containers))

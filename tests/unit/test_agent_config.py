@@ -182,3 +182,14 @@ def test_formats():
 
 def test_parser_is_argparse():
     assert isinstance(build_parser(), argparse.ArgumentParser)
+
+
+def test_ready_false_while_the_runtime_fails():
+    error = {"text": "Docker engine: connection refused"}
+    nm = NodeManager(RecordingClient(), HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(),
+                     runtime_error=lambda: error["text"])
+    cond = nm.status()["conditions"][0]
+    assert cond["status"] == "False" and cond["reason"] == "ContainerRuntimeDown"
+    assert "connection refused" in cond["message"]
+    error["text"] = None
+    assert nm.status()["conditions"][0]["status"] == "True"

@@ -130,6 +130,7 @@ def env():
     stop = threading.Event()
     manager = PodManager(client, runtime, NODE, "10.1.2.3", stop, backoff_base=0.2, backoff_cap=1.0, probes=False)
     manager.synced.set()
+    manager.api_reachable = True
     yield manager, runtime, client
     stop.set()
 
