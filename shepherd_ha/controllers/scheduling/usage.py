@@ -148,13 +148,25 @@ class UsageIndex:
                     self._order = None
                 self.nodes[name] = obj
             return
-        requests = None
-        for pod in (prev, obj):
-            if pod is not None:
-                found = self._forget(_ident(pod))
-                requests = found if found is not None else requests
-        if obj is not None:
-            self._add_pod(obj, requests)
+        ident = _ident(obj) if obj is not None else None
+        before = _ident(prev) if prev is not None else None
+        if ident is not None and ident == before and self._unchanged(obj, ident):
+            return                   # e.g. a status write: same node, owner and phase class
+        requests = self._forget(before) if before is not None else None
+        if ident is not None:
+            if ident != before:                  # (a stored pod keeps its uid: not expected)
+                requests = self._forget(ident)
+            self._add_pod(obj, requests, ident)
+
+    def _unchanged(self, pod, ident):
+        """The index already counts this version of the pod exactly as it is."""
+        entry = self.bound.get(ident)
+        if entry is not None:
+            return (entry[0] == (pod.get("spec") or {}).get("nodeName") and
+                    (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES and
+                    entry[2] == controller_owner_uid(pod))
+        entry = self.pending.get(ident)
+        return entry is not None and entry[0] == _key(pod) and is_pending(pod)
 
     def _forget(self, ident):
         """Take a pod out; returns its parsed requests if known."""
@@ -178,7 +190,9 @@ class UsageIndex:
         entry = self.pending.pop(ident, None)
         return entry[1] if entry is not None else None
 
-    def _add_pod(self, pod, requests=None):
+    def _add_pod(self, pod, requests=None, ident=None):
+        if ident is None:
+            ident = _ident(pod)
         node = (pod.get("spec") or {}).get("nodeName")
         if node:
             if (pod.get("status") or {}).get("phase") in TERMINAL_PHASES:
@@ -186,7 +200,7 @@ class UsageIndex:
             if requests is None:
                 requests = pod_requests(pod)
             owner = controller_owner_uid(pod)
-            self.bound[_ident(pod)] = (node, requests, owner)
+            self.bound[ident] = (node, requests, owner)
             self._writable(node).add(requests, owner)
             if owner:
                 per = self.owner_nodes.get(owner)
@@ -194,7 +208,7 @@ class UsageIndex:
                     per = self.owner_nodes[owner] = {}
                 per[node] = per.get(node, 0) + 1
         elif is_pending(pod):
-            self.pending[_ident(pod)] = [_key(pod), requests]
+            self.pending[ident] = [_key(pod), requests]
 
     def _writable(self, node):
         usage = self.usage.get(node)
