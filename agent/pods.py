@@ -750,8 +750,10 @@ class PodManager:
         state.terminator = t
         t.start()
 
-    def _deadline_of(self, state, first_seen):
-        """Monotonic deadline of the pod's grace period (0 when gone from the API)."""
+    def _deadline_of(self, state, first_seen, first_seen_wall):
+        """Monotonic deadline of the pod's grace period (0 when gone from the API):
+        the grace period from when this agent first saw the deletion, less how long
+        the delete had already waited then (an agent that was down meanwhile)."""
         if state.removed:
             return 0.0
         meta = state.pod.get("metadata") or {}
@@ -761,14 +763,13 @@ class PodManager:
         grace = max(0.0, float(grace or 0))
         requested = S.parse_rfc3339(meta.get("deletionTimestamp"))
         if requested is not None:
-            # how long ago the delete was asked for, within [0, grace]; the timestamp
-            # has whole seconds (and clocks differ a little): a second of slack
-            elapsed = min(grace, max(0.0, time.time() - requested - 1.0))
+            # the timestamp has whole seconds (and clocks differ a little): a second of slack
+            elapsed = min(grace, max(0.0, first_seen_wall - requested - 1.0))
             return first_seen - elapsed + grace
         return first_seen + grace
 
     def _terminator(self, state):
-        first_seen = time.monotonic()
+        first_seen, first_seen_wall = time.monotonic(), time.time()
         try:
             infos = self._pod_containers(state.uid)
             apps = [i.id for i in infos if not L.is_sandbox(i.labels)]
@@ -777,8 +778,8 @@ class PodManager:
                 log.info("pod %s (uid %s) is gone from the API: removing its containers", state.key, state.uid)
             else:
                 log.info("pod %s is being deleted: stopping its containers (grace %.0fs)", state.key,
-                         max(0.0, self._deadline_of(state, first_seen) - time.monotonic()))
-            self._stop_containers(apps, lambda: self._deadline_of(state, first_seen))
+                         max(0.0, self._deadline_of(state, first_seen, first_seen_wall) - time.monotonic()))
+            self._stop_containers(apps, lambda: self._deadline_of(state, first_seen, first_seen_wall))
             if self.stop.is_set():
                 return
             for cid in apps + sandboxes:

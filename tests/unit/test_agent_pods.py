@@ -1,6 +1,7 @@
 """The pod worker's decisions against a fake runtime and a fake API client (no threads
 except the short-lived kill/terminate ones, which the tests join)."""
 import copy
+import signal
 import threading
 import time
 
@@ -29,6 +30,8 @@ class FakeRuntime(HollowRuntime):
         self.pullable = set()
         self.start_errors = {}           # container-name label -> message
         self.created = []
+        self.ignore_term = False         # SIGTERM does nothing (a process that traps it)
+        self.signals = []
 
     def image_present(self, image):
         return image in self.images
@@ -49,6 +52,12 @@ class FakeRuntime(HollowRuntime):
         if message:
             raise CreateError(message)
         super().start(container_id)
+
+    def signal(self, container_id, signum):
+        self.signals.append((container_id, signum, time.monotonic()))
+        if self.ignore_term and signum == signal.SIGTERM:
+            return
+        super().signal(container_id, signum)
 
     def exit(self, container_id, code):
         with self._lock:
@@ -472,3 +481,51 @@ def test_a_list_older_than_what_the_agent_knows_does_not_remove_pods(env):
     assert not manager.states["uid-web"].removed
     manager._replace_all([], known)               # a list at or after what we know: it is gone
     assert manager.states["uid-web"].removed
+
+
+def _deleting(client, name, grace, requested):
+    pod = copy.deepcopy(client.pods[("default", name)])
+    pod["metadata"]["deletionTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(requested))
+    pod["metadata"]["deletionGracePeriodSeconds"] = grace
+    return client.add(pod)
+
+
+def test_sigkill_comes_when_the_grace_period_is_over(env):
+    manager, runtime, client = env
+    runtime.ignore_term = True
+    apply(manager, client, make_pod("web"))
+    started = time.monotonic()
+    manager.observe(_deleting(client, "web", 1, time.time()))
+    manager.sync("uid-web")
+    manager.states["uid-web"].terminator.join(10)
+    kinds = [s[1] for s in runtime.signals]
+    assert kinds == [signal.SIGTERM, signal.SIGKILL]
+    took = runtime.signals[1][2] - started
+    assert 0.9 <= took <= 3.0, took
+
+
+def test_a_deletion_asked_long_ago_kills_at_once(env):
+    manager, runtime, client = env
+    runtime.ignore_term = True
+    apply(manager, client, make_pod("web"))
+    started = time.monotonic()
+    manager.observe(_deleting(client, "web", 30, time.time() - 100))    # the agent was down meanwhile
+    manager.sync("uid-web")
+    manager.states["uid-web"].terminator.join(10)
+    assert [s[1] for s in runtime.signals] == [signal.SIGKILL]
+    assert time.monotonic() - started < 1.5
+
+
+def test_a_shorter_grace_period_applies_at_once(env):
+    manager, runtime, client = env
+    runtime.ignore_term = True
+    apply(manager, client, make_pod("web"))
+    manager.observe(_deleting(client, "web", 30, time.time()))
+    manager.sync("uid-web")
+    time.sleep(0.3)
+    assert [s[1] for s in runtime.signals] == [signal.SIGTERM]
+    started = time.monotonic()
+    manager.observe(_deleting(client, "web", 0, time.time()))      # delete again with --grace-period=0
+    manager.states["uid-web"].terminator.join(10)
+    assert [s[1] for s in runtime.signals] == [signal.SIGTERM, signal.SIGKILL]
+    assert runtime.signals[1][2] - started < 1.0
