@@ -12,6 +12,8 @@ up: install  ## start a local 3-replica cluster with 2 node agents and apply the
 	bash scripts/setup-docker.sh
 	shepherd-ha local up --dir $(CLUSTER_DIR)
 	$(SHEEPCTL) apply -f examples/
+	bash scripts/reach-example.sh $(CLUSTER_DIR)/config
+	$(SHEEPCTL) get pods -o wide
 	$(SHEEPCTL) cluster status
 	@echo
 	@echo "Try:  export SHEPHERD_CONFIG=$(CURDIR)/$(CLUSTER_DIR)/config; sheepctl get deployments,services"
@@ -37,5 +39,6 @@ bench: install  ## benchmarks; figures go to docs/benchmarks.md by hand
 	$(PYTHON) bench/bench_failover.py
 	$(PYTHON) bench/bench_memory.py
 
-clean:
+clean:  ## stop the cluster, remove its agents' containers and its data
+	-shepherd-ha local down --dir $(CLUSTER_DIR) --purge-containers
 	rm -rf $(CLUSTER_DIR) .pytest_cache build *.egg-info
