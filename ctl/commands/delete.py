@@ -19,6 +19,11 @@ def register(sub, common):
     p.add_argument("--cascade", default=None, metavar="background|orphan",
                    help="background (default): dependents are deleted too; orphan: they are kept")
     p.add_argument("--ignore-not-found", action="store_true")
+    p.add_argument("--grace-period", type=int, default=None, metavar="SECONDS",
+                   help="seconds a pod's containers get between SIGTERM and SIGKILL (default: the pod's "
+                        "terminationGracePeriodSeconds); 0 needs --force")
+    p.add_argument("--force", action="store_true",
+                   help="with --grace-period=0: delete at once, without waiting for the agent to stop the pod")
     p.set_defaults(func=run)
 
 
@@ -64,10 +69,17 @@ def run(args, ctx):
         if key not in CASCADE:
             raise UserError("invalid --cascade %r: use background or orphan" % args.cascade)
         policy = CASCADE[key]
+    grace = args.grace_period
+    if grace is not None and grace < 0:
+        raise UserError("--grace-period must be 0 or more seconds")
+    if grace == 0 and not args.force:
+        raise UserError("--grace-period=0 deletes without waiting for the pod to stop: add --force")
+    if args.force and grace is None:
+        grace = 0
     failed = False
     for r, name, namespace in _targets(args, ctx):
         try:
-            ctx.client.delete(r, name, namespace, propagation_policy=policy)
+            ctx.client.delete(r, name, namespace, propagation_policy=policy, grace_period_seconds=grace)
         except ApiError as exc:
             if exc.code == 404 and args.ignore_not_found:
                 continue

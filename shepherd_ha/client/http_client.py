@@ -372,15 +372,20 @@ class Client:
         return self.request("PATCH", r.object_path(name, self._ns(r, namespace), subresource),
                             body=patch, content_type=MERGE_PATCH)
 
-    def delete(self, resource, name, namespace=None, preconditions=None, propagation_policy=None):
+    def delete(self, resource, name, namespace=None, preconditions=None, propagation_policy=None,
+               grace_period_seconds=None):
+        """Delete; a pod on a node is stopped gracefully by its agent unless
+        grace_period_seconds is 0 (then it goes at once)."""
         r = resolve_resource(resource)
         body = None
-        if preconditions or propagation_policy:
+        if preconditions or propagation_policy or grace_period_seconds is not None:
             body = {"apiVersion": "v1", "kind": "DeleteOptions"}
             if preconditions:
                 body["preconditions"] = preconditions
             if propagation_policy:
                 body["propagationPolicy"] = propagation_policy
+            if grace_period_seconds is not None:
+                body["gracePeriodSeconds"] = int(grace_period_seconds)
         return self.request("DELETE", r.object_path(name, self._ns(r, namespace)), body=body)
 
     def scale(self, resource, name, replicas, namespace=None):

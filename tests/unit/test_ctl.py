@@ -481,6 +481,18 @@ def test_delete(ctl, store, server, tmp_path):
     assert rc == 1 and "not supported" in err
 
 
+def test_delete_grace_period_and_force(ctl, store, server):
+    store.put("pods", running_pod("web"))
+    rc, out, err = ctl("delete", "pod", "web", "--grace-period=0")
+    assert rc == 1 and "--force" in err, "skipping the graceful stop must be asked for"
+    rc, out, err = ctl("delete", "pod", "web", "--grace-period=0", "--force")
+    assert (rc, out) == (0, 'pod "web" deleted\n')
+    assert json.loads(server.requests[-1]["body"])["gracePeriodSeconds"] == 0
+    store.put("pods", running_pod("api"))
+    ctl("delete", "pod", "api", "--grace-period", "5")
+    assert json.loads(server.requests[-1]["body"])["gracePeriodSeconds"] == 5
+
+
 def test_delete_from_file_and_selector(ctl, store, tmp_path):
     path = tmp_path / "web.yaml"
     path.write_text(MANIFESTS)
