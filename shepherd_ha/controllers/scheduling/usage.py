@@ -28,12 +28,15 @@ the lock, without walking any pod: the nodes' NodeInfo objects borrow the NodeUs
 dicts (copy on write: the index replaces a borrowed NodeUsage with a copy before it
 changes it, the NodeInfo copies it before the pass's own bindings change it).
 """
+import logging
 import threading
 
 from shepherd_ha.store.watch_log import WatchExpired
 
 from .view import (TERMINAL_PHASES, ClusterView, NodeInfo, NodeStatic, NodeUsage, PodInfo, controller_owner_uid,
                    is_pending, pod_requests)
+
+log = logging.getLogger("shepherd_ha.controllers")
 
 WATCHED = ("pods", "nodes")
 
@@ -120,11 +123,15 @@ class UsageIndex:
 
     def _sync_locked(self):
         if self.revision is None or self._resets != self._watch_resets():
+            if self.revision is not None:
+                log.info("scheduler: the watch log was reset; rebuilding the usage index from a snapshot")
             self._rebuild_locked()
             return
         try:
             changes = self.store.watch_log.since(self.revision)
         except WatchExpired:
+            log.info("scheduler: the watch log moved past revision %d; rebuilding the usage index from a snapshot",
+                     self.revision)
             self._rebuild_locked()
             return
         for change in changes:
