@@ -38,7 +38,7 @@ from . import spec as P
 from . import status as S
 from .runtime.base import ContainerGone, CreateError, ImagePullError, RuntimeFailure
 from .status_writer import StatusWriter
-from .workqueue import WorkQueue
+from shepherd_ha.workqueue import WorkQueue
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import threading
 
 from shepherd_ha.store.raft_node import Unavailable
 
-from .workqueue import WorkQueue
+from shepherd_ha.workqueue import WorkQueue
 
 log = logging.getLogger("shepherd_ha.controllers")
 

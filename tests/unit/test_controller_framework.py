@@ -5,7 +5,7 @@ from shepherd_ha.controllers.controller import Controller, Retry, key_of
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.store_access import MemoryStore
-from shepherd_ha.controllers.workqueue import WorkQueue
+from shepherd_ha.workqueue import WorkQueue
 
 
 class FakeClock:
