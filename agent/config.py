@@ -1,41 +1,20 @@
 """Settings of `shepherd-agent`: command line > SHEPHERD_* environment > YAML file > default.
 
-One table describes every option, so --help, the environment and the file agree
-(the same pattern as shepherd_ha/config.py, which the agent does not import: it
-sits above the client and the model only).
+One table describes every option, so --help, the environment and the file agree;
+the machinery is shepherd_ha/options.py, shared with `shepherd-ha server` (and
+free of the server's heavy imports).
 """
 import dataclasses
 import ipaddress
-import os
 import socket
 import urllib.parse
 
-import yaml
-
+from shepherd_ha import options as options_module
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
 
 CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
-
-
-class ConfigError(Exception):
-    pass
-
-
-@dataclasses.dataclass(frozen=True)
-class Option:
-    name: str
-    type: type
-    default: object
-    help: str
-
-    @property
-    def env(self):
-        return "SHEPHERD_" + self.name.upper()
-
-    @property
-    def flag(self):
-        return "--" + self.name.replace("_", "-")
 
 
 AGENT_OPTIONS = (
@@ -75,55 +54,11 @@ AGENT_OPTIONS = (
 
 
 def add_arguments(parser, options=AGENT_OPTIONS):
-    parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
-                        "with _ or -); env %s" % CONFIG_ENV)
-    for opt in options:
-        default = "" if opt.default in (None, "") else " (default %s)" % opt.default
-        parser.add_argument(opt.flag, dest=opt.name, default=None,
-                            help="%s; env %s%s" % (opt.help, opt.env, default))
+    options_module.add_arguments(parser, options, CONFIG_ENV)
 
 
 def resolve(args, options=AGENT_OPTIONS, environ=None):
-    """Merge the sources into a dict of typed values; ConfigError names the bad one."""
-    environ = os.environ if environ is None else environ
-    path = getattr(args, "config", None) or environ.get(CONFIG_ENV)
-    from_file = {}
-    if path:
-        try:
-            with open(path) as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ConfigError("cannot read config file %s: %s" % (path, exc.strerror))
-        except yaml.YAMLError as exc:
-            raise ConfigError("config file %s is not valid YAML: %s" % (path, exc))
-        if not isinstance(loaded, dict):
-            raise ConfigError("config file %s must hold a mapping of option: value" % path)
-        from_file = {str(k).replace("-", "_"): v for k, v in loaded.items()}
-        unknown = sorted(set(from_file) - {o.name for o in options})
-        if unknown:
-            raise ConfigError("config file %s has unknown option(s) %s" % (path, ", ".join(unknown)))
-    values = {}
-    for opt in options:
-        for source, raw in (("flag " + opt.flag, getattr(args, opt.name, None)),
-                            ("env " + opt.env, environ.get(opt.env)),
-                            ("config file key " + opt.name, from_file.get(opt.name))):
-            if raw is not None:
-                break
-        else:
-            source, raw = "default", opt.default
-        values[opt.name] = _convert(opt, raw, source)
-    return values
-
-
-def _convert(opt, raw, source):
-    if raw is None:
-        return None
-    if opt.name in ("servers", "labels") and isinstance(raw, (list, dict)):
-        raw = ",".join("%s=%s" % kv for kv in raw.items()) if isinstance(raw, dict) else ",".join(map(str, raw))
-    try:
-        return opt.type(raw)
-    except (TypeError, ValueError):
-        raise ConfigError("%s: %r is not a valid %s for %s" % (source, raw, opt.type.__name__, opt.name))
+    return options_module.resolve(args, options, CONFIG_ENV, environ)
 
 
 def parse_labels(text):

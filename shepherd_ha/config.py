@@ -2,30 +2,13 @@
 
 One table describes every option, so --help, the environment and the file agree.
 """
-import dataclasses
-import os
-
-import yaml
-
-from shepherd_ha.store.raft_node import ConfigError, RaftSettings
+from shepherd_ha import options as options_module
+from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
+from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import Peer
 
 
-@dataclasses.dataclass(frozen=True)
-class Option:
-    name: str
-    type: type
-    default: object
-    help: str
-
-    @property
-    def env(self):
-        return "SHEPHERD_" + self.name.upper()
-
-    @property
-    def flag(self):
-        return "--" + self.name.replace("_", "-")
-
+CONFIG_ENV = "SHEPHERD_SERVER_CONFIG"
 
 SERVER_OPTIONS = (
     Option("id", str, None, "this replica's id, unique in the cluster (e.g. r1)"),
@@ -63,56 +46,11 @@ SERVER_OPTIONS = (
 
 
 def add_arguments(parser, options):
-    parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
-                        "with _ or -); env SHEPHERD_SERVER_CONFIG")
-    for opt in options:
-        default = "" if opt.default in (None, "") else " (default %s)" % opt.default
-        parser.add_argument(opt.flag, dest=opt.name, default=None,
-                            help="%s; env %s%s" % (opt.help, opt.env, default))
+    options_module.add_arguments(parser, options, CONFIG_ENV)
 
 
-def resolve(args, options, environ=None, config_env="SHEPHERD_SERVER_CONFIG"):
-    """Merge the sources into a dict of typed values; ConfigError names the bad one."""
-    environ = os.environ if environ is None else environ
-    path = getattr(args, "config", None) or environ.get(config_env)
-    from_file = {}
-    if path:
-        try:
-            with open(path) as fh:
-                loaded = yaml.safe_load(fh) or {}
-        except OSError as exc:
-            raise ConfigError("cannot read config file %s: %s" % (path, exc.strerror))
-        except yaml.YAMLError as exc:
-            raise ConfigError("config file %s is not valid YAML: %s" % (path, exc))
-        if not isinstance(loaded, dict):
-            raise ConfigError("config file %s must hold a mapping of option: value" % path)
-        from_file = {str(k).replace("-", "_"): v for k, v in loaded.items()}
-        known = {o.name for o in options}
-        unknown = sorted(set(from_file) - known)
-        if unknown:
-            raise ConfigError("config file %s has unknown option(s) %s" % (path, ", ".join(unknown)))
-    values = {}
-    for opt in options:
-        for source, raw in (("flag " + opt.flag, getattr(args, opt.name, None)),
-                            ("env " + opt.env, environ.get(opt.env)),
-                            ("config file key " + opt.name, from_file.get(opt.name))):
-            if raw is not None:
-                break
-        else:
-            source, raw = "default", opt.default
-        values[opt.name] = _convert(opt, raw, source)
-    return values
-
-
-def _convert(opt, raw, source):
-    if raw is None:
-        return None
-    if opt.name == "peers" and isinstance(raw, list):
-        raw = ",".join(str(p) for p in raw)
-    try:
-        return opt.type(raw)
-    except (TypeError, ValueError):
-        raise ConfigError("%s: %r is not a valid %s for %s" % (source, raw, opt.type.__name__, opt.name))
+def resolve(args, options, environ=None):
+    return options_module.resolve(args, options, CONFIG_ENV, environ)
 
 
 def parse_peers(text):

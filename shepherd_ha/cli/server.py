@@ -15,7 +15,7 @@ from shepherd_ha.api.app import create_app
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
-from shepherd_ha.store.raft_node import ConfigError
+from shepherd_ha.options import ConfigError
 from shepherd_ha.store.replica import Replica
 
 log = logging.getLogger("shepherd_ha.server")

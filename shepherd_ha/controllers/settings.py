@@ -2,7 +2,7 @@
 interval, which the node lifecycle controller must tolerate)."""
 import dataclasses
 
-from shepherd_ha.store.raft_node import ConfigError
+from shepherd_ha.options import ConfigError
 
 
 @dataclasses.dataclass

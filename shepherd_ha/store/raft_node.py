@@ -34,14 +34,12 @@ from pysyncobj.syncobj import _RAFT_STATE  # noqa: E402
 # Windows-only version (psutil.net_connections() then raises): put ours back.
 socket.inet_ntop, socket.inet_pton = _INET_NTOP, _INET_PTON
 
+from shepherd_ha.options import ConfigError  # noqa: E402
+
 from .durable_journal import DurableFileJournal, align_journal_to_dump
 from .fsm import StoreFSM
 
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    """Settings that cannot work; the message says which and how to fix it."""
 
 
 @dataclasses.dataclass
