@@ -17,13 +17,14 @@ and its thread freed, even when the container prints nothing.
 import inspect
 import json
 import logging
-import queue
 import threading
 from datetime import datetime, timezone
 
 import flask
 import waitress
 from waitress import wasyncore
+
+from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, expose_write, pump
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +37,6 @@ RESTART_LABEL = "shepherd.io/restart-count"
 
 TIMESTAMPS_HEADER = "Shepherd-Log-Timestamps"
 CONTAINER_HEADER = "Shepherd-Container-ID"
-POLL_SECONDS = 1.0        # how often an idle stream checks that its reader is still there
-QUEUE_CHUNKS = 256        # chunks buffered between the runtime's reader and the HTTP writer
-
-WRITE_KEY = "shepherd.write"   # environ key of the server's write callable (see expose_write)
-
-_END = object()
 
 
 def status_body(code, message, reason=None):
@@ -92,93 +87,6 @@ def _newness(c):
                 ("%020.6f" % value if isinstance(value, (int, float)) else str(value))
             break
     return restart, created
-
-
-def expose_write(wsgi_app):
-    """WSGI middleware: puts the server's `write` callable (returned by
-    start_response) in environ[WRITE_KEY], so a streaming response can send its
-    headers before its first chunk (waitress sends them with that write)."""
-    def app(environ, start_response):
-        def recording_start_response(status, headers, exc_info=None):
-            write = start_response(status, headers, exc_info)
-            environ[WRITE_KEY] = write
-            return write
-        return wsgi_app(environ, recording_start_response)
-    return app
-
-
-class StreamBroken(Exception):
-    """The runtime's log stream failed (not a clean end)."""
-
-
-def abort_response(message):
-    """An exception that makes waitress drop the connection without the stream's final
-    chunk (and without a traceback in the log): the reader sees a broken stream, not
-    the end of the logs, and resumes."""
-    try:
-        from waitress.channel import ClientDisconnected
-    except ImportError:  # pragma: no cover
-        ClientDisconnected = ConnectionAbortedError
-    return ClientDisconnected(message)
-
-
-def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS):
-    """Yield the chunks of `iterator` (read by a helper thread) until it ends or
-    `gone()` says the reader went away (checked every `poll` seconds while idle).
-    The helper thread stops at its next chunk after that (a blocked read cannot be
-    interrupted; `on_stop` may close the source).  A failing source raises
-    StreamBroken (after the chunks read before)."""
-    q = queue.Queue(QUEUE_CHUNKS)
-    stop = threading.Event()
-
-    def put(item):
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=poll)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run():
-        try:
-            for chunk in iterator:
-                if stop.is_set() or not put(chunk):
-                    break
-        except Exception as exc:  # noqa: BLE001 - handed to the writer, which aborts
-            if not stop.is_set():
-                put(StreamBroken("%s: %s" % (type(exc).__name__, exc)))
-        finally:
-            put(_END)
-            close = getattr(iterator, "close", None)
-            if close is not None:
-                try:
-                    close()
-                except Exception:  # noqa: BLE001
-                    pass
-
-    threading.Thread(target=run, name="log-pump", daemon=True).start()
-    try:
-        while True:
-            try:
-                item = q.get(timeout=poll)
-            except queue.Empty:
-                if gone():
-                    return
-                continue
-            if item is _END:
-                return
-            if isinstance(item, StreamBroken):
-                raise item
-            if item:
-                yield item
-    finally:
-        stop.set()
-        if on_stop is not None:
-            try:
-                on_stop()
-            except Exception:  # noqa: BLE001
-                pass
 
 
 def _close(iterator):

@@ -5,11 +5,13 @@ import time
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
-from . import health, pod_logs
+from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.streaming import expose_write
+
+from . import health
 from .errors import ApiError, error_response
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
-from shepherd_ha.model.resources import RESOURCES
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -48,7 +50,7 @@ def create_app(replica):
 
     health.register(app, replica, metrics)
     # Streams (pod logs) send their headers before their first chunk.
-    app.wsgi_app = pod_logs.expose_write(app.wsgi_app)
+    app.wsgi_app = expose_write(app.wsgi_app)
 
     @app.errorhandler(ApiError)
     def on_api_error(err):

@@ -17,10 +17,8 @@ thread and its connection to the agent are released.
 import ipaddress
 import json
 import logging
-import queue
 import re
 import socket
-import threading
 from datetime import datetime
 from urllib.parse import quote
 
@@ -29,6 +27,7 @@ import urllib3
 from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump
 
 from .errors import ApiError, unavailable
 
@@ -36,26 +35,9 @@ log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT = 3.0      # seconds to connect to an agent
 READ_TIMEOUT = 30.0        # seconds of silence from an agent, except while following
-POLL_SECONDS = 1.0         # how often an idle follow checks that its reader is still there
-QUEUE_CHUNKS = 256
 MAX_ERROR_BODY = 64 * 1024
-WRITE_KEY = "shepherd.write"
 PASSED_HEADERS = ("Shepherd-Log-Timestamps", "Shepherd-Container-ID")
 _HOSTNAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$")
-_END = object()
-
-
-def expose_write(wsgi_app):
-    """WSGI middleware: puts the server's `write` callable (returned by start_response)
-    in environ["shepherd.write"], so a stream can send its headers before its first
-    chunk (waitress, per PEP 3333, sends them with the first non-empty chunk only)."""
-    def app(environ, start_response):
-        def recording_start_response(status, headers, exc_info=None):
-            write = start_response(status, headers, exc_info)
-            environ[WRITE_KEY] = write
-            return write
-        return wsgi_app(environ, recording_start_response)
-    return app
 
 
 # ---- request ----
@@ -212,71 +194,6 @@ def _chunks(resp):
         if not data:
             return
         yield data
-
-
-class StreamBroken(Exception):
-    """The agent's stream broke (not a clean end): the response is aborted too."""
-
-
-def pump(chunks, gone, on_stop=None, poll=POLL_SECONDS):
-    """Yield from `chunks` (read by a helper thread) until it ends or `gone()` turns
-    true (checked every `poll` seconds while idle); then on_stop().  When reading
-    fails, raises StreamBroken (after what was read before)."""
-    q = queue.Queue(QUEUE_CHUNKS)
-    stop = threading.Event()
-
-    def put(item):
-        while not stop.is_set():
-            try:
-                q.put(item, timeout=poll)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run():
-        try:
-            for chunk in chunks:
-                if stop.is_set() or not put(chunk):
-                    return
-        except Exception as exc:  # noqa: BLE001 - handed to the writer, which aborts
-            put(StreamBroken("%s: %s" % (type(exc).__name__, exc)))
-        finally:
-            put(_END)
-
-    threading.Thread(target=run, name="pod-log-pump", daemon=True).start()
-    try:
-        while True:
-            try:
-                item = q.get(timeout=poll)
-            except queue.Empty:
-                if gone():
-                    return
-                continue
-            if item is _END:
-                return
-            if isinstance(item, StreamBroken):
-                raise item
-            if item:
-                yield item
-    finally:
-        stop.set()
-        if on_stop is not None:
-            try:
-                on_stop()
-            except Exception:  # noqa: BLE001
-                pass
-
-
-def abort_response(message):
-    """Break the client's connection without the stream's final chunk, so that the
-    client sees a broken stream (and resumes) rather than the end of the logs.
-    Waitress treats ClientDisconnected as an expected end: no traceback in the log."""
-    try:
-        from waitress.channel import ClientDisconnected
-    except ImportError:  # pragma: no cover - another WSGI server: any exception aborts
-        ClientDisconnected = ConnectionAbortedError
-    return ClientDisconnected(message)
 
 
 def _agent_error(resp, node_name, where):

@@ -14,7 +14,6 @@ namespace. Every wait is a bounded loop.
   `replicas` pods, no duplicates and no extra revision.
 """
 import contextlib
-import importlib.util
 import io
 import threading
 import time
@@ -271,8 +270,6 @@ def node_body(name):
                                        "lastTransitionTime": now_rfc3339()}]}}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("shepherd_ha.controllers.scheduler") is None,
-                    reason="needs the scheduler")
 def test_six_replicas_spread_over_three_nodes(make_cluster):
     """With the scheduler on the same leader: bindings do not disturb the deployment,
     and its 6 pods land 2 per node. (A fresh cluster: its nodes' leases are not renewed,
