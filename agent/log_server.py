@@ -22,9 +22,9 @@ from datetime import datetime, timezone
 
 import flask
 import waitress
-from waitress import wasyncore
 
-from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, expose_write, pump
+from shepherd_ha.streaming import (StreamBroken, WRITE_KEY, abort_response, expose_write, pump,
+                                   stop_waitress_server)
 
 log = logging.getLogger(__name__)
 
@@ -268,33 +268,7 @@ class LogServer:
         server, self._server = self._server, None
         if server is None:
             return
-        closed = threading.Event()
-
-        def close_all():
-            for disp in list(server._map.values()):
-                if disp is server.trigger:
-                    continue
-                try:
-                    if disp is server:
-                        wasyncore.dispatcher.close(server)
-                    else:
-                        disp.close()
-                except OSError:
-                    pass
-            closed.set()
-
-        server.trigger.pull_trigger(close_all)
-        closed.wait(timeout)
-        try:
-            server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
-        except Exception:  # noqa: BLE001
-            pass
-
-        def close_trigger():
-            server.trigger._physical_pull = lambda: None
-            server.trigger.close()
-
-        server.trigger.pull_trigger(close_trigger)
+        stop_waitress_server(server, timeout)
         if self._thread is not None:
             self._thread.join(timeout)
 

@@ -7,6 +7,8 @@ agent's log server (plain: no server-side imports, the agent uses it too).
   reader went away (a blocked read cannot be interrupted otherwise).
 - `StreamBroken`, `abort_response`: a broken source breaks the response too, so the
   reader sees a broken stream (and resumes) rather than a clean end.
+- `response_chunks`: the chunks of a streamed `requests` response as they arrive.
+- `stop_waitress_server`: close a waitress server and every open stream at once.
 """
 import queue
 import threading
@@ -99,3 +101,54 @@ def pump(iterator, gone, on_stop=None, poll=POLL_SECONDS, name="stream-pump"):
                 on_stop()
             except Exception:  # noqa: BLE001
                 pass
+
+
+def response_chunks(resp, decode_content=True):
+    """The body of a `requests` response (stream=True) as it arrives, chunk by chunk
+    (iter_content would wait to fill its buffer). A proxy passes bytes through as
+    they are: decode_content=False."""
+    raw = resp.raw
+    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
+        yield from raw.read_chunked(None, decode_content=decode_content)
+        return
+    while True:
+        data = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
+        if not data:
+            return
+        yield data
+
+
+def stop_waitress_server(server, timeout=5.0):
+    """Close the listening socket and every connection of a waitress server running in
+    a thread (open streams break mid-stream), stop its workers, then its trigger. The
+    closing runs on the server's own loop thread (through the trigger), as waitress
+    requires; the trigger itself goes last, since workers pull it when they finish."""
+    from waitress import wasyncore
+
+    closed = threading.Event()
+
+    def close_connections():
+        for disp in list(server._map.values()):
+            if disp is server.trigger:
+                continue
+            try:
+                if disp is server:
+                    wasyncore.dispatcher.close(server)
+                else:
+                    disp.close()
+            except OSError:
+                pass
+        closed.set()
+
+    server.trigger.pull_trigger(close_connections)
+    closed.wait(timeout)
+    try:
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=timeout)
+    except Exception:  # noqa: BLE001
+        pass
+
+    def close_trigger():
+        server.trigger._physical_pull = lambda: None
+        server.trigger.close()
+
+    server.trigger.pull_trigger(close_trigger)

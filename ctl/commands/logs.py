@@ -18,6 +18,7 @@ import urllib3
 
 from shepherd_ha.client import Client
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.streaming import response_chunks
 
 from ..context import UserError, _ctl_version
 
@@ -67,18 +68,6 @@ def _socket_of(resp):
         fp = getattr(getattr(resp.raw, "_fp", None), "fp", None)
         sock = getattr(getattr(fp, "raw", None), "_sock", None)
     return sock if isinstance(sock, socket.socket) else None
-
-
-def _chunks(resp):
-    raw = resp.raw
-    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
-        yield from raw.read_chunked(None, decode_content=True)
-        return
-    while True:
-        data = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
-        if not data:
-            return
-        yield data
 
 
 class _Watchdog:
@@ -186,7 +175,7 @@ def stream_logs(client, namespace, pod, out, container=None, follow=False, tail=
         before = position.lines
         try:
             buf = b""
-            for chunk in _chunks(resp):
+            for chunk in response_chunks(resp):
                 if watchdog is not None:
                     watchdog.activity()
                 buf += chunk

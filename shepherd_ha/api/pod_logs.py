@@ -27,7 +27,7 @@ import urllib3
 from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump
+from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
 from .errors import ApiError, unavailable
 
@@ -184,18 +184,6 @@ def _shutdown(resp):
     resp.close()
 
 
-def _chunks(resp):
-    raw = resp.raw
-    if getattr(raw, "chunked", False) and raw.supports_chunked_reads():
-        yield from raw.read_chunked(None, decode_content=False)
-        return
-    while True:
-        data = raw.read1(65536) if hasattr(raw, "read1") else raw.read(65536)
-        if not data:
-            return
-        yield data
-
-
 def _agent_error(resp, node_name, where):
     body = resp.raw.read(MAX_ERROR_BODY, decode_content=True) or b""
     resp.close()
@@ -273,7 +261,7 @@ def pod_log(replica, target):
         if write is not None:
             write(b"")      # headers now: a follower learns at once that its stream is open
         try:
-            yield from pump(_chunks(resp), gone, on_stop=stop)
+            yield from pump(response_chunks(resp, decode_content=False), gone, on_stop=stop)
         except StreamBroken as exc:
             log.warning("logs of pod %s/%s: the stream from the agent of node %s at %s broke (%s); "
                         "aborting the response so that the client resumes", target.namespace, target.name,

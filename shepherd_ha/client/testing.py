@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 
 import flask
 import waitress
-from waitress import wasyncore
 
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.merge_patch import merge_patch
+from shepherd_ha.streaming import stop_waitress_server
 
 
 def free_port():
@@ -240,33 +240,7 @@ class FakeApiServer:
             self._down = True
             with self.store.cond:
                 self.store.cond.notify_all()
-            closed = threading.Event()
-
-            def close_connections():
-                # the listening socket and every channel; not the trigger, which
-                # worker threads still pull when they finish a response
-                for disp in list(server._map.values()):
-                    if disp is server.trigger:
-                        continue
-                    try:
-                        if disp is server:
-                            wasyncore.dispatcher.close(server)
-                        else:
-                            disp.close()
-                    except OSError:
-                        pass
-                closed.set()
-            server.trigger.pull_trigger(close_connections)
-            closed.wait(5)
-            try:
-                server.task_dispatcher.shutdown(cancel_pending=True, timeout=5)
-            except Exception:  # noqa: BLE001
-                pass
-
-            def close_trigger():
-                server.trigger._physical_pull = lambda: None
-                server.trigger.close()
-            server.trigger.pull_trigger(close_trigger)
+            stop_waitress_server(server, 5)
             self._thread.join(5)
 
     def __enter__(self):
