@@ -178,16 +178,20 @@ class LocalCluster:
 
     def kill(self, ident):
         """SIGKILL, for drills: no clean shutdown at all."""
-        pid = self.pid(ident)
+        return self._kill(self.pid(ident))
+
+    def stop(self, ident, timeout=10.0):
+        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
+        return self._terminate(self.pid(ident), timeout)
+
+    def _kill(self, pid):
         if pid is None:
             return False
         os.kill(pid, signal.SIGKILL)
         self._reap(pid, 5)
         return True
 
-    def stop(self, ident, timeout=10.0):
-        """SIGTERM, then SIGKILL if it has not exited within `timeout`."""
-        pid = self.pid(ident)
+    def _terminate(self, pid, timeout):
         if pid is None:
             return False
         os.kill(pid, signal.SIGTERM)
@@ -289,23 +293,11 @@ class LocalCluster:
 
     def stop_agent(self, name, timeout=10.0):
         """SIGTERM (the agent exits; its containers keep running), SIGKILL after `timeout`."""
-        pid = self.agent_pid(name)
-        if pid is None:
-            return False
-        os.kill(pid, signal.SIGTERM)
-        if not self._reap(pid, timeout):
-            os.kill(pid, signal.SIGKILL)
-            self._reap(pid, 5)
-        return True
+        return self._terminate(self.agent_pid(name), timeout)
 
     def kill_agent(self, name):
         """SIGKILL, for drills."""
-        pid = self.agent_pid(name)
-        if pid is None:
-            return False
-        os.kill(pid, signal.SIGKILL)
-        self._reap(pid, 5)
-        return True
+        return self._kill(self.agent_pid(name))
 
     def stop_agents(self, timeout=10.0):
         names = [a["name"] for a in self.agents()] if self.exists else []
