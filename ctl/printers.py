@@ -305,6 +305,11 @@ def _ev_row(e, now):
             event_object(e), (e.get("message") or e.get("note") or "").replace("\n", " ")]
 
 
+def _cm_row(c, now):
+    data = sum(len(c.get(f) or {}) for f in ("data", "binaryData") if isinstance(c.get(f), dict))
+    return [meta(c).get("name"), str(data), age(meta(c).get("creationTimestamp"), now)]
+
+
 def _generic_row(o, now):
     return [meta(o).get("name"), age(meta(o).get("creationTimestamp"), now)]
 
@@ -318,6 +323,7 @@ COLUMNS = {
               ["INTERNAL-IP", "CPU", "MEMORY"], _node_wide),
     "namespaces": (["NAME", "STATUS", "AGE"], _ns_row, [], None),
     "endpoints": (["NAME", "ENDPOINTS", "AGE"], _ep_row, [], None),
+    "configmaps": (["NAME", "DATA", "AGE"], _cm_row, [], None),
     "events": (["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], _ev_row, [], None),
 }
 

@@ -42,6 +42,8 @@ RESOURCES = {r.plural: r for r in (
     Resource("services", "Service", "v1", True, (), ("svc",)),
     Resource("endpoints", "Endpoints", "v1", True, (), ("ep",)),
     Resource("events", "Event", "v1", True, (), ("ev",)),
+    # Configuration as key/value strings; also the registers of the chaos suite and the drills.
+    Resource("configmaps", "ConfigMap", "v1", True, (), ("cm",)),
     Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",)),
     # Node heartbeats: one small Lease per node, renewed often (cheap writes).
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),

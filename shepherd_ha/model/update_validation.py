@@ -36,6 +36,8 @@ def validate_update(resource_plural, old, new):
         _deployment(causes, _dict(old.get("spec")), _dict(new.get("spec")))
     elif resource_plural == "pods" and isinstance(new.get("spec"), dict):
         _pod(causes, _dict(old.get("spec")), new["spec"])
+    elif resource_plural == "configmaps":
+        _config_map(causes, old, new)
     return list(causes)
 
 
@@ -86,3 +88,14 @@ def _containers(causes, old, new):
         for key in _keys(a, b):
             if key != "image" and a.get(key) != b.get(key):
                 causes.add("spec.containers[%d].%s" % (i, key), _POD_SPEC_RULE)
+
+
+def _config_map(causes, old, new):
+    if old.get("immutable") is not True:
+        return
+    if new.get("immutable") is not True:
+        causes.add("immutable", "cannot be unset once true: delete and re-create the config map")
+    for field in ("data", "binaryData"):
+        if (old.get(field) or {}) != (new.get(field) or {}):
+            causes.add(field, "is immutable because the config map is immutable: "
+                       "delete and re-create it to change it")

@@ -3,6 +3,8 @@
 Validators never raise on JSON-shaped input: a wrong type is a cause like any other,
 because the API turns causes into a 422 and anything else into a 500.
 """
+import re
+
 from ._checks import Cause, Causes, is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
                     is_dns1123_subdomain, show)
@@ -271,6 +273,24 @@ def _lease(causes, obj):
         causes.integer("spec.leaseTransitions", spec.get("leaseTransitions"), low=0)
 
 
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_CONFIG_KEY_RULE = "keys are 1-253 characters of letters, digits, '-', '_' or '.'"
+
+
+def _config_map(causes, obj):
+    for field in ("data", "binaryData"):
+        data = causes.dict(field, obj.get(field))
+        for key, value in (data or {}).items():
+            if not (len(key) <= 253 and _CONFIG_KEY.match(key)) or key in (".", ".."):
+                causes.add(join(field, key), "%s is not a valid key: %s" % (show(key), _CONFIG_KEY_RULE))
+            causes.string(join(field, key), value, required=True)
+    seen = set(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else set()
+    if isinstance(obj.get("binaryData"), dict):
+        for key in sorted(seen & set(obj["binaryData"])):
+            causes.add(join("binaryData", key), "duplicates data.%s: a key lives in data or binaryData, not both" % key)
+    causes.boolean("immutable", obj.get("immutable"))
+
+
 def _controller_revision(causes, obj):
     causes.integer("revision", obj.get("revision"), 0, required=True)
     causes.dict("data", obj.get("data"))
@@ -279,7 +299,7 @@ def _controller_revision(causes, obj):
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
-               "controllerrevisions": _controller_revision}
+               "controllerrevisions": _controller_revision, "configmaps": _config_map}
 
 
 def validate_scale(obj):

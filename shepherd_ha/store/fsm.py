@@ -180,7 +180,8 @@ class StoreFSM:
             return _failure(f.code, f.reason, f.message, f.index)
         # Nothing has been touched yet: commit the plan in order.
         for change in planned:
-            bucket = self.objects[change.resource]
+            # setdefault: a snapshot written before a kind existed has no bucket for it.
+            bucket = self.objects.setdefault(change.resource, {})
             meta = (change.object or change.previous)["metadata"]
             key = _key(meta.get("namespace"), meta["name"])
             if change.type == DELETED:
@@ -341,7 +342,7 @@ class StoreFSM:
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
-            for (ns, name) in list(self.objects[plural]):
+            for (ns, name) in list(self.objects.get(plural, {})):
                 if ns != namespace:
                     continue
                 current = self._current(staged, plural, ns, name)
@@ -361,7 +362,7 @@ class StoreFSM:
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
-            names = {key[1] for key in self.objects[plural] if key[0] == namespace}
+            names = {key[1] for key in self.objects.get(plural, {}) if key[0] == namespace}
             names |= {k[1][1] for k, v in staged.items() if k[0] == plural and k[1][0] == namespace and v}
             for name in sorted(names):
                 current = self._current(staged, plural, namespace, name)

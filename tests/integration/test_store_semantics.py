@@ -306,3 +306,22 @@ def test_deleting_a_namespace_deletes_its_objects_and_names_can_be_reused(urls):
 
 def test_no_request_was_answered_500(cluster):
     assert_no_internal_errors(cluster)
+
+
+# ---- config maps ----
+
+def test_config_map_compare_and_set_across_replicas(urls, ns):
+    path = "/api/v1/namespaces/%s/configmaps" % ns
+    body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "reg"}, "data": {"value": "a"}}
+    created = expect(call("POST", urls[0] + path, json=body), 201)
+    assert created["kind"] == "ConfigMap" and created["data"] == {"value": "a"}
+    # A write with the read resourceVersion wins once; the same stale write then conflicts.
+    update = dict(created, data={"value": "b"})
+    second = expect(call("PUT", urls[1] + path + "/reg", json=update), 200)
+    assert second["data"] == {"value": "b"} and rv(second) > rv(created)
+    assert_status(call("PUT", urls[2] + path + "/reg", json=dict(created, data={"value": "c"})), 409, "Conflict")
+    assert expect(call("GET", urls[2] + path + "/reg"), 200)["data"] == {"value": "b"}
+    bad = call("POST", urls[0] + path, json=dict(body, metadata={"name": "bad"}, data={"no spaces": "x"}))
+    assert_status(bad, 422, "Invalid")
+    assert "no spaces" in bad.json()["message"]
+    assert [o["metadata"]["name"] for o in expect(call("GET", urls[1] + path), 200)["items"]] == ["reg"]

@@ -45,3 +45,12 @@ def test_node_status_and_names():
 def test_format_table_alignment():
     assert printers.format_table(["NAME", "AGE"], [["a-long-name", "1d"], ["b", "2d"]]) == [
         "NAME          AGE", "a-long-name   1d", "b             2d"]
+
+
+def test_config_map_row_counts_keys():
+    cm = {"metadata": {"name": "web-config", "creationTimestamp": "2026-01-01T00:00:00Z"},
+          "data": {"a": "1", "b": "2"}, "binaryData": {"c": "Mw=="}}
+    now = datetime(2026, 1, 1, 0, 5, tzinfo=timezone.utc)
+    r = RESOURCES["configmaps"]
+    assert printers.table_headers(r) == ["NAME", "DATA", "AGE"]
+    assert printers.table_row(r, cm, now=now) == ["web-config", "3", "5m"]

@@ -64,6 +64,10 @@ SAMPLES = {
                "metadata": {"name": "node-1", "namespace": "kube-node-lease"},
                "spec": {"holderIdentity": "node-1", "leaseDurationSeconds": 40,
                         "renewTime": "2026-11-29T17:00:00Z", "leaseTransitions": 0}},
+    "configmaps": {"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "web-config", "namespace": "default"},
+                   "data": {"MODE": "prod", "nginx.conf": "worker_processes 1;\n", "a-b_c.d": ""},
+                   "binaryData": {"logo.png": "iVBORw0KGgo="}, "immutable": False},
     "controllerrevisions": {"apiVersion": "apps/v1", "kind": "ControllerRevision",
                             "metadata": {"name": "web-5d8f7b9c6b", "namespace": "default",
                                          "labels": {"app": "web", "pod-template-hash": "5d8f7b9c6b"}},
@@ -819,3 +823,29 @@ def test_integers_beyond_int64_are_refused():
     assert "64-bit" in causes[0].message
     obj["spec"]["terminationGracePeriodSeconds"] = 2 ** 63 - 1
     assert validate_object("pods", obj) == []
+
+
+def test_config_map_rules():
+    def fields(obj):
+        return sorted(c.field for c in validate_object("configmaps", obj))
+    base = {"metadata": {"name": "c", "namespace": "default"}}
+    assert fields(dict(base, data={"bad key": "x"})) == ["data.bad key"]
+    assert fields(dict(base, data={"..": "x"})) == ["data..."]
+    assert fields(dict(base, data={"k": 5})) == ["data.k"]
+    assert fields(dict(base, data=["k"])) == ["data"]
+    assert fields(dict(base, data={"k": "1"}, binaryData={"k": "MQ=="})) == ["binaryData.k"]
+    assert fields(dict(base, immutable="yes")) == ["immutable"]
+    assert "letters, digits" in describe_causes(validate_object("configmaps", dict(base, data={"a/b": ""})))
+
+
+def test_immutable_config_map_cannot_change():
+    old = dict(SAMPLES["configmaps"], immutable=True)
+    assert validate_update("configmaps", old, copy.deepcopy(old)) == []
+    changed = copy.deepcopy(old)
+    changed["data"]["MODE"] = "dev"
+    assert [c.field for c in validate_update("configmaps", old, changed)] == ["data"]
+    unset = dict(copy.deepcopy(old), immutable=False)
+    assert [c.field for c in validate_update("configmaps", old, unset)] == ["immutable"]
+    # Mutable ones change freely, and may become immutable.
+    mutable = dict(SAMPLES["configmaps"])
+    assert validate_update("configmaps", mutable, dict(changed, immutable=True)) == []
