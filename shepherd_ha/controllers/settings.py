@@ -10,6 +10,7 @@ class ControllerSettings:
     node_grace_period: float = 15.0      # lease unchanged this long -> node NotReady
     pod_eviction_timeout: float = 10.0   # NotReady this much longer -> its pods are deleted
     node_lease_interval: float = 5.0     # how often agents renew their lease
+    orphan_pod_grace: float = 40.0       # a pod's node never seen this long -> the pod is deleted
     event_ttl: float = 3600.0            # events older than this are deleted
     event_max: int = 10000               # at most this many events are kept
     resync_period: float = 30.0
@@ -23,6 +24,8 @@ class ControllerSettings:
                               % (self.node_grace_period, self.node_lease_interval))
         if self.pod_eviction_timeout < 0:
             raise ConfigError("--pod-eviction-timeout must not be negative")
+        if self.orphan_pod_grace < 0:
+            raise ConfigError("--orphan-pod-grace must not be negative")
         if self.event_ttl <= 0 or self.event_max < 1:
             raise ConfigError("--event-ttl must be positive and --event-max at least 1")
         return self

@@ -273,3 +273,19 @@ def test_a_node_registered_without_a_lease_gets_a_grace_period_then_goes_not_rea
     wait_for("%s Ready=Unknown" % name, lambda: node_ready(url, name) == "Unknown", GRACE + 5)
     assert time.monotonic() - created >= GRACE - 0.2
     expect(call("DELETE", url + NODES + "/" + name), 200)
+
+
+def test_pods_of_a_deleted_node_are_collected(env):
+    url = env["url"]
+    expect(call("POST", url + NODES, json=node_body("n-gone")), 201)
+    env["renewer"].add("n-gone")
+    make_pod(url, "on-gone-1", "n-gone", {"app": "gone"})
+    make_pod(url, "on-gone-2", "n-gone", {"app": "gone"})
+    env["renewer"].alive.discard("n-gone")
+    expect(call("DELETE", url + NODES + "/n-gone"), 200)
+    wait_for("pods of the deleted node n-gone deleted",
+             lambda: not [p for p in get(url, PODS.format(ns="default"))["items"]
+                          if p["spec"].get("nodeName") == "n-gone"], timeout=15)
+    assert len(events_for(url, "on-gone-1", "NodeGone")) == 1
+    for name in ("n1", "n2", "n3"):
+        assert node_ready(url, name) == "True"

@@ -1,0 +1,85 @@
+"""Pod garbage collector: pods bound to a node that no longer exists are deleted, so
+their owners recreate them on nodes that do (Kubernetes' PodGC "orphaned pods").
+
+No agent will ever stop or confirm such a pod, so the delete is immediate (not
+graceful), guarded by the pod's uid. Keys are node names:
+
+- a Node deletion this leader saw: its pods go at once;
+- a pod bound to a node name this leader never saw (a manifest with spec.nodeName
+  set before its node registered, or a node deleted before this leader started):
+  the pods go only after `orphan_pod_grace` with the node still missing, the
+  quarantine that gives a registering node time to appear.
+"""
+from shepherd_ha.store.raft_node import Unavailable
+
+from .controller import Controller, Retry
+
+
+def _node_of(pod):
+    return ((pod or {}).get("spec") or {}).get("nodeName") or None
+
+
+class PodGarbageCollector(Controller):
+    name = "pod-gc"
+    watches = ("nodes", "pods")
+
+    def __init__(self, store, events=None, settings=None):
+        super().__init__(store, events)
+        self.grace = settings.orphan_pod_grace
+        self.resync_period = settings.resync_period
+        self._deleted = set()      # node names whose deletion this leader saw
+        self._missing_since = {}   # node name -> clock time it was first found missing
+
+    def keys_for(self, change):
+        if change.resource == "nodes":
+            name = (change.object or change.previous)["metadata"]["name"]
+            if change.object is None:
+                self._deleted.add(name)
+            else:
+                self._deleted.discard(name)
+                self._missing_since.pop(name, None)
+            return [name] if change.object is None else []
+        node = _node_of(change.object)
+        return [node] if node and change.object is not None and self.store.get("nodes", None, node) is None else []
+
+    def all_keys(self):
+        nodes = {n["metadata"]["name"] for n in self.store.list("nodes")}
+        return sorted({_node_of(p) for p in self.store.list("pods")} - nodes - {None})
+
+    def reconcile(self, node_name):
+        if self.store.get("nodes", None, node_name) is not None:
+            self._missing_since.pop(node_name, None)
+            return None
+        pods = [p for p in self.store.list("pods") if _node_of(p) == node_name]
+        if not pods:
+            self._missing_since.pop(node_name, None)
+            return None
+        if node_name not in self._deleted:
+            now = self.store.clock()
+            since = self._missing_since.setdefault(node_name, now)
+            if now - since < self.grace:
+                raise Retry("node %s missing for %.1fs of %.1fs" % (node_name, now - since, self.grace),
+                            delay=since + self.grace - now)
+        writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
+                    "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
+                  for p in pods]
+        try:
+            results = self.store.write_many(writes)
+        except Unavailable as exc:
+            raise Retry("store unavailable: %s" % exc)
+        deleted = [p for p, r in zip(pods, results) if r.get("ok")]
+        refused = [r for r in results if not r.get("ok") and r.get("reason") != "NotFound"]
+        if self.events:
+            for pod in deleted:
+                self.events.emit(pod, "NodeGone", "pod deleted: it was bound to node %s, which no longer exists"
+                                 % node_name, "Warning")
+        if refused:
+            raise Retry("deleting pods of missing node %s: %s" % (node_name, refused[0].get("message")))
+        self._missing_since.pop(node_name, None)
+        names = ", ".join("%s/%s" % (p["metadata"].get("namespace"), p["metadata"]["name"]) for p in deleted[:10])
+        return "deleted %d pod(s) bound to missing node %s: %s%s" % (
+            len(deleted), node_name, names, " ..." if len(deleted) > 10 else "") if deleted else None
+
+
+def controllers(store, recorder, settings):
+    return [PodGarbageCollector(store, recorder, settings)]
