@@ -42,3 +42,21 @@ bench: install  ## benchmarks; figures go to docs/benchmarks.md by hand
 clean:  ## stop the cluster, remove its agents' containers and its data
 	-shepherd-ha local down --dir $(CLUSTER_DIR) --purge-containers
 	rm -rf $(CLUSTER_DIR) .pytest_cache build *.egg-info
+
+# --- Vagrant cluster (vagrant/README.md): VMs on libvirt, failure drills ---------
+.PHONY: vagrant-box vagrant-up drills vagrant-down vagrant-check
+
+vagrant-box:  ## build the local Debian box offline (debootstrap); idempotent
+	bash vagrant/box/build-box.sh
+
+vagrant-up:  ## box + offline artifacts + CP control-plane and WORKERS worker VMs, provisioned and Ready
+	bash vagrant/scripts/up.sh
+
+drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|all)
+	bash vagrant/scripts/drills.sh --drill $(or $(DRILL),all)
+
+vagrant-down:  ## destroy the VMs (the box stays)
+	bash vagrant/scripts/down.sh
+
+vagrant-check:  ## shellcheck the VM scripts and vagrant validate the Vagrantfile
+	bash scripts/check-vagrant.sh

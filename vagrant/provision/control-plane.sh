@@ -1,0 +1,56 @@
+#!/bin/bash
+# A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
+# configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
+# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
+# Env: RAFT_HEARTBEAT RAFT_ELECTION_MIN RAFT_ELECTION_MAX RAFT_LEADER_FALLBACK
+#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT
+set -euo pipefail
+ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
+RAFT_ADDRESS=${2:?raft address missing}
+API_ADDRESS=${3:?api address missing}
+PEERS=${4:?peers missing}
+SECRET=/opt/shepherd-dist/secrets/raft-password
+
+[ -s "$SECRET" ] || { echo "error: $SECRET is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+install -d -m 755 /etc/shepherd
+install -d -m 700 /var/lib/shepherd
+install -m 600 "$SECRET" /etc/shepherd/raft-password
+
+cat >/etc/shepherd/server.yaml <<EOT
+# Written by vagrant/provision/control-plane.sh
+id: $ID
+raft_address: $RAFT_ADDRESS
+peers: $PEERS
+api_bind: 0.0.0.0:${API_ADDRESS##*:}
+api_url: http://$API_ADDRESS
+data_dir: /var/lib/shepherd
+raft_password_file: /etc/shepherd/raft-password
+heartbeat: ${RAFT_HEARTBEAT:-0.2}
+election_timeout_min: ${RAFT_ELECTION_MIN:-1.5}
+election_timeout_max: ${RAFT_ELECTION_MAX:-3.0}
+leader_fallback: ${RAFT_LEADER_FALLBACK:-4.0}
+node_grace_period: ${NODE_GRACE_PERIOD:-20}
+pod_eviction_timeout: ${POD_EVICTION_TIMEOUT:-10}
+EOT
+
+cat >/etc/systemd/system/shepherd-server.service <<'EOT'
+[Unit]
+Description=Shepherd HA control-plane replica (Raft member + HTTP API)
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+ExecStart=/opt/shepherd/bin/shepherd-ha server --config /etc/shepherd/server.yaml
+Restart=always
+RestartSec=2
+# SIGTERM first: the replica closes its journal cleanly.
+KillSignal=SIGTERM
+TimeoutStopSec=20
+
+[Install]
+WantedBy=multi-user.target
+EOT
+systemctl daemon-reload
+systemctl enable shepherd-server.service >/dev/null 2>&1
+systemctl restart shepherd-server.service
+echo "[$ID] shepherd-server started (API http://$API_ADDRESS)"

@@ -1,0 +1,64 @@
+#!/bin/bash
+# A worker VM: Docker (from the host's .deb files when the VM is offline, apt when
+# it is online), the local busybox image, and `shepherd-agent` as the systemd unit
+# shepherd-agent, configured in /etc/shepherd/agent.yaml.
+# Args: NODE_NAME ADDRESS SERVERS AGENT_PORT   (SERVERS: comma-separated API URLs)
+set -euo pipefail
+NODE=${1:?usage: worker.sh NODE_NAME ADDRESS SERVERS AGENT_PORT}
+ADDRESS=${2:?address missing}
+SERVERS=${3:?servers missing}
+PORT=${4:-10250}
+DIST=/opt/shepherd-dist
+export DEBIAN_FRONTEND=noninteractive
+
+if ! command -v dockerd >/dev/null; then
+  if ls "$DIST"/debs/*.deb >/dev/null 2>&1; then
+    echo "[$NODE] installing Docker from $(find "$DIST/debs" -name '*.deb' | wc -l) host-fetched .deb files (offline)"
+    apt-get install -y -qq --no-install-recommends "$DIST"/debs/*.deb >/dev/null
+  else
+    echo "[$NODE] no .deb files in $DIST/debs: installing docker.io with apt (needs the internet)"
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+  fi
+fi
+systemctl enable docker.service >/dev/null 2>&1
+systemctl start docker.service
+for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+docker info >/dev/null 2>&1 || { echo "error: dockerd did not answer within 60 s; see journalctl -u docker" >&2; exit 1; }
+
+if [ -e "$DIST/images/busybox.tar" ]; then
+  while read -r image; do
+    docker image inspect "$image" >/dev/null 2>&1 && continue
+    echo "[$NODE] loading image $image"
+    docker load -q -i "$DIST/images/busybox.tar"
+  done <"$DIST/images/names"
+fi
+
+install -d -m 755 /etc/shepherd
+cat >/etc/shepherd/agent.yaml <<EOT
+# Written by vagrant/provision/worker.sh
+servers: $SERVERS
+node_name: $NODE
+address: $ADDRESS
+port: $PORT
+runtime: docker
+EOT
+
+cat >/etc/systemd/system/shepherd-agent.service <<'EOT'
+[Unit]
+Description=Shepherd HA node agent
+Wants=network-online.target docker.service
+After=network-online.target docker.service
+
+[Service]
+ExecStart=/opt/shepherd/bin/shepherd-agent --config /etc/shepherd/agent.yaml
+Restart=always
+RestartSec=2
+TimeoutStopSec=20
+
+[Install]
+WantedBy=multi-user.target
+EOT
+systemctl daemon-reload
+systemctl enable shepherd-agent.service >/dev/null 2>&1
+systemctl restart shepherd-agent.service
+echo "[$NODE] shepherd-agent started (servers $SERVERS)"
