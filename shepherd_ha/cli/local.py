@@ -3,7 +3,8 @@ import os
 import sys
 import time
 
-from .local_cluster import LocalCluster, LocalClusterError
+from .local_cluster import LocalClusterError
+from .netns_cluster import NetnsCluster, open_cluster
 
 DEFAULT_DIR = ".local-cluster"
 DEFAULT_AGENTS = 2
@@ -24,6 +25,9 @@ def add_parser(subparsers):
     up.add_argument("--agent-prefix", default="node",
                     help="agents are named PREFIX-1..PREFIX-N (default node); node names must be unique "
                          "on a Docker engine, as an agent adopts the containers labelled with its name")
+    up.add_argument("--netns", action="store_true",
+                    help="every replica and agent in its own network namespace with its own address on "
+                         "10.213.N.0/24 (root; agents use the hollow runtime); `local down` removes the network")
     up.set_defaults(func=cmd_up)
     for name, func, text in (("status", cmd_status, "show each replica's process and role, and each agent"),
                              ("down", cmd_down, "stop every agent and replica cleanly (SIGTERM); data is kept, "
@@ -46,7 +50,7 @@ def add_parser(subparsers):
 def _guard(func):
     def wrapper(args):
         try:
-            return func(args, LocalCluster(args.dir))
+            return func(args, open_cluster(args.dir))
         except LocalClusterError as exc:
             print("shepherd-ha local: %s" % exc, file=sys.stderr)
             return 1
@@ -59,7 +63,13 @@ def _say(line):
 
 @_guard
 def cmd_up(args, cluster):
-    if not cluster.exists:
+    if args.netns and cluster.exists and not isinstance(cluster, NetnsCluster):
+        raise LocalClusterError("%s holds a loopback cluster: drop --netns or use another --dir" % cluster.dir)
+    if not cluster.exists and args.netns:
+        cluster = NetnsCluster(args.dir)
+        print("creating a %d-replica cluster in network namespaces in %s" % (args.replicas, cluster.dir), flush=True)
+        cluster.create(args.replicas)
+    elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
         cluster.create(args.replicas, args.base_port)
     for ident, pid in cluster.start_all().items():
@@ -69,18 +79,19 @@ def cmd_up(args, cluster):
     print("cluster is up; leader %s" % leader)
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
-    failed = _start_agents(cluster, args.agents, args.agent_prefix)
+    failed = _start_agents(cluster, args.agents, args.agent_prefix,
+                           runtime="hollow" if isinstance(cluster, NetnsCluster) else "docker")
     print("use it:  sheepctl --config %s cluster status   (or export SHEPHERD_CONFIG=%s)" % (config, config))
     return 1 if failed else 0
 
 
-def _start_agents(cluster, count, prefix="node"):
+def _start_agents(cluster, count, prefix="node", runtime="docker"):
     """Add PREFIX-1..PREFIX-COUNT when missing, start every agent, wait for their
     nodes to be Ready. Returns the names of agents that did not come up."""
     known = {a["name"] for a in cluster.agents()}
     for i in range(1, max(0, count) + 1):
         if "%s-%d" % (prefix, i) not in known:
-            cluster.add_agent("%s-%d" % (prefix, i))
+            cluster.add_agent("%s-%d" % (prefix, i), runtime)
     agents = cluster.agents()
     if not agents:
         return []
@@ -132,6 +143,9 @@ def cmd_status(args, cluster):
 def cmd_down(args, cluster):
     cluster.stop_agents()
     cluster.stop_all()
+    if isinstance(cluster, NetnsCluster):
+        cluster.teardown_network()
+        print("removed the cluster's namespaces, links and iptables rules (`local up` makes them again)")
     print("stopped every agent and replica in %s (data kept; `shepherd-ha local up --dir %s` starts them again)"
           % (cluster.dir, args.dir))
     if getattr(args, "purge_containers", False):
