@@ -1,0 +1,110 @@
+"""The hosts a drill runs against, behind one interface (see vagrant/drills/README.md).
+
+Two implementations: NetnsTarget (target_netns.py: every replica and agent in its own
+network namespace on this machine, used by CI) and VagrantTarget (target_vagrant.py:
+the VMs of vagrant/Vagrantfile). Drills use only this interface and the HTTP API, so
+the same drill code runs against both.
+
+A target module exposes one Target subclass; run_drills.py builds it with no arguments,
+calls setup() before the first drill and close() after the last one.
+"""
+import importlib
+import os
+import sys
+
+from shepherd_ha.client import Client
+
+TARGETS = {"netns": ("target_netns", "NetnsTarget"), "vagrant": ("target_vagrant", "VagrantTarget")}
+
+
+class TargetError(Exception):
+    pass
+
+
+class Target:
+    name = "?"                       # "netns" or "vagrant"
+    control_planes = []              # host names, e.g. ["cp1", "cp2", "cp3"]
+    workers = []                     # e.g. ["w1", "w2"]
+
+    # Timing knobs (seconds): VMs boot and elect much more slowly than namespaces.
+    boot_timeout = 30.0              # power_on -> the host's process runs and its API answers
+    ready_timeout = 30.0             # a new leader and ready replicas after a fault
+    node_not_ready_timeout = 30.0    # power-off of a worker -> its Node is not Ready
+    pod_move_timeout = 60.0          # NotReady -> its pods Running on another worker
+
+    # The Deployment the worker-loss drill moves between workers (its image must be on the workers).
+    workload_image = "shepherd/busybox:1"
+    workload_command = ["sleep", "3600"]
+
+    def setup(self):
+        """Bring the hosts up (or check they are up) before the first drill."""
+
+    def close(self):
+        """Release what setup() made (nothing for targets that outlive the drills)."""
+
+    def api_urls(self):
+        """One API URL per control-plane host, reachable from this machine."""
+        raise NotImplementedError
+
+    def replica_id(self, host):
+        """The Raft/replica id `host` runs (as in /shepherd/v1/cluster)."""
+        raise NotImplementedError
+
+    def host_of_replica(self, replica_id):
+        for host in self.control_planes:
+            if self.replica_id(host) == replica_id:
+                return host
+        raise TargetError("no control-plane host runs replica %r (hosts: %s)"
+                          % (replica_id, ", ".join(self.control_planes)))
+
+    def node_name(self, worker):
+        """The Node name `worker`'s agent registers."""
+        raise NotImplementedError
+
+    def power_off(self, host):
+        """Hard stop: SIGKILL every process of the host / `virsh destroy`."""
+        raise NotImplementedError
+
+    def power_on(self, host):
+        """Start the host and its service again; returns once its process/VM runs."""
+        raise NotImplementedError
+
+    def isolate(self, host, peers):
+        """Drop all traffic between `host` and each host in `peers` (iptables inside `host`)."""
+        raise NotImplementedError
+
+    def heal(self, host):
+        """Undo isolate() on `host`."""
+        raise NotImplementedError
+
+    def describe(self):
+        """One line for reports."""
+        return "%s: control planes %s, workers %s" % (self.name, ", ".join(self.control_planes),
+                                                      ", ".join(self.workers) or "none")
+
+    # ---- shared helpers (built on the methods above) ----
+
+    def hosts(self):
+        return list(self.control_planes) + list(self.workers)
+
+    def api_url(self, host):
+        """The API URL of control-plane `host` (api_urls() is in control_planes order)."""
+        return dict(zip(self.control_planes, self.api_urls()))[host]
+
+    def client(self, timeout=3.0, retry_deadline=15.0):
+        return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline)
+
+
+def load_target(name):
+    """Build the target called `name` ("netns" or "vagrant") from its module next to this one."""
+    if name not in TARGETS:
+        raise TargetError("unknown target %r: pick one of %s" % (name, ", ".join(sorted(TARGETS))))
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    module_name, class_name = TARGETS[name]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise TargetError("target %r: cannot import %s.py (%s)" % (name, module_name, exc)) from exc
+    return getattr(module, class_name)()
