@@ -1,0 +1,159 @@
+"""The cluster under test: a LocalCluster on loopback, or a NetnsCluster (each replica and
+agent in its own network namespace) when we are root, so a leader can really be cut off."""
+import os
+import shutil
+import tempfile
+import time
+
+import requests
+
+from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_base_port
+
+# Below the kernel's ephemeral port range (see tests/integration/helpers.py).
+PORT_LOW, PORT_HIGH = 20000, 32500
+STATUS_TIMEOUT = 0.5
+
+
+class ChaosSetupError(Exception):
+    """The harness cannot run as asked (e.g. a network cut without root)."""
+
+
+def have_root():
+    return os.geteuid() == 0
+
+
+class ChaosCluster:
+    """Owns the cluster's directory and processes; a context manager."""
+
+    def __init__(self, replicas=3, netns=None, server_options=None, keep=False, say=print):
+        self.replicas = replicas
+        self.netns = have_root() if netns is None else netns
+        if self.netns and not have_root():
+            raise ChaosSetupError("network namespaces need root (run as root, or pass --no-netns and no cut faults)")
+        self.server_options = server_options
+        self.keep = keep
+        self.say = say
+        self.dir = None
+        self.lc = None
+        self.agent_names = []
+
+    # ---- lifecycle ----
+
+    def __enter__(self):
+        self.dir = tempfile.mkdtemp(prefix="shepherd-chaos-")
+        try:
+            if self.netns:
+                from shepherd_ha.cli.netns_cluster import NetnsCluster
+                self.lc = NetnsCluster(self.dir)
+                self.lc.create(self.replicas, server_options=self.server_options)
+                self.lc.setup_network()
+            else:
+                self.lc = LocalCluster(self.dir)
+                self._create_on_loopback()
+            self.lc.start_all()
+            leader = self.lc.wait_ready(60)
+        except BaseException:
+            self._teardown()
+            raise
+        self.say("cluster of %d replicas %s in %s, leader %s" % (
+            self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader))
+        return self
+
+    def _create_on_loopback(self):
+        last = None
+        for _ in range(5):   # another process may take our ports between the check and the bind
+            try:
+                self.lc.create(self.replicas, find_base_port(self.replicas, low=PORT_LOW, high=PORT_HIGH),
+                               server_options=self.server_options)
+                return
+            except LocalClusterError as exc:
+                last = exc
+        raise last
+
+    def __exit__(self, *exc):
+        self._teardown()
+        return False
+
+    def _teardown(self):
+        if self.lc is None or not self.lc.exists:
+            return
+        try:
+            self.lc.stop_agents(5)
+            self.lc.stop_all(5)
+            if self.netns:
+                self.lc.teardown_network()
+        finally:
+            if self.keep:
+                self.say("cluster files kept in %s" % self.dir)
+            else:
+                shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- agents ----
+
+    def add_hollow_agents(self, count):
+        for i in range(1, count + 1):
+            name = "chaos-node-%d" % i
+            self.lc.add_agent(name, runtime="hollow")
+            self.lc.start_agent(name)
+            self.agent_names.append(name)
+
+    def stop_agents(self):
+        self.lc.stop_agents(10)
+
+    # ---- addresses and state ----
+
+    def ids(self):
+        return self.lc.ids()
+
+    def urls(self):
+        """{replica id: API URL}."""
+        return {ident: self.lc.replica(ident)["api"] for ident in self.ids()}
+
+    def pid(self, ident):
+        return self.lc.pid(ident)
+
+    def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
+        try:
+            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica",
+                                 params={"digest": "1"} if digest else None, timeout=timeout)
+            return reply.json() if reply.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            return None
+
+    def states(self, digest=False, timeout=STATUS_TIMEOUT):
+        return {ident: self.state(ident, digest, timeout) for ident in self.ids()}
+
+    @staticmethod
+    def leader_of(states):
+        leaders = [s for s in states.values() if s and s.get("role") == "leader"]
+        return max(leaders, key=lambda s: s["term"]) if leaders else None
+
+    def leader(self, timeout=10.0):
+        """The leader's status (highest term), waiting up to `timeout` s for one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lead = self.leader_of(self.states())
+            if lead is not None or time.monotonic() >= deadline:
+                return lead
+            time.sleep(0.05)
+
+    def max_term(self):
+        return max((s["term"] for s in self.states().values() if s), default=None)
+
+    def wait_ready(self, timeout=60.0):
+        """Every replica running and ready, and a leader. Raises LocalClusterError."""
+        return self.lc.wait_ready(timeout, ids=self.ids())
+
+    def metric(self, ident, name, timeout=2.0):
+        """The value of an unlabelled metric from a replica's /metrics, or None."""
+        try:
+            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout).text
+        except requests.RequestException:
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "_total "):
+                try:
+                    return float(line.split()[-1])
+                except ValueError:
+                    return None
+        return None
