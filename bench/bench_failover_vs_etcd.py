@@ -22,9 +22,10 @@ rejoined (Shepherd: every replica ready; etcd: every member healthy and applied 
 the leader's index), keep writing --settle s and pause the writer.
 
 Write gap of a kill = the longest interval between two consecutive acknowledged
-writes from the last ack before the kill to --observe s after the first ack after it
-(the first ack after the kill can be a write the old leader committed just before,
-so the longest ack-less stretch is what the client really saw). The figures are only
+writes, among those that start between the last ack before the kill and --observe s
+after the first ack after it (the first ack after the kill can be a write the old
+leader committed just before, so the longest ack-less stretch is what the client
+really saw). The figures are only
 as fine as the pace (5 ms at 200 writes/s). Summary: median and max per system, and
 their ratio (Shepherd HA / etcd: below 1 means Shepherd HA recovers faster).
 
@@ -197,11 +198,14 @@ class Writer(threading.Thread):
 
 
 def longest_interval(acks, since, until):
-    """Longest time between consecutive acks in [since, until] (since is an ack time)."""
+    """Longest time from an ack in [since, until] (since is an ack time) to the ack that
+    follows it, which may come after `until`; None when an ack in the window has no
+    successor yet (the stretch has not ended)."""
     i = bisect.bisect_left(acks, since)
     j = bisect.bisect_right(acks, until)
-    window = acks[i:j]
-    return max((b - a for a, b in zip(window, window[1:])), default=0.0)
+    if i >= j or j >= len(acks):
+        return None
+    return max(acks[n + 1] - acks[n] for n in range(i, j))
 
 
 # ---- the two systems, as the drill sees them ----
@@ -306,12 +310,17 @@ def one_kill(system, writer, k, kills, observe, settle, max_gap, rejoin_timeout,
         while writer.first_ack_after(t_kill) is None and time.monotonic() < deadline:
             time.sleep(0.01)
         first, last = writer.first_ack_after(t_kill), writer.last_ack_before(t_kill)
-        if first is not None:
+        gap = None
+        if first is not None and last is not None:
+            # The first ack after the kill may be a write the old leader committed just before
+            # it: watch `observe` s more, and if acks stopped in that time, wait for them to resume.
             time.sleep(max(0.0, first + observe - time.monotonic()))
-        gap = longest_interval(writer.acks, last, first + observe) if first is not None and last is not None else None
+            while writer.acks[-1] <= first + observe and time.monotonic() < deadline:
+                time.sleep(0.01)
+            gap = longest_interval(writer.acks, last, first + observe)
         failed = {kk: v - before.get(kk, 0) for kk, v in writer.outcomes.items()
                   if kk != "ack" and v != before.get(kk, 0)}
-        after = system.leader()
+        after = wait_leader(system)
         t_restart = time.monotonic()
         try:
             system.restart(victim, rejoin_timeout)
@@ -320,7 +329,7 @@ def one_kill(system, writer, k, kills, observe, settle, max_gap, rejoin_timeout,
             report("%s kill %d: %s did not rejoin: %s" % (LABELS[system.name], k, victim, exc))
             rejoined = None
         time.sleep(settle)
-        settled = system.leader()
+        settled = wait_leader(system)
         row = {"kill": k, "victim": victim, "term": term, "gap": gap,
                "first_ack_gap": first - last if first is not None and last is not None else None,
                "kill_to_ack": first - t_kill if first is not None else None,
@@ -338,6 +347,16 @@ def one_kill(system, writer, k, kills, observe, settle, max_gap, rejoin_timeout,
               "%.1f" % rejoined if rejoined is not None else "NOT",
               row["acks_after_kill"]))
     return row
+
+
+def wait_leader(system, timeout=5.0):
+    """(id, term) of the leader, polling a few seconds (a status call can time out on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lead = system.leader()
+        if lead or time.monotonic() >= deadline:
+            return lead
+        time.sleep(0.1)
 
 
 def fmt(value, none="-"):
@@ -360,8 +379,9 @@ def method_text(args):
             "writes of ~%d bytes (Shepherd: pod create via the HTTP API with an Idempotency-Key; etcd: PUT via the "
             "v3 JSON gateway), paced at %s writes/s, %.2f s socket timeout per request, round-robin failover to the "
             "next member on a timeout, connection error or error status. Per round, each system in turn (order "
-            "alternating): SIGKILL its leader, write gap = longest interval between consecutive acknowledged writes "
-            "from the last ack before the kill to %.1f s after the first ack after it; then restart the killed "
+            "alternating): SIGKILL its leader, write gap = longest interval between consecutive acknowledged writes, "
+            "among those starting from the last ack before the kill to %.1f s after the first ack after it; then "
+            "restart the killed "
             "member, wait until it has rejoined, write %.1f s more. Election timeouts: Shepherd HA 0.3-0.6 s "
             "(its defaults, heartbeat 0.05 s) plus an early election when a follower sees its connection to the "
             "leader drop; etcd %s."
