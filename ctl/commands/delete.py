@@ -4,7 +4,8 @@ from shepherd_ha.client import ApiError
 from .. import manifests, printers
 from ..context import UserError, parse_targets
 
-CASCADE = {"background": "Background", "true": "Background", "orphan": "Orphan", "false": "Orphan"}
+CASCADE = {"background": "Background", "true": "Background", "orphan": "Orphan", "false": "Orphan",
+           "foreground": "Foreground"}
 
 
 def register(sub, common):
@@ -16,8 +17,9 @@ def register(sub, common):
     p.add_argument("-R", "--recursive", action="store_true")
     p.add_argument("-l", "--selector", help="delete every object matching this label selector")
     p.add_argument("--all", action="store_true", help="delete every object of the type in the namespace")
-    p.add_argument("--cascade", default=None, metavar="background|orphan",
-                   help="background (default): dependents are deleted too; orphan: they are kept")
+    p.add_argument("--cascade", default=None, metavar="background|foreground|orphan",
+                   help="background (default): dependents are deleted too, after the object; foreground: "
+                        "the object stays (marked deleted) until its dependents are gone; orphan: they are kept")
     p.add_argument("--ignore-not-found", action="store_true")
     p.add_argument("--grace-period", type=int, default=None, metavar="SECONDS",
                    help="seconds a pod's containers get between SIGTERM and SIGKILL (default: the pod's "
@@ -64,10 +66,8 @@ def run(args, ctx):
     policy = None
     if args.cascade is not None:
         key = args.cascade.lower()
-        if key == "foreground":
-            raise UserError("--cascade=foreground is not supported; use background or orphan")
         if key not in CASCADE:
-            raise UserError("invalid --cascade %r: use background or orphan" % args.cascade)
+            raise UserError("invalid --cascade %r: use background, foreground or orphan" % args.cascade)
         policy = CASCADE[key]
     grace = args.grace_period
     if grace is not None and grace < 0:

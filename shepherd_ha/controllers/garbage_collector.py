@@ -16,6 +16,12 @@ its owners on the leader's state:
   ones; a dependent whose owners all exist, or that has no ownerReferences, is
   never touched; an owner kind this store does not know is never judged absent.
 
+Foreground deletion: the FSM marks an owner deleted with the foregroundDeletion
+finalizer (propagationPolicy Foreground) and keeps it; the collector deletes its
+dependents (in the foreground too, so a chain waits from the bottom up) and, once
+none is left (terminating pods included), removes the finalizer, which completes
+the owner's deletion. Those keys are ("foreground", resource, namespace, name).
+
 All deletes for one owner go in one Raft entry (write_many). Orphan deletes strip
 the references inside the FSM in the owner's own write, and namespace deletes
 remove everything in the namespace there too, so neither needs anything here.
@@ -24,6 +30,7 @@ import threading
 
 from shepherd_ha.model.resources import RESOURCES, resource_for_kind
 from shepherd_ha.store.deletion import delete_op
+from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
 from shepherd_ha.store.raft_node import Unavailable
 
 from .controller import Controller, Retry
@@ -38,6 +45,11 @@ def _refs(obj):
 
 def _ref_map(obj):
     return {r["uid"]: (r.get("kind"), r.get("name")) for r in _refs(obj)}
+
+
+def _deleting_in_foreground(obj):
+    meta = (obj or {}).get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) and FOREGROUND_FINALIZER in (meta.get("finalizers") or [])
 
 
 def _dkey(resource, obj):
@@ -59,6 +71,7 @@ class GarbageCollector(Controller):
         self._lock = threading.Lock()
         self._dependents = {}     # owner uid -> {dependent key}
         self._owners_of = {}      # dependent key -> {owner uid}
+        self._foreground = {}     # uid of an owner deleting in the foreground -> its key
 
     # ---- the index (informer thread writes, workers read) ----
 
@@ -84,17 +97,29 @@ class GarbageCollector(Controller):
     def keys_for(self, change):
         obj = change.object or change.previous
         dkey = _dkey(change.resource, obj)
+        # A dependent that changed or went may be what a foreground deletion waits for.
+        waiting = self._foreground_keys(_ref_map(obj)) + self._foreground_keys(_ref_map(change.previous))
         if change.object is None:
             self._index(dkey, {})
             uid = obj["metadata"].get("uid")
             with self._lock:
                 has_dependents = uid in self._dependents
-            return [uid] if has_dependents else []
+                self._foreground.pop(uid, None)
+            return ([uid] if has_dependents else []) + waiting
+        if _deleting_in_foreground(change.object):
+            key = ("foreground",) + dkey
+            with self._lock:
+                self._foreground[obj["metadata"].get("uid")] = key
+            waiting.append(key)
         refs = _ref_map(change.object)
         before = _ref_map(change.previous) if change.previous is not None else None
         self._index(dkey, refs)
         # A new or re-pointed dependent: check the owners it now names (they may be gone already).
-        return sorted(refs) if refs and set(refs) != set(before or ()) else []
+        return (sorted(refs) if refs and set(refs) != set(before or ()) else []) + waiting
+
+    def _foreground_keys(self, refs):
+        with self._lock:
+            return [self._foreground[uid] for uid in refs if uid in self._foreground]
 
     def all_keys(self):
         state, _ = self.store.snapshot(list(RESOURCES))
@@ -107,9 +132,11 @@ class GarbageCollector(Controller):
                     owners_of[dkey] = set(refs)
                     for uid, ref in refs.items():
                         dependents.setdefault(uid, {})[dkey] = ref
+        foreground = {obj["metadata"].get("uid"): ("foreground",) + _dkey(resource, obj)
+                      for resource, objects in state.items() for obj in objects if _deleting_in_foreground(obj)}
         with self._lock:
-            self._dependents, self._owners_of = dependents, owners_of
-        return sorted(dependents)
+            self._dependents, self._owners_of, self._foreground = dependents, owners_of, foreground
+        return sorted(dependents) + sorted(foreground.values())
 
     # ---- reconcile ----
 
@@ -125,7 +152,49 @@ class GarbageCollector(Controller):
         owner = self.store.get(info.plural, namespace if info.namespaced else None, ref["name"])
         return owner is not None and owner["metadata"].get("uid") == ref["uid"]
 
-    def reconcile(self, uid):
+    def reconcile(self, key):
+        if isinstance(key, tuple):
+            return self._finish_foreground(*key[1:])
+        return self._collect_orphans(key)
+
+    def _finish_foreground(self, resource, namespace, name):
+        owner = self.store.get(resource, namespace or None, name)
+        if owner is None or not _deleting_in_foreground(owner):
+            return None
+        meta = owner["metadata"]
+        uid = meta.get("uid")
+        alive = []
+        for dkey in sorted(self.dependents_of(uid)):
+            d_resource, d_namespace, d_name = dkey
+            obj = self.store.get(d_resource, d_namespace or None, d_name)
+            if obj is not None and any(r["uid"] == uid for r in _refs(obj)):
+                alive.append((dkey, obj))
+        described = _describe((resource, namespace, name))
+        doomed = [(dkey, obj) for dkey, obj in alive if not obj["metadata"].get("deletionTimestamp")]
+        if doomed:
+            writes = [[delete_op(r, ns or None, n, {"uid": obj["metadata"].get("uid")},
+                                 propagation_policy="Foreground")] for (r, ns, n), obj in doomed]
+            results = []
+            for start in range(0, len(writes), BATCH):
+                results.extend(self._write_many(writes[start:start + BATCH]))
+            done = [dkey for (dkey, _), r in zip(doomed, results) if r.get("ok")]
+            return "deleting %s in the foreground: deleted %d dependent(s): %s" % (
+                described, len(done), ", ".join(_describe(k) for k in done[:10]) + (" ..." if len(done) > 10 else ""))
+        if alive:
+            return None     # dependents still terminating: their deletion re-queues this key
+        finalizers = [f for f in meta.get("finalizers") or [] if f != FOREGROUND_FINALIZER]
+        result = self._write_many([[{"op": "update", "resource": resource, "namespace": namespace or None,
+                                     "name": name, "object": dict(owner, metadata=dict(meta, finalizers=finalizers)),
+                                     "precondition": {"uid": uid, "resourceVersion": meta.get("resourceVersion")}}]])[0]
+        if not result.get("ok"):
+            if result.get("reason") == "NotFound":
+                return None
+            raise Retry("finishing the foreground deletion of %s: %s" % (described, result.get("message")))
+        if finalizers:
+            return "dependents of %s are gone; it waits for finalizers %s" % (described, ", ".join(finalizers))
+        return "deleted %s: its dependents are gone (foreground deletion)" % described
+
+    def _collect_orphans(self, uid):
         dependents = self.dependents_of(uid)
         # Fast path: the owner exists (as every dependent names it), so nothing depends on its absence.
         named = {(kind, name, ns) for (_, ns, _), (kind, name) in dependents.items()}

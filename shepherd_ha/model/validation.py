@@ -19,6 +19,9 @@ __all__ = ["Cause", "validate_object", "validate_update", "validate_scale", "des
 _LABEL_NAMED = ("namespaces", "services")
 _MAX_ANNOTATIONS = 256 * 1024
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+_FINALIZER = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_CONFIG_KEY_RULE = "keys are 1-253 characters of letters, digits, '-', '_' or '.'"
 
 
 def describe_causes(causes):
@@ -71,6 +74,10 @@ def _metadata(causes, resource, meta):
                                 values_are_labels=False)
     if annotations and sum(len(k) + len(v) for k, v in annotations.items()) > _MAX_ANNOTATIONS:
         causes.add("metadata.annotations", "total size must be at most 256 KiB")
+    for i, item in enumerate(causes.list("metadata.finalizers", meta.get("finalizers")) or []):
+        if not (isinstance(item, str) and _FINALIZER.match(item)):
+            causes.add("metadata.finalizers[%d]" % i, "%s is not a valid finalizer: use a name like "
+                       "example.com/cleanup (letters, digits, '-', '_', '.', one optional '/')" % show(item))
     for i, ref in enumerate(causes.list("metadata.ownerReferences",
                                         meta.get("ownerReferences")) or []):
         f = "metadata.ownerReferences[%d]" % i
@@ -271,10 +278,6 @@ def _lease(causes, obj):
         causes.integer("spec.leaseDurationSeconds", spec.get("leaseDurationSeconds"), low=1)
         causes.string("spec.renewTime", spec.get("renewTime"))
         causes.integer("spec.leaseTransitions", spec.get("leaseTransitions"), low=0)
-
-
-_CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
-_CONFIG_KEY_RULE = "keys are 1-253 characters of letters, digits, '-', '_' or '.'"
 
 
 def _config_map(causes, obj):

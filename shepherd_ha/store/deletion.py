@@ -12,7 +12,7 @@ def delete_op(resource, namespace, name, precondition=None, force=False, grace=N
     """A delete op. Pods go gracefully unless `force` (or grace 0); `grace` None means
     the pod's own terminationGracePeriodSeconds, read by the FSM from the stored pod."""
     op = {"op": "delete", "resource": resource, "namespace": namespace, "name": name,
-          "precondition": precondition or {}}
+          "precondition": precondition or {}, "deletionTimestamp": now_rfc3339()}
     if propagation_policy:
         op["propagationPolicy"] = propagation_policy
     if resource == "pods" and not force and (grace is None or int(grace) > 0):

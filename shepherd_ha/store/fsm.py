@@ -40,6 +40,7 @@ DEFAULT_DEDUP_LIMIT = 50000
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 # Fields a client may not set on the main resource: the store owns them.
+FOREGROUND_FINALIZER = "foregroundDeletion"
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
@@ -287,6 +288,16 @@ class StoreFSM:
                     obj.pop("status", None)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
+        before = list(current["metadata"].get("finalizers") or [])
+        if current["metadata"].get("deletionTimestamp") and before:
+            after = (obj.get("metadata") or {}).get("finalizers") or []
+            added = sorted(set(after) - set(before))
+            if added:
+                raise _Failure(422, "Invalid", "metadata.finalizers: %s cannot be added: %s is being deleted"
+                               % (", ".join(added), _describe(resource, namespace, name)), index)
+            if not after:       # the last finalizer is gone: the deletion completes now
+                return {"code": 200, "resource": resource,
+                        "object": self._plan_delete(resource, current, staged, planned), "deleted": True}
         obj["metadata"] = dict(obj["metadata"])
         if _spec_changed(obj, current):
             obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1
@@ -309,8 +320,31 @@ class StoreFSM:
             self._delete_namespace_contents(name, staged, planned)
         elif op.get("propagationPolicy") == "Orphan":
             self._orphan_dependents(current, staged, planned)
+        finalizers = list(current["metadata"].get("finalizers") or [])
+        if op.get("propagationPolicy") == "Foreground" and resource != "namespaces" \
+                and FOREGROUND_FINALIZER not in finalizers:
+            finalizers.append(FOREGROUND_FINALIZER)
+        if finalizers:
+            return self._mark_finalizing(resource, current, finalizers, op, staged, planned)
         return {"code": 200, "resource": resource,
                 "object": self._plan_delete(resource, current, staged, planned)}
+
+    def _mark_finalizing(self, resource, current, finalizers, op, staged, planned):
+        """An object with finalizers is only marked deleted (deletionTimestamp); it goes
+        when an update removes its last finalizer (the garbage collector removes
+        foregroundDeletion once the dependents are gone)."""
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp") and list(meta.get("finalizers") or []) == finalizers:
+            return {"code": 200, "resource": resource, "object": current, "unchanged": True}
+        # The time comes with the command (the FSM reads no clock); commands logged before
+        # deletes carried one fall back to the creation time, the same on every replica.
+        stamp = (meta.get("deletionTimestamp") or op.get("deletionTimestamp")
+                 or (op.get("graceful") or {}).get("deletionTimestamp") or meta.get("creationTimestamp"))
+        revision = self._next_revision(planned)
+        obj = dict(current, metadata=dict(meta, resourceVersion=str(revision), deletionTimestamp=stamp,
+                                          finalizers=finalizers))
+        self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
+        return {"code": 200, "resource": resource, "object": obj, "finalizing": True}
 
     def _plan_delete(self, resource, current, staged, planned):
         revision = self._next_revision(planned)

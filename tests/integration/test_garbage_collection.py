@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .helpers import PODS, call, ensure_namespace, expect, start_cluster, unique
+from .helpers import PODS, Watch, call, collection_revision, ensure_namespace, expect, rv_of, start_cluster, unique
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +111,35 @@ def test_orphan_delete_keeps_the_pods(url):
         assert not p["metadata"].get("ownerReferences"), p["metadata"]
     for pod_name in after:
         expect(call("DELETE", url + PODS.format(ns="default") + "/" + pod_name), 200)
+
+
+def test_foreground_delete_removes_the_deployment_after_its_pods(url):
+    name = unique("gcf")
+    _, before = deployment_with_pods(url, name, 3)
+    rev, _ = collection_revision(url, PODS.format(ns="default"))
+    pod_watch = Watch(url, PODS.format(ns="default"), resource_version=rev, timeout=30)
+    deploy_watch = Watch(url, DEPLOYMENTS.format(ns="default"), resource_version=rev, timeout=30)
+    try:
+        marked = expect(call("DELETE", url + DEPLOYMENTS.format(ns="default") + "/" + name,
+                             json={"propagationPolicy": "Foreground"}), 200)
+        assert marked["metadata"]["deletionTimestamp"] and "foregroundDeletion" in marked["metadata"]["finalizers"]
+        assert deploy_watch.wait_for(lambda evs: any(e["type"] == "DELETED" and e["object"]["metadata"]["name"] == name
+                                                     for e in evs), 20), deploy_watch.events
+        assert not pods(url, name + "-"), "the deployment went before its pods"
+        assert pod_watch.wait_for(lambda evs: sum(e["type"] == "DELETED" for e in evs) >= 3, 10)
+        pod_gone = max(rv_of(e) for e in pod_watch.changes() if e["type"] == "DELETED"
+                       and e["object"]["metadata"]["name"] in before)
+        deploy_gone = [rv_of(e) for e in deploy_watch.changes() if e["type"] == "DELETED"][0]
+        assert deploy_gone > pod_gone, "foreground: the owner is deleted only after every pod is"
+        # While its pods went, the deployment was visible, marked deleted, and made no new pods.
+        marks = [e for e in deploy_watch.changes() if e["type"] == "MODIFIED"
+                 and e["object"]["metadata"].get("deletionTimestamp")]
+        assert marks and rv_of(marks[0]) < pod_gone
+        added = [e for e in pod_watch.changes() if e["type"] == "ADDED" and e["object"]["metadata"]["name"].startswith(name)]
+        assert not added, "no replacement pods while the deployment is being deleted: %r" % added
+    finally:
+        pod_watch.close()
+        deploy_watch.close()
 
 
 def test_other_owners_shared_dependents_and_late_dependents(url):

@@ -477,8 +477,12 @@ def test_delete(ctl, store, server, tmp_path):
     rc, out, err = ctl("delete", "deploy", "web", "--cascade=orphan")
     assert out == 'deployment.apps "web" deleted\n'
     assert json.loads(server.requests[-1]["body"])["propagationPolicy"] == "Orphan"
+    store.put("deployments", {"metadata": {"name": "x"}, "spec": {"replicas": 1}})
     rc, out, err = ctl("delete", "deploy", "x", "--cascade=foreground")
-    assert rc == 1 and "not supported" in err
+    assert (rc, out) == (0, 'deployment.apps "x" deleted\n')
+    assert json.loads(server.requests[-1]["body"])["propagationPolicy"] == "Foreground"
+    rc, out, err = ctl("delete", "deploy", "x", "--cascade=sideways")
+    assert rc == 1 and "background, foreground or orphan" in err
 
 
 def test_delete_grace_period_and_force(ctl, store, server):

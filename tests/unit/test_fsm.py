@@ -337,3 +337,54 @@ def test_snapshot_from_before_a_kind_existed_accepts_that_kind(fsm):
     assert restored.apply(create("configmaps", cm))["ok"]
     assert restored.get("configmaps", "default", "c")["data"] == {"k": "v"}
     assert restored.apply(delete("namespaces", "default"))["ok"]
+
+
+# ---- finalizers ----
+
+def _with_finalizers(name, finalizers):
+    body = pod(name)
+    body["metadata"]["finalizers"] = finalizers
+    return body
+
+
+def test_delete_of_object_with_finalizers_only_marks_it(fsm):
+    created = fsm.apply(create("pods", _with_finalizers("f", ["example.com/a", "example.com/b"])))["results"][0]["object"]
+    op = delete("pods", "f", "default")
+    op["ops"][0]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    result = fsm.apply(op)
+    assert result["ok"]
+    kept = fsm.get("pods", "default", "f")
+    assert kept["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
+    assert int(kept["metadata"]["resourceVersion"]) > int(created["metadata"]["resourceVersion"])
+    # A repeated delete changes nothing.
+    assert fsm.apply(op)["results"][0].get("unchanged")
+    # Finalizers cannot be added any more ...
+    more = dict(kept, metadata=dict(kept["metadata"], finalizers=["example.com/a", "example.com/b", "example.com/c"]))
+    refused = fsm.apply(update("pods", more))
+    assert not refused["ok"] and refused["code"] == 422 and "example.com/c cannot be added" in refused["message"]
+    # ... removing one keeps the object, removing the last deletes it.
+    one = dict(kept, metadata=dict(kept["metadata"], finalizers=["example.com/b"]))
+    assert fsm.apply(update("pods", one))["ok"] and fsm.get("pods", "default", "f") is not None
+    now = fsm.get("pods", "default", "f")
+    assert fsm.apply(update("pods", dict(now, metadata=dict(now["metadata"], finalizers=[]))))["ok"]
+    assert fsm.get("pods", "default", "f") is None
+
+
+def test_finalizers_do_not_block_updates_or_deletes_before_deletion(fsm):
+    fsm.apply(create("pods", _with_finalizers("g", ["example.com/a"])))
+    current = fsm.get("pods", "default", "g")
+    assert fsm.apply(update("pods", dict(current, metadata=dict(current["metadata"], finalizers=[]))))["ok"]
+    assert fsm.get("pods", "default", "g") is not None, "dropping finalizers of a live object deletes nothing"
+    assert fsm.apply(delete("pods", "g", "default"))["ok"] and fsm.get("pods", "default", "g") is None
+
+
+def test_foreground_delete_adds_its_finalizer_and_orphan_ignores_it(fsm):
+    fsm.apply(create("pods", pod("h")))
+    op = delete("pods", "h", "default")
+    op["ops"][0]["propagationPolicy"] = "Foreground"
+    assert fsm.apply(op)["ok"]
+    assert fsm.get("pods", "default", "h")["metadata"]["finalizers"] == ["foregroundDeletion"]
+    fsm.apply(create("pods", pod("i")))
+    op = delete("pods", "i", "default")
+    op["ops"][0]["propagationPolicy"] = "Orphan"
+    assert fsm.apply(op)["ok"] and fsm.get("pods", "default", "i") is None

@@ -264,3 +264,77 @@ def test_namespace_delete_is_left_to_the_store():
     delete(h.store, "namespaces", "tmp", namespace=None)
     h.settle()
     assert h.store.list("pods") == [] and not h.store.submitted
+
+
+# ---- foreground deletion ----
+
+def bound_pod(name, owners, node="n1"):
+    body = pod(name, owners)
+    body["spec"]["nodeName"] = node
+    return body
+
+
+def test_foreground_delete_keeps_the_owner_until_its_dependents_are_gone():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    for i in range(3):
+        create(h.store, "pods", pod("web-%d" % i, [web]))
+    create(h.store, "pods", pod("loose"))
+    h.settle()
+    delete(h.store, "deployments", "web", propagationPolicy="Foreground", deletionTimestamp="2026-01-01T00:00:00Z")
+    marked = h.store.get("deployments", "default", "web")
+    assert marked["metadata"]["deletionTimestamp"] == "2026-01-01T00:00:00Z"
+    assert marked["metadata"]["finalizers"] == ["foregroundDeletion"]
+    h.settle()
+    assert h.pods() == ["loose"]
+    assert h.store.get("deployments", "default", "web") is None, "the owner goes once its dependents are gone"
+    assert any(s.startswith("deleted deployments default/web: its dependents are gone") for s in h.controller.sentences)
+
+
+def test_foreground_owner_waits_for_terminating_dependents():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", bound_pod("web-0", [web]))
+    h.settle()
+    delete(h.store, "deployments", "web", propagationPolicy="Foreground", deletionTimestamp="2026-01-01T00:00:00Z")
+    h.settle()
+    # The pod is on a node: its deletion is graceful, so it is only terminating...
+    terminating = h.store.get("pods", "default", "web-0")
+    assert terminating is not None and terminating["metadata"].get("deletionTimestamp")
+    assert h.store.get("deployments", "default", "web") is not None, "the owner must wait for its pods to stop"
+    # ... until its agent confirms (a forced delete); then the owner goes too.
+    delete(h.store, "pods", "web-0")
+    h.settle()
+    assert h.store.get("deployments", "default", "web") is None
+
+
+def test_foreground_owner_with_another_finalizer_stays_until_that_is_removed():
+    h = Harness()
+    body = deployment("web")
+    body["metadata"]["finalizers"] = ["example.com/backup"]
+    web = create(h.store, "deployments", body)
+    create(h.store, "pods", pod("web-0", [web]))
+    h.settle()
+    delete(h.store, "deployments", "web", propagationPolicy="Foreground", deletionTimestamp="2026-01-01T00:00:00Z")
+    h.settle()
+    left = h.store.get("deployments", "default", "web")
+    assert h.pods() == [] and left["metadata"]["finalizers"] == ["example.com/backup"]
+    write(h.store, {"op": "update", "resource": "deployments", "namespace": "default", "name": "web",
+                    "object": dict(left, metadata=dict(left["metadata"], finalizers=[]))})
+    assert h.store.get("deployments", "default", "web") is None
+
+
+def test_new_leader_finishes_a_foreground_deletion_from_a_resync():
+    h = Harness()
+    web = create(h.store, "deployments", deployment("web"))
+    create(h.store, "pods", pod("web-0", [web]))
+    # Marked before this controller started (under a previous leader).
+    delete(h.store, "deployments", "web", propagationPolicy="Foreground", deletionTimestamp="2026-01-01T00:00:00Z")
+    fresh = Harness.__new__(Harness)
+    fresh.clock, fresh.store = h.clock, h.store
+    [fresh.controller] = controllers(h.store, None, ControllerSettings())
+    fresh.informer = Informer(h.store, [fresh.controller])
+    fresh.informer.start_from_snapshot()
+    fresh.controller.resync()
+    fresh.settle()
+    assert fresh.pods() == [] and h.store.get("deployments", "default", "web") is None

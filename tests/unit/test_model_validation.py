@@ -849,3 +849,12 @@ def test_immutable_config_map_cannot_change():
     # Mutable ones change freely, and may become immutable.
     mutable = dict(SAMPLES["configmaps"])
     assert validate_update("configmaps", mutable, dict(changed, immutable=True)) == []
+
+
+def test_finalizers_must_be_qualified_names():
+    body = sample("pods")
+    body["metadata"]["finalizers"] = ["example.com/cleanup", "foregroundDeletion", "bad name", 7, "a/b/c"]
+    fields = [c.field for c in validate_object("pods", body)]
+    assert fields == ["metadata.finalizers[2]", "metadata.finalizers[3]", "metadata.finalizers[4]"]
+    body["metadata"]["finalizers"] = "example.com/x"
+    assert [c.field for c in validate_object("pods", body)] == ["metadata.finalizers"]
