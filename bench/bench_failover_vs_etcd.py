@@ -460,7 +460,8 @@ def print_report(result):
                      [[r["kill"], r["victim"], r["term"], fmt(r["gap"], "none"), fmt(r["first_ack_gap"]),
                        fmt(r["kill_to_ack"]), r["new_leader"], r["new_term"],
                        ", ".join("%s %d" % kv for kv in sorted(r["failed"].items())) or "-",
-                       "%.1f" % r["rejoin_s"] if r["rejoin_s"] is not None else "NO", r["term_after_rejoin"], r["acks_after_kill"]]
+                       "%.1f" % r["rejoin_s"] if r["rejoin_s"] is not None else "NO", r["term_after_rejoin"],
+                       r["acks_after_kill"]]
                       for r in sysres["rows"]])
         say()
     sh, et = (result["systems"][n]["summary"] for n in (SHEPHERD, ETCD))
@@ -470,12 +471,11 @@ def print_report(result):
     say("method: " + result["method"])
     say()
     say("write gap after a leader SIGKILL (s), side by side:")
-    ratio = result["ratio"]
+    ratio = {key: "%.2f" % value if value else "-" for key, value in result["ratio"].items()}
     common.table(["", "Shepherd HA", "etcd", "ratio Shepherd/etcd"],
-                 [["median", fmt(sh["median"]), fmt(et["median"]), "%.2f" % ratio["median"] if ratio["median"] else "-"],
+                 [["median", fmt(sh["median"]), fmt(et["median"]), ratio["median"]],
                   ["p90", fmt(sh["p90"]), fmt(et["p90"]), "-"],
-                  ["max", fmt(sh["max"], "unbounded"), fmt(et["max"], "unbounded"),
-                   "%.2f" % ratio["max"] if ratio["max"] else "-"],
+                  ["max", fmt(sh["max"], "unbounded"), fmt(et["max"], "unbounded"), ratio["max"]],
                   ["min", fmt(sh["min"]), fmt(et["min"]), "-"],
                   ["kills measured", "%d/%d" % (len(sh["gaps"]), sh["kills_asked"]),
                    "%d/%d" % (len(et["gaps"]), et["kills_asked"]), "-"]])
