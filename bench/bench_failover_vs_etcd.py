@@ -511,6 +511,8 @@ def main(argv=None):
                         help="seconds to keep writing after the killed member rejoined (default 2)")
     parser.add_argument("--max-gap", type=float, default=30.0,
                         help="give up waiting for an ack after a kill after this many s (default 30)")
+    parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                        help="first wait up to S s for other processes to use under 0.25 cores (default 0)")
     parser.add_argument("--json", action="store_true",
                         help="print the result as one JSON document on stdout (the report goes to stderr)")
     args = parser.parse_args(argv)
@@ -523,6 +525,8 @@ def main(argv=None):
     with contextlib.redirect_stdout(out):
         say("bench_failover_vs_etcd: %d leader SIGKILL(s) per system, writers at %s writes/s with a %.2f s client "
             "timeout" % (args.kills, "%.0f" % args.rate if args.rate else "max", args.client_timeout))
+        if args.wait_quiet > 0:
+            common.wait_for_quiet(args.wait_quiet)
         common.print_background_load()
         try:
             result = compare(kills=args.kills, etcd_election_ms=args.etcd_election_ms, rate=args.rate,
