@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Run the failure drills against a target and print a summary table.
+
+    python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|all]
+
+`netns` builds its own cluster of network namespaces on this machine (root) and removes
+it afterwards; `vagrant` uses the VMs of `make vagrant-up`. Exit status 0 only when every
+selected drill passes.
+"""
+import argparse
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+ROOT = os.path.dirname(os.path.dirname(HERE))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)   # the project, when it is not installed
+
+from drill_kit import DrillFailed, Report  # noqa: E402
+from drills import DRILLS  # noqa: E402
+from target import TARGETS, TargetError, load_target  # noqa: E402
+
+ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
+
+
+def run_one(target, name, out=print):
+    """Run drill `name`; returns its Report (verdict set). A drill's failure never stops the others."""
+    report = Report(name, out)
+    report.step("start on %s" % target.describe())
+    try:
+        DRILLS[name](target, report)
+    except DrillFailed as exc:
+        report.finish(str(exc))
+    except Exception as exc:  # noqa: BLE001 - any surprise is a failed drill, with its type
+        report.finish("%s: %s" % (type(exc).__name__, exc))
+    else:
+        report.finish()
+    report.figures["drill duration"] = time.monotonic() - report.started
+    return report
+
+
+def run(target, names, out=print):
+    """Set the target up, run the drills in order, close it; returns the Reports."""
+    reports = []
+    target.setup()
+    try:
+        for name in names:
+            reports.append(run_one(target, name, out))
+    finally:
+        target.close()
+    return reports
+
+
+def summary(target, reports):
+    lines = ["", "drills on %s" % target.describe(), "%-14s %9s  %s" % ("DRILL", "TIME", "VERDICT")]
+    for r in reports:
+        lines.append("%-14s %8.1fs  %s" % (r.drill, r.figures.get("drill duration", 0.0), r.verdict))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--target", required=True, choices=sorted(TARGETS),
+                        help="netns: namespaces on this machine (root); vagrant: the VMs of make vagrant-up")
+    parser.add_argument("--drill", default="all", choices=ORDER + ["all"], help="one drill, or all (default)")
+    args = parser.parse_args(argv)
+    names = ORDER if args.drill == "all" else [args.drill]
+    try:
+        target = load_target(args.target)
+        reports = run(target, names)
+    except (TargetError, Exception) as exc:  # noqa: BLE001 - setup failures end the run with a reason
+        print("run_drills: target %s could not be used: %s: %s" % (args.target, type(exc).__name__, exc),
+              file=sys.stderr)
+        return 2
+    print(summary(target, reports), flush=True)
+    return 0 if all(r.verdict == "PASS" for r in reports) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
