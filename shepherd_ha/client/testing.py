@@ -219,11 +219,13 @@ class FakeApiServer:
         return "http://127.0.0.1:%d" % self.port
 
     def start(self):
-        self.port = self.port or free_port()
         self._down = False
-        self._server = waitress.create_server(self.app, host="127.0.0.1", port=self.port,
+        # Port 0 on the first start: the kernel picks a free port at bind time (picking one
+        # first and binding later races with any other process's outgoing connections).
+        self._server = waitress.create_server(self.app, host="127.0.0.1", port=self.port or 0,
                                               threads=16, channel_timeout=30,
                                               connection_limit=200, clear_untrusted_proxy_headers=True)
+        self.port = self._server.effective_port
         self._thread = threading.Thread(target=self._server.run, name="fake-api-%s" % self.name,
                                         daemon=True)
         self._thread.start()
