@@ -225,7 +225,7 @@ class FakeApiServer:
         self._server = waitress.create_server(self.app, host="127.0.0.1", port=self.port or 0,
                                               threads=16, channel_timeout=30,
                                               connection_limit=200, clear_untrusted_proxy_headers=True)
-        self.port = self._server.effective_port
+        self.port = int(self._server.effective_port)
         self._thread = threading.Thread(target=self._server.run, name="fake-api-%s" % self.name,
                                         daemon=True)
         self._thread.start()
