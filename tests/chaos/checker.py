@@ -87,7 +87,7 @@ class CheckResult:
     seconds: float = 0.0
 
     def render(self, t0: float) -> str:
-        status = "PASS" if self.passed else ("UNSURE" if self.inconclusive and not self.failures
+        status = "PASS" if self.passed else ("INCONCLUSIVE" if self.inconclusive and not self.failures
                                              else "FAIL")
         counts = ", ".join(f"{k} {v}" for k, v in self.counts.items())
         lines = [f"{status:<5} {self.name:<13} {counts}  ({self.seconds:.2f} s)"]
@@ -481,40 +481,44 @@ def _minimal_failure(lin: list[_LinOp], max_steps: int):
     indices = _prefix(lin, call_pos, ret_pos, last)
     required = {i for i in indices if ret_pos[i] <= last}
 
-    # Clean cuts: just before a call when every required op called earlier has returned;
-    # all dropped ops then come before every kept required op in any linearization, so
-    # the window starts from one of the values the register can hold there.
-    order = sorted(indices, key=lambda i: call_pos[i])
-    cuts = []
-    for i in order:
-        if call_pos[i] > call_pos[culprit]:
-            break
-        if all(ret_pos[j] < call_pos[i] for j in required if call_pos[j] < call_pos[i]):
-            cuts.append(call_pos[i])
+    # Cut the prefix just before a call. Ops that finished before the cut are left out: in
+    # any linearization they all come before the ops called after the cut, so the window
+    # starts from one of the values the register can hold there (null or a value written
+    # by an op called before the cut). Ops still running at the cut may or may not come
+    # after it: they stay in the window as optional (a read among them says nothing).
+    # Relaxing ops only makes a window easier to linearize, so a window that fails proves
+    # the history fails.
+    cuts = sorted({call_pos[i] for i in indices if call_pos[i] <= call_pos[culprit]})
 
     def window(cut):
-        kept = [i for i in indices if call_pos[i] >= cut or (i not in required and lin[i].kind != "read")]
+        ops = []
+        for i in indices:
+            if call_pos[i] >= cut:
+                ops.append(lin[i] if ret_pos[i] <= last else lin[i].pending())
+            elif ret_pos[i] >= cut and lin[i].kind != "read":
+                ops.append(lin[i].pending())
+        ops = [op for op in ops if not (op.optional and op.kind == "read")]
         before = frozenset([None] + [lin[i].value for i in indices
                                      if call_pos[i] < cut and lin[i].kind in ("create", "cas")])
-        return kept, before
+        return ops, before
 
     def window_fails(c):
-        kept, before = window(cuts[c])
         if c == 0:
             return True                     # the whole prefix, known to fail
-        ops = _as_prefix(lin, ret_pos, kept, last)
+        ops, before = window(cuts[c])
         return _search(ops, _ANY, before, max_steps)[0] is False
 
-    lo, hi = 0, len(cuts) - 1               # find the latest failing cut
+    lo, hi = 0, len(cuts) - 1               # a late cut that fails (lo always fails)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if window_fails(mid):
             lo = mid
         else:
             hi = mid - 1
-    kept, before = window(cuts[lo])
-    shown = sorted(_as_prefix(lin, ret_pos, kept, last), key=lambda op: op.invoke)
+    ops, before = window(cuts[lo])
+    shown = sorted(ops, key=lambda op: op.invoke)
     if lo == 0:
+        shown = sorted(_as_prefix(lin, ret_pos, indices, last), key=lambda op: op.invoke)
         return shown, lin[culprit], None, None
     first = next(lin[i] for i in indices if call_pos[i] == cuts[lo])
     return shown, lin[culprit], first, before
@@ -553,9 +557,9 @@ def check_linearizable(history: History, max_steps: int = DEFAULT_MAX_STEPS,
         window, culprit, first, before = _minimal_failure(lin, max_steps)
         notes = []
         if first is not None:
-            notes.append(f"earlier ops on {key} are left out: each finished before op {first.source.id} began "
-                         f"(or has an unknown outcome and is shown); the register then held null or one of "
-                         f"{len(before) - 1} values written before")
+            notes.append(f"earlier ops on {key} are left out: each finished before op {first.source.id} began; "
+                         f"the register then held null or one of {len(before) - 1} values written before. "
+                         f"Shown ops that began earlier may or may not come after that point")
         seen_values = {op.value for op in window if op.kind == "read"} | {op.expected for op in window}
         window_values = {op.value for op in window if op.kind in ("create", "cas")}
         for value in sorted(v for v in seen_values - window_values if v is not None)[:5]:
@@ -628,7 +632,7 @@ def check_stale_reads(history: History) -> CheckResult:
             newer = creates_value.before(read.invoke)
             if newer is None:
                 continue
-            sources = [d for d in null_sources if d.invoke < read.end]
+            sources = [d for d in null_sources if d.invoke <= read.end]
             if any(newer.invoke <= d.end for d in sources):
                 continue                            # some delete may have emptied it after `newer`
             # Show the delete that could have emptied the key last: `newer` began after it finished.
@@ -652,6 +656,10 @@ def _all_equal(name: str, per_replica: Any, result: CheckResult) -> None:
         result.failures.append(Evidence(f"quiescence has no {name} per replica; the harness must "
                                         f"report {{\"{name}\": {{\"r1\": ..., ...}}}}"))
         return
+    silent = sorted(replica for replica, value in per_replica.items() if value is None)
+    if silent:
+        result.failures.append(Evidence(f"no {name} from {', '.join(silent)} at quiescence "
+                                        f"(the replica did not answer)"))
     groups: dict[str, list[str]] = {}
     for replica, value in sorted(per_replica.items()):
         groups.setdefault(str(value), []).append(replica)
@@ -678,7 +686,9 @@ def check_quiescence(history: History, required: bool = True) -> CheckResult:
             result.failures.append(Evidence(f"deployment {name} wants {want} pods but has {have} at quiescence"))
     missing = q.get("pods_on_missing_nodes")
     if missing:
-        result.failures.append(Evidence(f"{missing} pod(s) are bound to nodes that do not exist"))
+        sample = q.get("pods_on_missing_nodes_sample") or []
+        result.failures.append(Evidence(f"{missing} pod(s) are bound to nodes that do not exist"
+                                        + (f": {', '.join(map(str, sample))}" if sample else "")))
     result.counts = {"replicas": len(q.get("revisions") or {}), "deployments": len(deployments),
                      "pods on missing nodes": "not measured" if missing is None else missing}
     result.passed = not result.failures

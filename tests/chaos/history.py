@@ -186,7 +186,11 @@ def parse(records: Iterable[dict]) -> History:
             op_ids = record.get("op_ids")
             if not isinstance(op_ids, dict):
                 raise _bad(line_no, "final_generated needs op_ids: {op id: object count}")
-            history.final_generated = {int(k): int(v) for k, v in op_ids.items()}
+            try:
+                history.final_generated = {int(k): int(v) for k, v in op_ids.items()}
+            except (TypeError, ValueError):
+                raise _bad(line_no, "final_generated op_ids must map op ids to object counts, "
+                                    f"e.g. {{\"17\": 1}}; got {op_ids!r}"[:300]) from None
         elif "quiescence" in record:
             if not isinstance(record["quiescence"], dict):
                 raise _bad(line_no, "quiescence must be an object")
