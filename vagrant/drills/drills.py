@@ -3,7 +3,6 @@ with the background ConfigMap writer going, prints what it did and measured, and
 DrillFailed with the reason when a claim does not hold. They use only the Target
 interface and the HTTP API, so VMs and network namespaces run the same code.
 """
-import concurrent.futures
 import contextlib
 import time
 import uuid
@@ -44,6 +43,11 @@ def running_writer(target, report, drill):
         writer.close()
 
 
+def _hold(target, since):
+    """Keep a fault in place until target.fault_hold seconds after `since`."""
+    time.sleep(max(0.0, since + target.fault_hold - time.monotonic()))
+
+
 def kill_leader(target, report):
     """Power off the leader's host: a new leader is elected, writes continue through the
     survivors, the old host comes back and catches up."""
@@ -61,6 +65,7 @@ def kill_leader(target, report):
                       writer.first_ack_after(t0, target.ready_timeout), "s")
         wait_for("%d writes acknowledged through the survivors" % WRITES_DURING_FAULT,
                  lambda: writer.acks_after(t0) >= WRITES_DURING_FAULT, target.ready_timeout)
+        _hold(target, t0)
         report.step("%d writes acknowledged while %s is off" % (writer.acks_after(t0), leader))
         t1 = time.monotonic()
         report.step("powering %s on again" % leader)
@@ -100,10 +105,13 @@ def partition(target, report):
                 return state is not None and not (state.get("controllers") or {}).get("active")
             wait_for("controllers of isolated %s stop" % leader, controllers_stopped, target.ready_timeout)
             report.figure("cut to isolated replica's controllers stopped", time.monotonic() - t0, "s")
+            wait_for("isolated %s stops claiming to lead" % leader,
+                     lambda: (replica_state(target, leader) or {}).get("role") != "leader", target.ready_timeout)
             if not is_ready(target, leader):
                 report.step("isolated %s reports not ready (no leader known)" % leader)
             wait_for("%d writes acknowledged by the majority" % WRITES_DURING_FAULT,
                      lambda: writer.acks_after(t0) >= WRITES_DURING_FAULT, target.ready_timeout)
+            _hold(target, t0)
             report.step("%d writes acknowledged during the partition" % writer.acks_after(t0))
             t1 = time.monotonic()
             target.heal(leader)
@@ -226,14 +234,13 @@ def full_restart(target, report):
         before = _configmap_names(target)
         report.step("%d ConfigMaps in the store; powering off every host: %s" % (len(before), ", ".join(hosts)))
         acked_before = len(writer.acked)
-        with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
-            list(pool.map(target.power_off, hosts))
+        for host in hosts:   # each power-off is immediate (SIGKILL / virsh destroy)
+            target.power_off(host)
         wait_for("no control plane answering", lambda: not any(replica_state(target, h) for h in cps),
                  target.boot_timeout)
         report.step("all off (%d writes acknowledged before); powering every host on" % acked_before)
         t0 = time.monotonic()
-        with concurrent.futures.ThreadPoolExecutor(len(hosts)) as pool:
-            list(pool.map(target.power_on, hosts))
+        target.power_on_many(hosts)
         report.figure("power-on of every host", time.monotonic() - t0, "s")
         t1 = time.monotonic()
         leader, _ = wait_leader(target, cps, target.boot_timeout + target.ready_timeout)
@@ -242,6 +249,11 @@ def full_restart(target, report):
         report.figure("power-on to next acknowledged write",
                       writer.first_ack_after(t1, target.ready_timeout), "s")
         report.step("leader %s; writes acknowledged again" % leader)
+        with target.client(timeout=3.0, retry_deadline=target.ready_timeout) as client:
+            wait_for("every worker's node Ready again",
+                     lambda: all(_node_ready(client.get("nodes", target.node_name(w))) for w in target.workers),
+                     target.boot_timeout + target.ready_timeout, interval=0.3)
+        report.figure("power-on to every worker node Ready", time.monotonic() - t1, "s")
         missing = before - _configmap_names(target)
         if missing:
             raise DrillFailed("%d ConfigMap(s) that existed before the restart are gone: %s"

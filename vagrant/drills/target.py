@@ -30,7 +30,8 @@ class Target:
     boot_timeout = 30.0              # power_on -> the host's process runs and its API answers
     ready_timeout = 30.0             # a new leader and ready replicas after a fault
     node_not_ready_timeout = 30.0    # power-off of a worker -> its Node is not Ready
-    pod_move_timeout = 60.0          # NotReady -> its pods Running on another worker
+    pod_move_timeout = 120.0         # power-off of a worker -> its pods Running on another worker
+    fault_hold = 2.0                 # a fault lasts at least this long before it is undone
 
     # The Deployment the worker-loss drill moves between workers (its image must be on the workers).
     workload_image = "shepherd/busybox:1"
@@ -68,6 +69,12 @@ class Target:
     def power_on(self, host):
         """Start the host and its service again; returns once its process/VM runs."""
         raise NotImplementedError
+
+    def power_on_many(self, hosts):
+        """Start several hosts at once (a full restart); returns once all run."""
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(max(1, len(hosts))) as pool:
+            list(pool.map(self.power_on, hosts))
 
     def isolate(self, host, peers):
         """Drop all traffic between `host` and each host in `peers` (iptables inside `host`)."""
