@@ -7,8 +7,9 @@ set -euo pipefail
 R=${1:?usage: customize-rootfs.sh ROOTFS}
 [ -d "$R/etc" ] || { echo "error: $R is not a root filesystem" >&2; exit 1; }
 
-PUB=$(ls /usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant.pub 2>/dev/null | head -1)
-[ -n "$PUB" ] || { echo "error: Vagrant's insecure public key not found; install vagrant" >&2; exit 1; }
+keys=(/usr/share/rubygems-integration/all/gems/vagrant-*/keys/vagrant.pub)
+PUB=${keys[0]}
+[ -e "$PUB" ] || { echo "error: Vagrant's insecure public key not found; install vagrant" >&2; exit 1; }
 
 echo vagrant-box >"$R/etc/hostname"
 printf '127.0.0.1 localhost\n127.0.1.1 vagrant-box\n' >"$R/etc/hosts"

@@ -1,6 +1,7 @@
 # Shared by the host scripts under vagrant/scripts (sourced, not run).
 # shellcheck shell=bash
 VAGRANT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PROJECT_DIR
 PROJECT_DIR=$(cd "$VAGRANT_DIR/.." && pwd)
 STATE_DIR=${STATE_DIR:-$VAGRANT_DIR/.state}
 export VAGRANT_CHECKPOINT_DISABLE=1

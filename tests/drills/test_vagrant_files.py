@@ -1,0 +1,64 @@
+"""Static checks of the Vagrant cluster files (the VM run itself is too slow for CI):
+shellcheck of the box, provisioning and host scripts and `vagrant validate` of the
+Vagrantfile, through scripts/check-vagrant.sh; and the host-side layout the drills'
+VagrantTarget uses. A missing shellcheck FAILS (never skips)."""
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "vagrant"))
+
+from cluster_layout import ClusterLayout, LayoutError  # noqa: E402
+
+
+def test_check_vagrant_script_passes():
+    if shutil.which("shellcheck") is None:
+        pytest.fail("shellcheck is missing: apt-get install -y shellcheck")
+    proc = subprocess.run(["bash", os.path.join(ROOT, "scripts", "check-vagrant.sh")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "check-vagrant: OK" in proc.stdout
+
+
+def test_layout_matches_the_vagrantfile_rules():
+    layout = ClusterLayout.from_env({})
+    assert layout.control_planes == ["cp1", "cp2", "cp3"]
+    assert layout.workers == ["w1", "w2"]
+    assert layout.api_urls() == ["http://192.168.56.11:8001", "http://192.168.56.12:8001",
+                                 "http://192.168.56.13:8001"]
+    assert layout.address("w2") == "192.168.56.52"
+    assert layout.replica_id("cp2") == "r2"
+    assert layout.host_of_replica("r3") == "cp3"
+    # The Vagrantfile must spell the same rules.
+    with open(os.path.join(ROOT, "vagrant", "Vagrantfile"), encoding="utf-8") as f:
+        text = f.read()
+    for rule in ('"cp#{i}"', '"r#{i}"', '"#{NET}.#{10 + i}"', '"w#{i}"', '"#{NET}.#{50 + i}"',
+                 "API_PORT = 8001", '"192.168.56"'):
+        assert rule in text, rule
+
+
+def test_layout_rejects_bad_sizes_with_the_variable_name():
+    with pytest.raises(LayoutError, match="CP="):
+        ClusterLayout.from_env({"CP": "0"})
+    with pytest.raises(LayoutError, match="WORKERS="):
+        ClusterLayout.from_env({"WORKERS": "many"})
+    with pytest.raises(LayoutError, match="PRIVATE_NET="):
+        ClusterLayout.from_env({"PRIVATE_NET": "10.0"})
+    with pytest.raises(LayoutError, match="unknown replica"):
+        ClusterLayout.from_env({}).host_of_replica("r9")
+
+
+def test_sheepctl_config_lists_every_replica(tmp_path):
+    out = tmp_path / "config"
+    env = dict(os.environ, CP="5", WORKERS="0")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "vagrant", "cluster_layout.py"),
+                           "sheepctl-config", str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    for i in range(1, 6):
+        assert f"- http://192.168.56.{10 + i}:8001" in text
+    assert "namespace: default" in text

@@ -1,0 +1,229 @@
+"""VagrantTarget: the drills' target made of the VMs of vagrant/Vagrantfile.
+
+Hosts are the Vagrant machine names (cp1.., w1..); addresses, replica ids and node
+names follow vagrant/cluster_layout.py. Faults are real: power_off is `virsh
+destroy` (the VM's power cable), power_on is `virsh start` and waits for ssh and
+the host's systemd unit, isolate/heal are iptables rules inside the VM reached
+over ssh with the configuration `vagrant ssh-config` prints.
+"""
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VAGRANT_DIR = os.path.dirname(HERE)
+for path in (HERE, VAGRANT_DIR):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+from cluster_layout import ClusterLayout  # noqa: E402
+
+try:  # the drills helper's interface; the class works without it too
+    from target import Target  # noqa: E402
+except ImportError:  # pragma: no cover - only while target.py does not exist
+    Target = object
+
+DRILL_CHAIN = "SHEPHERD-DRILL"   # our iptables chain, so heal removes exactly what isolate added
+LIBVIRT_URI = "qemu:///system"
+
+
+class VagrantError(RuntimeError):
+    pass
+
+
+def _run(argv, timeout, cwd=None, env=None, check=True):
+    """Run a command with a bound on its time; the error names the command and its output."""
+    try:
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise VagrantError(f"`{shlex.join(argv)}` did not finish within {timeout:.0f} s") from None
+    if check and proc.returncode != 0:
+        raise VagrantError(f"`{shlex.join(argv)}` failed ({proc.returncode}): "
+                           f"{(proc.stderr or proc.stdout).strip()[-500:]}")
+    return proc
+
+
+class VagrantTarget(Target):
+    name = "vagrant"
+    # Software-emulated VMs: a boot takes ~40-90 s, a Python process starts in seconds.
+    boot_timeout = 300.0
+    ready_timeout = 180.0
+    node_not_ready_timeout = 120.0
+
+    def __init__(self, vagrant_dir=VAGRANT_DIR, env=None, log=print):
+        self.vagrant_dir = vagrant_dir
+        self.env = dict(os.environ if env is None else env)
+        self.env["VAGRANT_CHECKPOINT_DISABLE"] = "1"
+        self.layout = ClusterLayout.from_env(self.env)
+        self.control_planes = self.layout.control_planes
+        self.workers = self.layout.workers
+        self.log = log
+        self.state_dir = self.env.get("STATE_DIR", os.path.join(vagrant_dir, ".state"))
+        self.ssh_config_path = os.path.join(self.state_dir, "ssh-config")
+        for tool, package in (("vagrant", "vagrant"), ("virsh", "libvirt-clients"), ("ssh", "openssh-client")):
+            if shutil.which(tool) is None:
+                raise VagrantError(f"{tool} is missing; apt-get install -y {package}")
+        self.node_grace_period = float(self.env.get("NODE_GRACE_PERIOD", "20"))
+        self.pod_eviction_timeout = float(self.env.get("POD_EVICTION_TIMEOUT", "10"))
+        self.node_not_ready_timeout = self.node_grace_period + 100.0
+
+    # -- names and addresses ------------------------------------------------
+    def api_urls(self):
+        return self.layout.api_urls()
+
+    def replica_id(self, host):
+        return self.layout.replica_id(host)
+
+    def host_of_replica(self, replica_id):
+        return self.layout.host_of_replica(replica_id)
+
+    def node_name(self, worker):
+        if worker not in self.workers:
+            raise VagrantError(f"{worker!r} is not a worker VM ({', '.join(self.workers)})")
+        return worker
+
+    def address(self, host):
+        return self.layout.address(host)
+
+    def service(self, host):
+        return "shepherd-server" if host in self.control_planes else "shepherd-agent"
+
+    def describe(self):
+        return (f"vagrant: {len(self.control_planes)} control-plane VMs ({', '.join(self.control_planes)}) and "
+                f"{len(self.workers)} worker VMs ({', '.join(self.workers)}) on {self.layout.net}.0/24, "
+                f"libvirt/{self.env.get('VM_DRIVER', 'qemu')}")
+
+    # -- VM power -----------------------------------------------------------
+    def domain(self, host):
+        """The libvirt domain of a machine: the id vagrant-libvirt stores is its UUID."""
+        id_file = os.path.join(self.vagrant_dir, ".vagrant", "machines", host, "libvirt", "id")
+        try:
+            with open(id_file, encoding="utf-8") as f:
+                return f.read().strip()
+        except FileNotFoundError:
+            raise VagrantError(f"VM {host} was never created ({id_file} missing); run make vagrant-up") from None
+
+    def virsh(self, *args, timeout=60, check=True):
+        return _run(["virsh", "-c", LIBVIRT_URI, *args], timeout=timeout, check=check)
+
+    def is_running(self, host):
+        return self.virsh("domstate", self.domain(host)).stdout.strip() == "running"
+
+    def power_off(self, host):
+        self.layout.address(host)  # names an unknown host clearly
+        self.log(f"  [vagrant] virsh destroy {host} (hard power-off)")
+        if self.is_running(host):
+            self.virsh("destroy", self.domain(host))
+
+    def power_on(self, host):
+        self.layout.address(host)
+        start = time.monotonic()
+        if not self.is_running(host):
+            self.log(f"  [vagrant] virsh start {host}")
+            self.virsh("start", self.domain(host))
+        self.wait_ssh(host, deadline=start + self.boot_timeout)
+        self.wait_service(host, deadline=start + self.boot_timeout)
+        self.log(f"  [vagrant] {host} up, {self.service(host)} active, {time.monotonic() - start:.0f} s after start")
+
+    def power_on_many(self, hosts):
+        """Start several VMs at once (they boot in parallel), then wait for each."""
+        start = time.monotonic()
+        for host in hosts:
+            if not self.is_running(host):
+                self.log(f"  [vagrant] virsh start {host}")
+                self.virsh("start", self.domain(host))
+        for host in hosts:
+            self.wait_ssh(host, deadline=start + self.boot_timeout)
+            self.wait_service(host, deadline=start + self.boot_timeout)
+        self.log(f"  [vagrant] {', '.join(hosts)} up {time.monotonic() - start:.0f} s after start")
+
+    # -- ssh ----------------------------------------------------------------
+    def refresh_ssh_config(self):
+        os.makedirs(self.state_dir, exist_ok=True)
+        proc = _run(["vagrant", "ssh-config"], timeout=120, cwd=self.vagrant_dir, env=self.env, check=False)
+        if "HostName" not in proc.stdout:
+            raise VagrantError(f"`vagrant ssh-config` gave no hosts: {proc.stderr.strip()[-300:]}")
+        with open(self.ssh_config_path, "w", encoding="utf-8") as f:
+            f.write(proc.stdout)
+
+    def ssh(self, host, command, timeout=60, check=True):
+        """Run a shell command in a VM as root; returns the CompletedProcess."""
+        if not os.path.exists(self.ssh_config_path):
+            self.refresh_ssh_config()
+        argv = ["ssh", "-F", self.ssh_config_path, "-o", "ConnectTimeout=5", "-o", "BatchMode=yes",
+                "-o", "LogLevel=ERROR", host, "sudo sh -c " + shlex.quote(command)]
+        return _run(argv, timeout=timeout, check=check)
+
+    def wait_ssh(self, host, deadline):
+        last_refresh = time.monotonic()
+        while True:
+            try:
+                if self.ssh(host, "true", timeout=15, check=False).returncode == 0:
+                    return
+            except VagrantError:
+                pass
+            now = time.monotonic()
+            if now > deadline:
+                raise VagrantError(f"{host}: no ssh within {self.boot_timeout:.0f} s of power-on")
+            if now - last_refresh > 45:   # a management address may have changed at boot
+                self.refresh_ssh_config()
+                last_refresh = now
+            time.sleep(3)
+
+    def wait_service(self, host, deadline):
+        unit = self.service(host)
+        while True:
+            proc = self.ssh(host, f"systemctl is-active {unit}", timeout=20, check=False)
+            if proc.stdout.strip() == "active":
+                return
+            if time.monotonic() > deadline:
+                raise VagrantError(f"{host}: {unit} not active ({proc.stdout.strip()}) within {self.boot_timeout:.0f} s")
+            time.sleep(2)
+
+    # -- network faults -----------------------------------------------------
+    def isolate(self, host, peers):
+        """Drop every packet between host and each peer, in both directions, inside host."""
+        rules = [f"iptables -N {DRILL_CHAIN} 2>/dev/null || true"]
+        for hook in ("INPUT", "OUTPUT"):
+            rules.append(f"iptables -C {hook} -j {DRILL_CHAIN} 2>/dev/null || iptables -I {hook} 1 -j {DRILL_CHAIN}")
+        for peer in peers:
+            ip = self.layout.address(peer)
+            rules.append(f"iptables -A {DRILL_CHAIN} -s {ip} -j DROP")
+            rules.append(f"iptables -A {DRILL_CHAIN} -d {ip} -j DROP")
+        self.log(f"  [vagrant] isolate {host} from {', '.join(peers)} (iptables in {host})")
+        self.ssh(host, " && ".join(rules), timeout=60)
+
+    def heal(self, host):
+        self.log(f"  [vagrant] heal {host} (flush {DRILL_CHAIN})")
+        self.ssh(host, f"iptables -F {DRILL_CHAIN} 2>/dev/null || true", timeout=60)
+
+    # -- measurements for vagrant/README.md ----------------------------------
+    def memory_report(self):
+        """host -> (MiB used inside the VM, RSS MiB of its QEMU process on this machine)."""
+        report = {}
+        for host in self.control_planes + self.workers:
+            used = self.ssh(host, "free -m | awk '/^Mem:/{print $3}'", check=False).stdout.strip()
+            uuid = self.domain(host)
+            rss = _run(["sh", "-c", f"ps -eo rss,args | grep -F 'uuid {uuid}' | grep -v grep | awk '{{print $1}}'"],
+                       timeout=10, check=False).stdout.split()
+            report[host] = (int(used) if used.isdigit() else None, int(rss[0]) // 1024 if rss else None)
+        return report
+
+
+def main():
+    """`python3 vagrant/drills/target_vagrant.py memory|describe` for the README figures."""
+    target = VagrantTarget()
+    if sys.argv[1:] == ["memory"]:
+        print(f"{'VM':5} {'used in VM (MiB)':>17} {'QEMU RSS on host (MiB)':>23}")
+        for host, (used, rss) in target.memory_report().items():
+            print(f"{host:5} {used!s:>17} {rss!s:>23}")
+        return 0
+    print(target.describe())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
