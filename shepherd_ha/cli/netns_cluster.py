@@ -27,6 +27,7 @@ REPLICA_HOST_BASE, AGENT_HOST_BASE = 10, 50
 RESERVATIONS = "/run/shepherd-netns"     # tmpfs: gone at reboot, like the namespaces
 FORWARD_TAG = "shepherd-netns"
 MAX_INDEX = 250
+STALE_CLAIM = 60.0                       # seconds a claim may exist without its cluster.yaml
 
 
 class NetnsClusterError(LocalClusterError):
@@ -200,7 +201,12 @@ class NetnsCluster(LocalCluster):
             with open(os.path.join(owner, "cluster.yaml")) as fh:
                 net = (yaml.safe_load(fh) or {}).get("network") or {}
         except OSError:
-            return True
+            # No layout (yet): a create() between its claim and writing cluster.yaml owns it
+            # for a moment; after a minute it is a leftover of an interrupted create.
+            try:
+                return time.time() - os.stat(path).st_mtime > STALE_CLAIM
+            except OSError:
+                return False
         except yaml.YAMLError:
             return False
         return net.get("index") != index
