@@ -67,12 +67,12 @@ class Evidence:
 
     def render(self, t0: float) -> str:
         lines = [f"  - {self.message}"]
-        shown = self.ops[:MAX_WINDOW_LINES]
+        shown = self.ops[-MAX_WINDOW_LINES:]       # the end is where it breaks
+        if len(self.ops) > len(shown):
+            lines.append(f"      ... {len(self.ops) - len(shown)} earlier ops not shown")
         for op in shown:
             pointer = ">" if op.id in self.marked else " "
             lines.append(f"    {pointer} {op.describe(t0)}")
-        if len(self.ops) > len(shown):
-            lines.append(f"      ... and {len(self.ops) - len(shown)} more ops")
         lines.extend(f"      {note}" for note in self.notes)
         return "\n".join(lines)
 
@@ -243,7 +243,8 @@ def check_duplicates(history: History) -> CheckResult:
                                             f"{'the final read' if read.id == 'final' else f'op {read.id}'} "
                                             f"returned its value {read.value!r}",
                                             ops=[writer, read], marked={writer.id, read.id}))
-        elif (writer is None or writer.key != read.key) and getattr(read, "op", "read") == "read":
+        elif (writer is None or writer.key != read.key) and (read.id == "final" or read.op == "read"):
+            # (read_local values are the stale-reads check's)
             result.failures.append(Evidence(f"{'the final read' if read.id == 'final' else f'op {read.id}'} "
                                             f"returned {read.value!r}, a value no op wrote to {read.key}",
                                             ops=[read], marked={read.id}))
@@ -441,7 +442,7 @@ def _event_order(lin: list[_LinOp]) -> tuple[list[int], list[float]]:
     return call_pos, ret_pos
 
 
-def _prefix(lin, call_pos, ret_pos, last) -> list[int]:
+def _prefix(lin, call_pos, last) -> list[int]:
     """Indices of the ops whose call is at or before event `last`."""
     return [i for i in range(len(lin)) if call_pos[i] <= last]
 
@@ -459,7 +460,7 @@ def _as_prefix(lin, ret_pos, indices, last) -> list[_LinOp]:
 
 
 def _minimal_failure(lin: list[_LinOp], max_steps: int):
-    """The shortest failing prefix, then the latest clean cut of it that still fails.
+    """The shortest failing prefix, then a late cut of it that still fails.
     Returns (window ops, the op whose completion cannot be linearized, the first op after
     the cut and the values the register may hold there; both None without a cut)."""
     call_pos, ret_pos = _event_order(lin)
@@ -467,7 +468,7 @@ def _minimal_failure(lin: list[_LinOp], max_steps: int):
 
     def prefix_fails(j):
         last = returns[j][0]
-        ops = _as_prefix(lin, ret_pos, _prefix(lin, call_pos, ret_pos, last), last)
+        ops = _as_prefix(lin, ret_pos, _prefix(lin, call_pos, last), last)
         return _search(ops, max_steps=max_steps)[0] is False
 
     lo, hi = 0, len(returns) - 1            # the whole history (hi) is known to fail
@@ -478,7 +479,7 @@ def _minimal_failure(lin: list[_LinOp], max_steps: int):
         else:
             lo = mid + 1
     last, culprit = returns[hi]
-    indices = _prefix(lin, call_pos, ret_pos, last)
+    indices = _prefix(lin, call_pos, last)
     required = {i for i in indices if ret_pos[i] <= last}
 
     # Cut the prefix just before a call. Ops that finished before the cut are left out: in

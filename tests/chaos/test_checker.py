@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.chaos.checker import _INVALID, _LinOp, _search, _step, check
+from tests.chaos.checker import _INVALID, _LinOp, _minimal_failure, _search, _step, check
 from tests.chaos.history import HistoryError, parse, write_records
 
 QUIET = {"quiescence": {"revisions": {"r1": 40, "r2": 40, "r3": 40},
@@ -52,14 +52,22 @@ def failed_checks(report):
     return {r.name for r in report.results if not r.passed}
 
 
+def rendered_section(text, check_name):
+    """The lines of one check in a rendered report: its status line and its evidence."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[1:2] == [check_name])
+    end = next((i for i in range(start + 1, len(lines)) if not lines[i].startswith(" ")), len(lines))
+    return "\n".join(lines[start:end])
+
+
 def assert_caught(report, check_name, *op_ids):
     text = report.render()
     print(text)
     assert not report.ok
     assert check_name in failed_checks(report), text
-    section = text.split(f" {check_name} ", 1)[1]
+    section = rendered_section(text, check_name)
     for op_id in op_ids:
-        assert f"op {op_id} " in section or f"op {op_id}," in section, f"op {op_id} not named:\n{text}"
+        assert f"op {op_id} " in section, f"op {op_id} not named by {check_name}:\n{text}"
 
 
 # --- each broken promise is caught ---------------------------------------------------------
@@ -259,7 +267,7 @@ def test_search_bound_is_inconclusive_not_a_pass():
     assert verdict is None and steps > 1000
 
 
-def brute_force_linearizable(ops):
+def brute_force_linearizable(ops, initial=None):
     """Every subset of the optional ops, every order that respects real time: is one valid?"""
     optional = [i for i, o in enumerate(ops) if o.optional]
     for mask in range(1 << len(optional)):
@@ -268,7 +276,7 @@ def brute_force_linearizable(ops):
         for order in itertools.permutations(chosen):
             if any(ops[b].end < ops[a].invoke for x, a in enumerate(order) for b in order[x + 1:]):
                 continue
-            state = None
+            state = initial
             for i in order:
                 state = _step(state, ops[i], frozenset([None]))
                 if state is _INVALID:
@@ -306,6 +314,12 @@ def test_search_agrees_with_brute_force_on_small_histories():
         expected = brute_force_linearizable(ops)
         assert _search(ops)[0] is expected, [(o.kind, o.value, o.expected, o.deleted, o.invoke, o.end) for o in ops]
         verdicts[expected] += 1
+        if not expected and any(not o.optional for o in ops):
+            # The evidence window fails from every state the register may hold where it starts.
+            window, culprit, first, before = _minimal_failure(ops, 10_000)
+            assert culprit in window
+            for state in (before or [None]):
+                assert not brute_force_linearizable(window, state)
     assert min(verdicts.values()) > 200, verdicts   # both verdicts well represented
 
 
@@ -445,6 +459,45 @@ def test_generated_hot_key_history_passes():
     print(report.render())
     print(f"checked one hot key in {elapsed:.2f} s")
     assert report.ok
+
+
+def break_history(records, how, rng):
+    """Change a valid generated history in one way a broken cluster would; returns the op
+    id the checker must name and the check that must fail."""
+    ops = [r for r in records if "op" in r]
+    finals = {r["key"]: r for r in records if r.get("final")}
+    generated = next(r for r in records if r.get("final_generated"))["op_ids"]
+    if how == "lost write":
+        # The last acknowledged write of a key vanishes: the key ends with an older value.
+        for key, line in finals.items():
+            writes = [r for r in ops if r["key"] == key and r["op"] in ("create", "cas") and r["outcome"] == "ok"]
+            if len(writes) >= 2 and line["value"] == writes[-1]["value"]:
+                older = [w for w in writes if w["complete"] < writes[-1]["invoke"]]
+                if older:
+                    line["value"] = older[-1]["value"]
+                    return writes[-1]["id"], "lost-writes"
+    if how == "duplicate":
+        target = rng.choice([r for r in ops if r["op"] == "create_generated" and r["outcome"] == "ok"])
+        generated[str(target["id"])] = 2
+        return target["id"], "duplicates"
+    if how == "failed op applied":
+        target = rng.choice([r for r in ops if r["op"] == "create_generated" and r["outcome"] == "fail"])
+        generated[str(target["id"])] = 1
+        return target["id"], "duplicates"
+    if how == "phantom read":
+        target = rng.choice([r for r in ops if r["op"] == "read" and r["outcome"] == "ok"])
+        target["value"] = "never-written"
+        return target["id"], "duplicates"
+    raise AssertionError(f"could not break the history by {how}")
+
+
+@pytest.mark.parametrize("how", ["lost write", "duplicate", "failed op applied", "phantom read"])
+def test_generated_history_broken_is_caught(how):
+    records = simulate(seed=21, n_ops=1000, n_keys=4)
+    assert check(records).ok
+    op_id, check_name = break_history(records, how, random.Random(3))
+    report = check(records)
+    assert_caught(report, check_name, op_id)
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
