@@ -4,6 +4,7 @@ Pure: histories are written by hand or by a simulated register, no cluster."""
 import heapq
 import itertools
 import json
+import pathlib
 import random
 import subprocess
 import sys
@@ -327,8 +328,9 @@ def test_cli_exit_codes(tmp_path):
     good, bad = tmp_path / "good.jsonl", tmp_path / "bad.jsonl"
     write_records(good, [create(1, "a", "v1", 0.0, 1.0), final("a", "v1"), QUIET])
     write_records(bad, [create(1, "a", "v1", 0.0, 1.0), final("a", None), QUIET])
+    repo = pathlib.Path(__file__).resolve().parents[2]
     run = lambda path: subprocess.run([sys.executable, "-m", "tests.chaos.checker", str(path)],
-                                      capture_output=True, text=True, timeout=60)
+                                      capture_output=True, text=True, timeout=60, cwd=repo)
     assert run(good).returncode == 0
     failed = run(bad)
     assert failed.returncode == 1 and "op 1 " in failed.stdout, failed.stdout + failed.stderr
