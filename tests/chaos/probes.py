@@ -7,9 +7,9 @@ GapProbe: one writer that merge-patches one ConfigMap as fast as --gap-rate allo
 ControllerProbe: before a leader kill, a deployment is scaled down; right after the kill
   it is scaled up (the request lands on the new leader); pod watches on the survivors (open from before the kill) timestamp events on
   arrival. The new leader's controllers are active when a survivor reports role leader
-  with its controllers active in a newer epoch (revision R then); their first write is the
-  first pod event after R that only a controller makes (a pod the deployment created, or
-  a pod newly bound to a node), as bench/bench_controller_failover.py.
+  with its controllers active in a newer epoch; their first write is the first pod event
+  after the kill that only a controller makes (a pod the deployment created, or a pod
+  newly bound to a node); see bench/bench_controller_failover.py.
 """
 import bisect
 import http.client
@@ -217,7 +217,7 @@ class ControllerProbe:
 
     def measure(self, token, old_term, t_kill, timeout=15.0):
         """{"elected": s, "active": s, "first_write": s} from the kill (None when not seen)."""
-        t_elected = t_active = revision = None
+        t_elected = t_active = None
         deadline = t_kill + timeout
         while time.monotonic() < deadline and t_active is None:
             for ident in token["survivors"]:
@@ -228,16 +228,18 @@ class ControllerProbe:
                 t_elected = t_elected or now
                 ctl = st.get("controllers") or {}
                 if ctl.get("active") and (ctl.get("epoch") or [0])[0] > old_term:
-                    t_active, revision = now, st["revision"]
+                    t_active = now
                     break
             time.sleep(0.01)
+        # The scale-up was sent after the kill, so the old leader cannot have acted on it:
+        # every controller write in the watched namespace arriving after the kill is the
+        # new leader's (the poll above only bounds "active" to within one round of polls).
         t_write = None
-        if revision is not None:
-            end = time.monotonic() + 5.0
-            while time.monotonic() < end and t_write is None:
-                hits = [t for w in token["watches"] for t, rv in controller_writes(list(w.events)) if rv > revision]
-                t_write = min(hits) if hits else None
-                time.sleep(0.02)
+        end = time.monotonic() + 5.0
+        while time.monotonic() < end and t_write is None:
+            hits = [t for w in token["watches"] for t, _ in controller_writes(list(w.events)) if t > t_kill]
+            t_write = min(hits) if hits else None
+            time.sleep(0.02)
         for w in token["watches"]:
             w.close()
         return {"elected": None if t_elected is None else t_elected - t_kill,
