@@ -38,6 +38,7 @@ from shepherd_ha.options import ConfigError  # noqa: E402
 
 from .durable_journal import DurableFileJournal, align_journal_to_dump
 from .fsm import StoreFSM
+from .raft_cipher import RaftCipher
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,16 @@ class _PipelinedSyncObj(SyncObj):
     stream, so nextIndex may stay where it was. A failed append (reset=True) still
     rewinds it as before.
     """
+
+    def __init__(self, self_address, peers, conf, consumers):
+        # Before SyncObj.__init__: its transport asks for the encryptor as it starts.
+        self._raft_cipher = RaftCipher(conf.password) if conf.password else None
+        super().__init__(self_address, peers, conf, consumers=consumers)
+
+    @property
+    def encryptor(self):
+        """AES-GCM instead of PySyncObj's Fernet (see raft_cipher)."""
+        return self._raft_cipher
 
     def _SyncObj__onMessageReceived(self, node, message):
         if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
