@@ -480,7 +480,6 @@ def _minimal_failure(lin: list[_LinOp], max_steps: int):
             lo = mid + 1
     last, culprit = returns[hi]
     indices = _prefix(lin, call_pos, last)
-    required = {i for i in indices if ret_pos[i] <= last}
 
     # Cut the prefix just before a call. Ops that finished before the cut are left out: in
     # any linearization they all come before the ops called after the cut, so the window
