@@ -6,6 +6,7 @@ free of the server's heavy imports).
 """
 import dataclasses
 import ipaddress
+import os
 import socket
 import urllib.parse
 
@@ -15,6 +16,7 @@ from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
 from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
 
 CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
+DEFAULT_STATE_ROOT = "/var/lib/shepherd-agent"
 
 
 AGENT_OPTIONS = (
@@ -49,6 +51,8 @@ AGENT_OPTIONS = (
     Option("sandbox_image", str, "shepherd/busybox:1", "image of the network holder of multi-container pods "
            "(runs `sleep`); must be on the node"),
     Option("workers", int, 4, "pods synced in parallel"),
+    Option("state_dir", str, None, "directory of the pods' emptyDir and configMap volumes (one subdirectory "
+           "per pod uid, removed with the pod); default: /var/lib/shepherd-agent/<node name>"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -117,6 +121,7 @@ class AgentSettings:
     sandbox_image: str
     workers: int
     log_level: str
+    state_dir: str = ""
 
 
 def settings(values):
@@ -159,6 +164,9 @@ def settings(values):
         ipaddress.ip_address(address)
     except ValueError:
         raise ConfigError("--address %r is not an IP address" % address)
+    state_dir = values.get("state_dir") or os.path.join(DEFAULT_STATE_ROOT, name)
+    if not os.path.isabs(state_dir):
+        state_dir = os.path.abspath(state_dir)     # Docker bind mounts need absolute paths
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -170,4 +178,4 @@ def settings(values):
         reserved_cpu=quantities["reserved_cpu"] or 0, reserved_memory=quantities["reserved_memory"] or 0,
         backoff_base=values["backoff_base"], backoff_max=values["backoff_max"],
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
-        workers=values["workers"], log_level=level)
+        workers=values["workers"], log_level=level, state_dir=state_dir)

@@ -36,6 +36,8 @@ from . import backoff as B
 from . import labels as L
 from . import spec as P
 from . import status as S
+from . import volumes as V
+from .events import EventSink
 from .runtime.base import ContainerGone, CreateError, ImagePullError, RuntimeFailure
 from .status_writer import StatusWriter
 from shepherd_ha.workqueue import WorkQueue
@@ -111,7 +113,7 @@ def _rv(obj):
 class PodManager:
     def __init__(self, client, runtime, node_name, node_address, stop, backoff_base=B.DEFAULT_BASE,
                  backoff_cap=B.DEFAULT_CAP, sandbox_image="shepherd/busybox:1", housekeeping_interval=2.0,
-                 workers=4, probes=True):
+                 workers=4, probes=True, state_dir=None, events=None):
         self.client = client
         self.runtime = runtime
         self.node = node_name
@@ -130,6 +132,9 @@ class PodManager:
         self.api_reachable = False
         self.runtime_error = None           # the runtime's last failure, while it fails
         self.writer = StatusWriter(client, self.pod_of, self.observe, stop)
+        self.state_dir = state_dir            # the pods' volume directories (agent/volumes.py)
+        self.events = events if events is not None else EventSink(client, node_name, stop)
+        self._get_configmap = V.configmap_getter(client)
         self._threads = []
         self._pods_resource = resolve_resource("pods")
         self.prober = None
@@ -141,6 +146,7 @@ class PodManager:
 
     def start(self):
         self.writer.start()
+        self.events.start()
         targets = [("pod-watch", self._watch_loop), ("housekeeping", self._housekeeping_loop),
                    ("runtime-events", self._events_loop)]
         targets += [("pod-worker-%d" % i, self._worker) for i in range(self.n_workers)]
@@ -160,6 +166,7 @@ class PodManager:
         for t in self._threads:
             t.join(max(0.0, deadline - time.monotonic()))
         self.writer.join(max(0.0, deadline - time.monotonic()))
+        self.events.join(max(0.0, deadline - time.monotonic()))
         if self.prober is not None:
             self.prober.join(max(0.0, deadline - time.monotonic()))
 
@@ -333,6 +340,8 @@ class PodManager:
                 self.runtime.remove(c.id)
             except RuntimeFailure as exc:
                 log.warning("cannot remove orphaned container %s: %s", c.id[:12], exc)
+        if uid:
+            V.remove_pod_dir(self.state_dir, uid)
 
     def _events_loop(self):
         try:
@@ -534,6 +543,9 @@ class PodManager:
                 cs.current_delay = cs.backoff.next_delay(ran_for)
                 cs.retry_at = now + cs.current_delay
                 cs.backoff_for = latest.id
+                if cs.current_delay > 0 and not cs.retry_pending:
+                    self.events.emit(pod, "BackOff", "Back-off restarting failed container %s in pod %s_%s(%s)"
+                                     % (name, state.name, state.namespace, state.uid), "Warning", name)
             if now < cs.retry_at:
                 if cs.retry_pending:
                     return cs.retry_at - now      # a refused restart keeps its own reason
@@ -577,21 +589,38 @@ class PodManager:
         if P.needs_sandbox(pod) and not sandbox_id:
             cs.waiting = ("ContainerCreating", state.sandbox_error or "waiting for the pod's network")
             return None
+        emit = self.events.emit
         try:
             present = self.runtime.image_present(image)
             if policy == "Never" and not present:
-                return self._retry_later(cs, "ErrImageNeverPull",
-                                         'Container image "%s" is not present with pull policy of Never' % image,
-                                         now)
+                message = 'Container image "%s" is not present with pull policy of Never' % image
+                emit(pod, "ErrImageNeverPull", message, "Warning", name)
+                return self._retry_later(cs, "ErrImageNeverPull", message, now)
             if policy == "Always" or not present:
+                emit(pod, "Pulling", 'Pulling image "%s"' % image, "Normal", name)
                 try:
                     self.runtime.pull_image(image)
                 except ImagePullError as exc:
                     reason = "ErrImagePull" if cs.retry_backoff.level == 0 else "ImagePullBackOff"
                     message = ('Failed to pull image "%s": %s' % (image, exc)) if reason == "ErrImagePull" \
                         else 'Back-off pulling image "%s": %s' % (image, exc)
+                    emit(pod, "Failed", 'Failed to pull image "%s": %s' % (image, exc), "Warning", name)
+                    if reason == "ImagePullBackOff":
+                        emit(pod, "BackOff", 'Back-off pulling image "%s"' % image, "Normal", name)
                     return self._retry_later(cs, reason, message, now)
-            config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last)
+                emit(pod, "Pulled", 'Successfully pulled image "%s"' % image, "Normal", name)
+            else:
+                emit(pod, "Pulled", 'Container image "%s" already present on machine' % image, "Normal", name)
+            try:
+                env = V.resolve_env(pod, c, self._get_configmap)
+                mounts = V.prepare_mounts(pod, c, self.state_dir, self._get_configmap,
+                                          write=not self.runtime.simulated)
+            except (V.ConfigProblem, OSError) as exc:
+                message = str(exc) if isinstance(exc, V.ConfigProblem) else "pod volumes: %s" % exc
+                emit(pod, getattr(exc, "event", "FailedMount"), "Error: %s" % message, "Warning", name)
+                return self._retry_later(cs, "CreateContainerConfigError", message, now)
+            config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
+                                        env=env, mounts=mounts)
             try:
                 cid = self.runtime.create(config)
             except CreateError as exc:
@@ -600,12 +629,15 @@ class PodManager:
                     cid = self.runtime.create(config)
                 else:
                     raise
+            emit(pod, "Created", "Created container %s" % name, "Normal", name)
             try:
                 self.runtime.start(cid)
             except (CreateError, ContainerGone):
                 self.runtime.remove(cid)
                 raise
+            emit(pod, "Started", "Started container %s" % name, "Normal", name)
         except CreateError as exc:
+            emit(pod, "Failed", "Error: %s" % exc, "Warning", name)
             return self._retry_later(cs, "CreateContainerError", str(exc), now)
         log.info("pod %s: started container %s (%s, restart %d)", state.key, name, cid[:12], attempt)
         cs.restart_count = attempt
@@ -669,6 +701,8 @@ class PodManager:
                 raise
         except CreateError as exc:
             state.sandbox_error = "pod network: %s" % exc
+            self.events.emit(pod, "FailedCreatePodSandBox", "Failed to create the pod network: %s" % exc,
+                             "Warning")
             state.sandbox_retry_at = now + max(0.1, state.sandbox_backoff.next_delay())
             for c in P.containers_of(pod):
                 cs = state.containers.get(c.get("name"))
@@ -704,6 +738,7 @@ class PodManager:
         cs.kill_for = info.id
         cs.kill_reason = reason
         cs.kill_message = message
+        self.events.emit(state.pod, "Killing", message, "Normal", cs.name)
         grace = int((state.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30) or 0)
         deadline = time.monotonic() + grace
         log.info("pod %s: %s", state.key, message)
@@ -779,6 +814,11 @@ class PodManager:
             else:
                 log.info("pod %s is being deleted: stopping its containers (grace %.0fs)", state.key,
                          max(0.0, self._deadline_of(state, first_seen, first_seen_wall) - time.monotonic()))
+            if not state.removed:
+                for info in infos:
+                    if info.running and not L.is_sandbox(info.labels):
+                        cname = info.labels.get(L.CONTAINER_NAME) or "?"
+                        self.events.emit(state.pod, "Killing", "Stopping container %s" % cname, "Normal", cname)
             self._stop_containers(apps, lambda: self._deadline_of(state, first_seen, first_seen_wall))
             if self.stop.is_set():
                 return
@@ -786,6 +826,7 @@ class PodManager:
                 self.runtime.remove(cid)
             for info in self._pod_containers(state.uid):
                 self.runtime.remove(info.id)
+            V.remove_pod_dir(self.state_dir, state.uid)
             if not state.removed:
                 self._delete_for_good(state)
             if self.stop.is_set():

@@ -5,7 +5,8 @@ ProbeState keeps each probe's schedule and thresholds) and runs them on a small
 thread pool, so a slow probe never delays the others. A probe result that flips
 queues its pod: readiness decides the container's `ready` (and so the pod's Ready
 condition and the endpoints); a failed liveness probe makes the pod worker kill the
-container, which then restarts per restartPolicy.
+container, which then restarts per restartPolicy. Every failed run posts an
+Unhealthy Event (aggregated by agent/events.py).
 
 Probe states belong to one container instance: a restarted container gets fresh
 ones (readiness starts failed, liveness passed), and a result that comes back for
@@ -94,6 +95,10 @@ class Prober:
                                         self._container_spec(pod_state, cs.name))
             if cs.probe_instance != container_id:
                 return      # the instance is gone: a stale result
+            if not ok and getattr(self.manager, "events", None) is not None:
+                # every failure, as the kubelet: the sink aggregates repeats into one Event's count
+                self.manager.events.emit(pod_state.pod, "Unhealthy", "%s probe failed: %s"
+                                         % (probe.kind.capitalize(), message), "Warning", cs.name)
             if probe.record(ok, message, time.monotonic()):
                 log.info("pod %s container %s: %s probe %s: %s", pod_state.key, cs.name, probe.kind,
                          "succeeded" if probe.result else "failed", message)

@@ -87,10 +87,13 @@ def limits(container):
     return mem, cpus, shares
 
 
-def container_config(pod, container, node, node_address, restart_count, sandbox_id=None, last=None):
+def container_config(pod, container, node, node_address, restart_count, sandbox_id=None, last=None,
+                     env=None, mounts=None):
     """The ContainerConfig of `container` (a dict of pod.spec.containers) for instance
     number `restart_count`. sandbox_id: the network holder to join (multi-container
-    pods); last: the previous instance's terminated state, kept in labels."""
+    pods); last: the previous instance's terminated state, kept in labels; env: the
+    resolved environment (agent/volumes.py, ConfigMap references) instead of the
+    plain values; mounts: the volumes' bind mounts."""
     meta = pod.get("metadata") or {}
     name = container.get("name") or "main"
     command = container.get("command")
@@ -108,10 +111,10 @@ def container_config(pod, container, node, node_address, restart_count, sandbox_
         name=L.container_name(node, meta.get("namespace"), meta.get("name") or "", name, restart_count),
         image=container.get("image") or "",
         labels=L.container_labels(node, pod, name, restart_count, container, last),
-        entrypoint=entrypoint, command=cmd, env=env_list(container),
+        entrypoint=entrypoint, command=cmd, env=env_list(container) if env is None else list(env),
         working_dir=container.get("workingDir") or None, ports=ports,
         mem_limit=mem, nano_cpus=cpus, cpu_shares=shares,
-        network_mode=network_mode, hostname=hostname)
+        network_mode=network_mode, hostname=hostname, mounts=list(mounts or []))
 
 
 def sandbox_config(pod, node, node_address, image, attempt):

@@ -1,6 +1,6 @@
 """Container runtimes of the node agent: `docker` (real) and `hollow` (simulated)."""
 from .base import (ContainerConfig, ContainerGone, ContainerInfo, ContainerSummary, CreateError,
-                   ExecTimeout, ImageNotPresent, ImagePullError, PortBinding, Runtime, RuntimeFailure)
+                   ExecTimeout, ImageNotPresent, ImagePullError, Mount, PortBinding, Runtime, RuntimeFailure)
 
 RUNTIMES = ("docker", "hollow")
 
@@ -17,5 +17,5 @@ def make_runtime(kind, node_name, docker_url=None):
 
 
 __all__ = ["ContainerConfig", "ContainerGone", "ContainerInfo", "ContainerSummary", "CreateError",
-           "ExecTimeout", "ImageNotPresent", "ImagePullError", "PortBinding", "Runtime", "RuntimeFailure",
+           "ExecTimeout", "ImageNotPresent", "ImagePullError", "Mount", "PortBinding", "Runtime", "RuntimeFailure",
            "RUNTIMES", "make_runtime"]

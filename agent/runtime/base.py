@@ -49,6 +49,14 @@ class PortBinding:
     host_ip: str = ""                # address to publish on (the node address)
 
 
+@dataclasses.dataclass(frozen=True)
+class Mount:
+    """A bind mount of a host path (a pod volume's directory or file) into a container."""
+    source: str                      # absolute path on the node
+    target: str                      # absolute path in the container
+    read_only: bool = False
+
+
 @dataclasses.dataclass
 class ContainerConfig:
     """Everything a runtime needs to create one container (pure data, built by
@@ -66,6 +74,7 @@ class ContainerConfig:
     cpu_shares: Optional[int] = None            # relative weight (from cpu requests)
     network_mode: str = "bridge"                # bridge, host, container:<id>
     hostname: Optional[str] = None              # only for a container that owns its network
+    mounts: List[Mount] = dataclasses.field(default_factory=list)   # bind mounts (pod volumes)
 
 
 @dataclasses.dataclass

@@ -14,6 +14,7 @@ import time
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from .base import (ContainerConfig, ContainerGone, ContainerInfo, ContainerSummary, CreateError,
@@ -59,6 +60,10 @@ def create_kwargs(api, config: ContainerConfig):
         host_kwargs["nano_cpus"] = int(config.nano_cpus)
     if config.cpu_shares:
         host_kwargs["cpu_shares"] = int(config.cpu_shares)
+    if config.mounts:
+        # Mount objects, not "src:dst:ro" strings: a path may hold a ':'
+        host_kwargs["mounts"] = [docker.types.Mount(target=m.target, source=m.source, type="bind",
+                                                    read_only=bool(m.read_only)) for m in config.mounts]
     kwargs = {"image": config.image, "name": config.name, "labels": dict(config.labels),
               "environment": list(config.env) or None, "detach": True,
               "host_config": api.create_host_config(**host_kwargs)}

@@ -4,7 +4,8 @@ No process runs: a created container starts at once and "runs" until it is
 signalled or removed. Each gets a fake IP from 10.0.0.0/8, derived from the node
 name so that hollow nodes of one cluster rarely share addresses; the agent never
 sends traffic to it (network probes of hollow pods are not run, see
-agent/prober.py). Images are always present. exec answers exit code 0 and no
+agent/prober.py). Images are always present; volume mounts are accepted and
+ignored (the agent writes no volume files for a simulated runtime). exec answers exit code 0 and no
 output; logs are empty. State lives in memory: after an agent restart the
 containers are gone and the agent starts its pods again (simulated ones).
 """

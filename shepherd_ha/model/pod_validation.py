@@ -1,4 +1,6 @@
 """Validation of pod specs, shared by pods and deployment templates."""
+import re
+
 from ._checks import is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, PORT_NAME_RULE, is_dns1123_label,
                     is_dns1123_subdomain, is_port_name, show)
@@ -10,6 +12,10 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _HANDLERS = ("exec", "httpGet", "tcpSocket")
 _QUANTITIES = {"cpu": parse_cpu, "memory": parse_memory}
+VOLUME_SOURCES = ("configMap", "emptyDir", "hostPath")
+HOST_PATH_TYPES = ("", "Directory", "DirectoryOrCreate", "File")
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
+_CONFIG_KEY_RULE = "letters, digits, '-', '_' and '.'"
 
 
 def port_ref(causes, field, value, required=False):
@@ -31,11 +37,12 @@ def validate_pod_spec(causes, prefix, spec):
     spec = causes.dict(prefix, spec, required=True)
     if spec is None:
         return
+    volumes = _volumes(causes, join(prefix, "volumes"), spec.get("volumes"))
     containers = causes.list(join(prefix, "containers"), spec.get("containers"),
                              required=True, non_empty=True)
     names = set()
     for i, c in enumerate(containers or []):
-        _container(causes, "%s.containers[%d]" % (prefix, i), c, names)
+        _container(causes, "%s.containers[%d]" % (prefix, i), c, names, volumes, join(prefix, "volumes"))
     causes.enum(join(prefix, "restartPolicy"), spec.get("restartPolicy"), RESTART_POLICIES)
     causes.labels(join(prefix, "nodeSelector"), spec.get("nodeSelector"))
     node = causes.string(join(prefix, "nodeName"), spec.get("nodeName"))
@@ -48,7 +55,7 @@ def validate_pod_spec(causes, prefix, spec):
     causes.boolean(join(prefix, "hostNetwork"), spec.get("hostNetwork"))
 
 
-def _container(causes, f, c, names):
+def _container(causes, f, c, names, volumes=None, volumes_field="spec.volumes"):
     if not isinstance(c, dict):
         causes.add(f, "must be an object with a name and an image, got %s" % show(c))
         return
@@ -67,6 +74,8 @@ def _container(causes, f, c, names):
     causes.string(f + ".workingDir", c.get("workingDir"))
     causes.enum(f + ".imagePullPolicy", c.get("imagePullPolicy"), PULL_POLICIES)
     _env(causes, f + ".env", c.get("env"))
+    _env_from(causes, f + ".envFrom", c.get("envFrom"))
+    _volume_mounts(causes, f + ".volumeMounts", c.get("volumeMounts"), volumes or {}, volumes_field)
     _ports(causes, f + ".ports", c.get("ports"))
     _resources(causes, f + ".resources", c.get("resources"))
     for probe in PROBES:
@@ -83,8 +92,161 @@ def _env(causes, f, env):
         if name and "=" in name:
             causes.add(fi + ".name", "%s must not contain '='" % show(name))
         causes.string(fi + ".value", var.get("value"))
-        if var.get("valueFrom") is not None:
-            causes.add(fi + ".valueFrom", "is not supported: give the value directly")
+        value_from = causes.dict(fi + ".valueFrom", var.get("valueFrom"))
+        if value_from is None:
+            continue
+        if var.get("value") not in (None, ""):
+            causes.add(fi + ".valueFrom", "may not be set with value: keep one of them")
+        others = sorted(k for k in value_from if k != "configMapKeyRef")
+        if others:
+            causes.add(fi + ".valueFrom", "%s is not supported: use configMapKeyRef {name, key}"
+                       % " and ".join(others))
+        elif value_from.get("configMapKeyRef") is None:
+            causes.add(fi + ".valueFrom", "needs configMapKeyRef {name, key} (fieldRef, secretKeyRef and "
+                       "resourceFieldRef are not supported)")
+        ref = causes.dict(fi + ".valueFrom.configMapKeyRef", value_from.get("configMapKeyRef"))
+        if ref is not None:
+            _configmap_name(causes, fi + ".valueFrom.configMapKeyRef.name", ref.get("name"))
+            key = causes.string(fi + ".valueFrom.configMapKeyRef.key", ref.get("key"), required=True,
+                                non_empty=True)
+            if key is not None and not _CONFIG_KEY.fullmatch(key):
+                causes.add(fi + ".valueFrom.configMapKeyRef.key", "%s is not a valid ConfigMap key: %s"
+                           % (show(key), _CONFIG_KEY_RULE))
+            causes.boolean(fi + ".valueFrom.configMapKeyRef.optional", ref.get("optional"))
+
+
+def _configmap_name(causes, f, name):
+    name = causes.string(f, name, required=True, non_empty=True)
+    if name is not None and not is_dns1123_subdomain(name):
+        causes.add(f, "%s is not a valid ConfigMap name: %s" % (show(name), DNS_SUBDOMAIN_RULE))
+
+
+def _env_from(causes, f, sources):
+    for i, source in enumerate(causes.list(f, sources) or []):
+        fi = "%s[%d]" % (f, i)
+        if not isinstance(source, dict):
+            causes.add(fi, "must be an object with a configMapRef, got %s" % show(source))
+            continue
+        others = sorted(k for k in source if k not in ("configMapRef", "prefix"))
+        if others:
+            causes.add(fi, "%s is not supported: use configMapRef {name} (and prefix)" % " and ".join(others))
+        ref = causes.dict(fi + ".configMapRef", source.get("configMapRef"), required=not others)
+        if ref is not None:
+            _configmap_name(causes, fi + ".configMapRef.name", ref.get("name"))
+            causes.boolean(fi + ".configMapRef.optional", ref.get("optional"))
+        prefix = causes.string(fi + ".prefix", source.get("prefix"))
+        if prefix and "=" in prefix:
+            causes.add(fi + ".prefix", "%s must not contain '='" % show(prefix))
+
+
+def _relative_path(causes, f, path, what):
+    """A path inside a volume: relative, no '..' element."""
+    if path is None:
+        return
+    if path.startswith("/"):
+        causes.add(f, "%s must be a relative %s path, got %s: drop the leading '/'" % (show(path), what, show(path)))
+    elif ".." in path.split("/"):
+        causes.add(f, "%s must not contain '..': a %s stays inside its volume" % (show(path), what))
+
+
+def _volumes(causes, f, volumes):
+    """Check spec.volumes; returns {name: volume} of the well-formed names."""
+    out = {}
+    for i, v in enumerate(causes.list(f, volumes) or []):
+        fi = "%s[%d]" % (f, i)
+        if not isinstance(v, dict):
+            causes.add(fi, "must be an object with a name and one of %s, got %s" % (", ".join(VOLUME_SOURCES), show(v)))
+            continue
+        name = causes.string(fi + ".name", v.get("name"), required=True, non_empty=True)
+        if name is not None:
+            if not is_dns1123_label(name):
+                causes.add(fi + ".name", "%s is not a valid volume name: %s" % (show(name), DNS_LABEL_RULE))
+            elif name in out:
+                causes.add(fi + ".name", "duplicate volume name %s: each volume of a pod needs its own name"
+                           % show(name))
+            out.setdefault(name, v)
+        sources = [k for k in v if k != "name"]
+        unsupported = sorted(k for k in sources if k not in VOLUME_SOURCES)
+        if unsupported:
+            causes.add(fi, "%s is not a supported volume source: use one of %s"
+                       % (" and ".join(unsupported), ", ".join(VOLUME_SOURCES)))
+        known = [k for k in VOLUME_SOURCES if k in v]
+        if not known and not unsupported:
+            causes.add(fi, "needs a source: one of %s" % ", ".join(VOLUME_SOURCES))
+        elif len(known) > 1:
+            causes.add(fi, "has %s: a volume has exactly one source, split it into %d volumes"
+                       % (" and ".join(known), len(known)))
+        _config_map_volume(causes, fi + ".configMap", v.get("configMap"))
+        empty = causes.dict(fi + ".emptyDir", v.get("emptyDir"))
+        if empty is not None:
+            medium = empty.get("medium")
+            if medium not in (None, ""):
+                causes.add(fi + ".emptyDir.medium", "%s is not supported: leave it empty (a directory on the "
+                           "node's disk)" % show(medium))
+            if empty.get("sizeLimit") is not None:
+                try:
+                    parse_memory(empty["sizeLimit"])
+                except QuantityError as e:
+                    causes.add(fi + ".emptyDir.sizeLimit", str(e))
+        host = causes.dict(fi + ".hostPath", v.get("hostPath"))
+        if host is not None:
+            path = causes.string(fi + ".hostPath.path", host.get("path"), required=True, non_empty=True)
+            if path is not None and not path.startswith("/"):
+                causes.add(fi + ".hostPath.path", "%s must be an absolute path on the node (start with '/')"
+                           % show(path))
+            causes.enum(fi + ".hostPath.type", host.get("type"), HOST_PATH_TYPES)
+    return out
+
+
+def _config_map_volume(causes, f, src):
+    src = causes.dict(f, src)
+    if src is None:
+        return
+    _configmap_name(causes, f + ".name", src.get("name"))
+    causes.boolean(f + ".optional", src.get("optional"))
+    causes.integer(f + ".defaultMode", src.get("defaultMode"), 0, 0o777)
+    paths = set()
+    for j, item in enumerate(causes.list(f + ".items", src.get("items")) or []):
+        fj = "%s.items[%d]" % (f, j)
+        if not isinstance(item, dict):
+            causes.add(fj, "must be an object with key and path, got %s" % show(item))
+            continue
+        causes.string(fj + ".key", item.get("key"), required=True, non_empty=True)
+        path = causes.string(fj + ".path", item.get("path"), required=True, non_empty=True)
+        _relative_path(causes, fj + ".path", path, "file")
+        if path is not None:
+            if path in paths:
+                causes.add(fj + ".path", "duplicate path %s: two items would write the same file" % show(path))
+            paths.add(path)
+
+
+def _volume_mounts(causes, f, mounts, volumes, volumes_field):
+    targets = set()
+    for i, m in enumerate(causes.list(f, mounts) or []):
+        fi = "%s[%d]" % (f, i)
+        if not isinstance(m, dict):
+            causes.add(fi, "must be an object with name and mountPath, got %s" % show(m))
+            continue
+        name = causes.string(fi + ".name", m.get("name"), required=True, non_empty=True)
+        if name is not None and name not in volumes:
+            known = ", ".join(sorted(volumes)) or "none"
+            causes.add(fi + ".name", "%s is not a volume of this pod (%s: %s): add it to %s or fix the name"
+                       % (show(name), volumes_field, known, volumes_field))
+        path = causes.string(fi + ".mountPath", m.get("mountPath"), required=True, non_empty=True)
+        if path is not None:
+            if not path.startswith("/"):
+                causes.add(fi + ".mountPath", "%s must be an absolute path in the container (start with '/')"
+                           % show(path))
+            elif ":" in path:
+                causes.add(fi + ".mountPath", "%s must not contain ':'" % show(path))
+            norm = path.rstrip("/") or "/"
+            if norm in targets:
+                causes.add(fi + ".mountPath", "%s is mounted twice in this container: use one mountPath per "
+                           "volume mount" % show(path))
+            targets.add(norm)
+        causes.boolean(fi + ".readOnly", m.get("readOnly"))
+        sub = causes.string(fi + ".subPath", m.get("subPath"))
+        _relative_path(causes, fi + ".subPath", sub, "subPath")
 
 
 def _ports(causes, f, ports):

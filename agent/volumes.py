@@ -1,0 +1,295 @@
+"""ConfigMaps and volumes of a pod, for the container about to start.
+
+- env: `envFrom[].configMapRef` (every key of the ConfigMap, with an optional
+  prefix), then `env[]` (a plain `value`, or `valueFrom.configMapKeyRef`); a later
+  name wins, as in Kubernetes.
+- volumes: each lives in a directory of the pod under the agent's state dir,
+  `<state-dir>/pods/<pod uid>/volumes/<volume name>`, bind-mounted into the
+  containers that mount it (removed with the pod):
+  - emptyDir: an empty directory, shared by the pod's containers, kept across
+    container restarts;
+  - configMap: one file per key (or per `items[]` entry), written atomically
+    (temporary file + rename) each time a container starts, so a restart sees the
+    ConfigMap's current data; keys no longer there are removed; mounted read-only;
+  - hostPath: the node's path itself (type "" no check, Directory, DirectoryOrCreate, File).
+  `subPath` mounts one file or directory inside the volume.
+
+A missing ConfigMap or key that is not `optional` raises ConfigProblem (the
+container waits with CreateContainerConfigError and is retried with back-off).
+`get_configmap(namespace, name)` returns the ConfigMap or None when there is none.
+"""
+import base64
+import os
+import shutil
+import tempfile
+
+from shepherd_ha.client import ApiError, ClientError
+
+from .runtime.base import Mount
+
+VOLUME_SOURCES = ("configMap", "emptyDir", "hostPath")
+
+
+class ConfigProblem(Exception):
+    """The container cannot be configured yet; str() says what is missing and the fix.
+    `event` is the Event reason to post (Failed for env, FailedMount for volumes)."""
+
+    def __init__(self, message, event="Failed"):
+        super().__init__(message)
+        self.event = event
+
+
+def configmap_getter(client):
+    """get_configmap(namespace, name) through the API client: None on 404; any
+    other failure is a ConfigProblem (retried)."""
+    def get(namespace, name):
+        try:
+            return client.get("configmaps", name, namespace=namespace)
+        except ApiError as err:
+            if err.code == 404:
+                return None
+            raise ConfigProblem('cannot read configmap "%s" in namespace "%s": %s' % (name, namespace, err))
+        except ClientError as exc:
+            raise ConfigProblem('cannot read configmap "%s" in namespace "%s": %s' % (name, namespace, exc))
+    return get
+
+
+class _Cache:
+    """ConfigMaps read once per container start."""
+
+    def __init__(self, get_configmap, namespace):
+        self.get = get_configmap
+        self.namespace = namespace
+        self.seen = {}
+
+    def __call__(self, name):
+        if name not in self.seen:
+            self.seen[name] = self.get(self.namespace, name)
+        return self.seen[name]
+
+
+def _namespace(pod):
+    return (pod.get("metadata") or {}).get("namespace") or "default"
+
+
+def _not_found(name, namespace, where, event="Failed"):
+    return ConfigProblem('configmap "%s" not found in namespace "%s" (%s): create it, or mark the '
+                         'reference optional: true' % (name, namespace, where), event)
+
+
+def resolve_env(pod, container, get_configmap):
+    """["NAME=value", ...] of the container; ConfigProblem when a required ConfigMap
+    or key is missing."""
+    namespace = _namespace(pod)
+    cms = get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace)
+    cname = container.get("name") or "?"
+    values = {}
+    for i, source in enumerate(container.get("envFrom") or []):
+        if not isinstance(source, dict) or not isinstance(source.get("configMapRef"), dict):
+            continue
+        ref = source["configMapRef"]
+        cm = cms(ref.get("name"))
+        if cm is None:
+            if ref.get("optional"):
+                continue
+            raise _not_found(ref.get("name"), namespace, "containers[%s].envFrom[%d].configMapRef" % (cname, i))
+        prefix = source.get("prefix") or ""
+        for key, value in sorted((cm.get("data") or {}).items()):
+            values[prefix + key] = value
+    for i, var in enumerate(container.get("env") or []):
+        if not isinstance(var, dict) or not var.get("name"):
+            continue
+        ref = (var.get("valueFrom") or {}).get("configMapKeyRef")
+        if not isinstance(ref, dict):
+            value = var.get("value")
+            values[var["name"]] = "" if value is None else str(value)
+            continue
+        where = "containers[%s].env[%d] %s" % (cname, i, var["name"])
+        cm = cms(ref.get("name"))
+        if cm is None:
+            if ref.get("optional"):
+                continue
+            raise _not_found(ref.get("name"), namespace, where)
+        data = cm.get("data") or {}
+        if ref.get("key") not in data:
+            if ref.get("optional"):
+                continue
+            raise ConfigProblem('key "%s" not found in configmap "%s/%s" (%s): add the key, or mark the '
+                                'reference optional: true' % (ref.get("key"), namespace, ref.get("name"), where))
+        values[var["name"]] = data[ref["key"]]
+    return ["%s=%s" % (k, v) for k, v in values.items()]
+
+
+# ---- volumes ----
+
+def pod_dir(state_dir, uid):
+    return os.path.join(state_dir, "pods", uid)
+
+
+def volume_dir(state_dir, uid, volume_name):
+    return os.path.join(pod_dir(state_dir, uid), "volumes", volume_name)
+
+
+def remove_pod_dir(state_dir, uid):
+    """Remove the pod's volumes (its containers are gone). Never follows into a hostPath:
+    those are mounts, not directories of the pod."""
+    if not state_dir or not uid:
+        return
+    shutil.rmtree(pod_dir(state_dir, uid), ignore_errors=True)
+
+
+def _volumes_by_name(pod):
+    return {v.get("name"): v for v in ((pod.get("spec") or {}).get("volumes") or []) if isinstance(v, dict)}
+
+
+def prepare_mounts(pod, container, state_dir, get_configmap, write=True):
+    """[Mount] for the container's volumeMounts, the volumes' directories made ready.
+    write=False (simulated runtimes): resolve the ConfigMaps, touch no file.
+    ConfigProblem (event FailedMount) when a volume cannot be made ready."""
+    mounts_spec = [m for m in (container.get("volumeMounts") or []) if isinstance(m, dict)]
+    if not mounts_spec:
+        return []
+    if write and not state_dir:
+        raise ConfigProblem("the agent has no --state-dir for pod volumes", "FailedMount")
+    uid = (pod.get("metadata") or {}).get("uid") or ""
+    namespace = _namespace(pod)
+    cms = get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace)
+    volumes = _volumes_by_name(pod)
+    ready = {}
+    out = []
+    for m in mounts_spec:
+        name = m.get("name")
+        volume = volumes.get(name)
+        if volume is None:
+            raise ConfigProblem('volumeMount %s of container %s names no volume of the pod: add it to '
+                                'spec.volumes' % (name, container.get("name")), "FailedMount")
+        if name not in ready:
+            ready[name] = _prepare(volume, uid, namespace, state_dir, cms, write)
+        source, read_only = ready[name]
+        sub = m.get("subPath") or ""
+        if sub and write:
+            source = _sub_path(volume, source, sub)
+        elif sub:
+            source = os.path.join(source, sub)
+        out.append(Mount(source=source, target=m.get("mountPath"),
+                         read_only=bool(m.get("readOnly")) or read_only))
+    return out
+
+
+def _prepare(volume, uid, namespace, state_dir, cms, write):
+    """(host path, read_only) of one volume, made ready."""
+    name = volume.get("name")
+    if isinstance(volume.get("hostPath"), dict):
+        return _host_path(volume, volume["hostPath"], write), False
+    target = volume_dir(state_dir or "", uid, name)
+    if isinstance(volume.get("configMap"), dict):
+        files = _configmap_files(volume, namespace, cms)
+        if write:
+            write_files(target, files)
+        return target, True
+    if write:
+        os.makedirs(target, exist_ok=True)          # emptyDir (kept across container restarts)
+    return target, False
+
+
+def _configmap_files(volume, namespace, cms):
+    """{relative path: bytes} of a configMap volume."""
+    src = volume["configMap"]
+    cm = cms(src.get("name"))
+    if cm is None:
+        if src.get("optional"):
+            return {}
+        raise _not_found(src.get("name"), namespace, "volume %s" % volume.get("name"), "FailedMount")
+    content = {k: v.encode() for k, v in (cm.get("data") or {}).items()}
+    for k, v in (cm.get("binaryData") or {}).items():
+        try:
+            content[k] = base64.b64decode(v)
+        except (ValueError, TypeError):
+            continue
+    items = src.get("items")
+    if not items:
+        return content
+    files = {}
+    for item in items:
+        key = item.get("key")
+        if key not in content:
+            if src.get("optional"):
+                continue
+            raise ConfigProblem('key "%s" not found in configmap "%s/%s" (volume %s items): add the key, '
+                                'or fix items[].key' % (key, namespace, src.get("name"), volume.get("name")),
+                                "FailedMount")
+        files[item.get("path") or key] = content[key]
+    return files
+
+
+def write_files(directory, files):
+    """Make `directory` hold exactly `files` ({relative path: bytes}); each file is
+    replaced atomically, so a reader sees the old or the new content, never half."""
+    os.makedirs(directory, exist_ok=True)
+    wanted = set()
+    for rel, data in files.items():
+        path = os.path.normpath(os.path.join(directory, rel))
+        if not path.startswith(os.path.join(directory, "")):
+            continue            # validation refuses '..'; never write outside the volume
+        wanted.add(path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+    for root, dirs, names in os.walk(directory, topdown=False):
+        for n in names:
+            path = os.path.join(root, n)
+            if path not in wanted:
+                os.unlink(path)
+        if root != directory and not os.listdir(root):
+            os.rmdir(root)
+
+
+def _host_path(volume, src, write):
+    path = src.get("path") or ""
+    kind = src.get("type") or ""
+    if not write:
+        return path
+    where = "volume %s hostPath %s" % (volume.get("name"), path)
+    if kind == "DirectoryOrCreate":
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise ConfigProblem("%s: cannot create the directory: %s" % (where, exc.strerror), "FailedMount")
+    if kind in ("Directory", "DirectoryOrCreate") and not os.path.isdir(path):
+        raise ConfigProblem("%s is not a directory on the node: create it, or use type DirectoryOrCreate" % where,
+                            "FailedMount")
+    if kind == "File" and not os.path.isfile(path):
+        raise ConfigProblem("%s is not a file on the node: create it first" % where, "FailedMount")
+    if kind == "" and not os.path.exists(path):
+        # Docker would create a root-owned directory anyway; say so by creating it ourselves
+        try:
+            os.makedirs(path, mode=0o755, exist_ok=True)
+        except OSError as exc:
+            raise ConfigProblem("%s does not exist and cannot be created: %s" % (where, exc.strerror),
+                                "FailedMount")
+    return path
+
+
+def _sub_path(volume, source, sub):
+    """The host path of subPath `sub` inside a volume: created as a directory when
+    missing in a writable volume (as Kubernetes does)."""
+    path = os.path.normpath(os.path.join(source, sub))
+    if not path.startswith(os.path.join(source, "")):
+        raise ConfigProblem("subPath %s leaves volume %s: use a relative path without '..'"
+                            % (sub, volume.get("name")), "FailedMount")
+    if not os.path.exists(path):
+        if isinstance(volume.get("configMap"), dict):
+            raise ConfigProblem('subPath %s is not in configMap volume %s: use one of its keys (or items[].path)'
+                                % (sub, volume.get("name")), "FailedMount")
+        os.makedirs(path, exist_ok=True)
+    return path
