@@ -46,6 +46,9 @@ def parse_args(argv=None):
     p.add_argument("--agents", type=int, default=2, help="hollow node agents (default 2)")
     p.add_argument("--seed", type=int, default=None, help="random seed (default: from the clock, printed)")
     p.add_argument("--gap-rate", type=float, default=50.0, help="gap probe writes/s (default 50)")
+    p.add_argument("--etcd-kills", type=int, default=0,
+                   help="after the run, also measure the write gap over this many leader kills of Shepherd HA and "
+                   "of a 3-member etcd side by side (bench/bench_failover_vs_etcd.py; needs scripts/setup-etcd.sh)")
     p.add_argument("--no-netns", action="store_true", help="run on loopback even as root (no cut faults)")
     p.add_argument("--out", default=None, help="directory for the history (default: a new temp dir)")
     p.add_argument("--report", default=None, help="write the markdown report here")
@@ -175,11 +178,37 @@ def run(args):
               "history": history_path, "replicas": args.replicas, "netns": cluster.netns,
               "clients": args.clients, "keys": args.keys, "seed": args.seed, "machine": report.machine(),
               "command": "python3 -m tests.chaos.run " + " ".join(sys.argv[1:]) if args.report else "tests.chaos"}
+    if args.etcd_kills:
+        result["etcd"] = etcd_comparison(args.etcd_kills)
     with open(os.path.join(out, "result.json"), "w") as fh:
         json.dump(result, fh, indent=1, default=str)
     if args.report:
         report.write(result, args.report)
     return result
+
+
+def etcd_comparison(kills):
+    """One line: the write gap of Shepherd HA and of etcd over the same client loop
+    (bench/bench_failover_vs_etcd.compare, its own fresh clusters), with the ratio."""
+    bench = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    log("etcd comparison: %d leader kills on a fresh Shepherd HA cluster and on a 3-member etcd" % kills)
+    try:
+        import bench_failover_vs_etcd as vs
+        r = vs.compare(kills=kills, progress=log)
+    except Exception as exc:  # noqa: BLE001 - the report says why the comparison is missing
+        return "not measured: %s: %s" % (type(exc).__name__, exc)
+    sh, et = r["systems"][vs.SHEPHERD]["summary"], r["systems"][vs.ETCD]["summary"]
+
+    def pair(s):
+        return "median %s, max %s over %d/%d kills" % (figures.fmt(s["median"]), figures.fmt(s["max"]),
+                                                       len(s["gaps"]), s["kills_asked"])
+    ratio = r["ratio"]
+    return ("write gap after a leader SIGKILL, same client loop (%s): Shepherd HA %s; etcd %s; ratio "
+            "Shepherd/etcd median %s, max %s" % (
+                r["machine"].get("etcd", "etcd"), pair(sh), pair(et),
+                "%.2f" % ratio["median"] if ratio["median"] else "-", "%.2f" % ratio["max"] if ratio["max"] else "-"))
 
 
 def describe_fault(rec):
@@ -214,6 +243,8 @@ def print_summary(result):
     c = f["kill_to_first_controller_write"]
     log("  leader SIGKILL -> first write of the new leader's controllers: median %s, max %s (n=%d)"
         % (figures.fmt(c["median"]), figures.fmt(c["max"]), c["n"]))
+    if result.get("etcd"):
+        log("  etcd comparison: " + result["etcd"])
     log("  %d operations, %.1f ops/s; %s" % (f["operations"], f["ops_per_second"] or 0,
                                            ", ".join("%s %d" % kv for kv in sorted(f["outcomes"].items()))))
     log("RESULT: %s" % ("PASS" if result["passed"] else "FAIL"))
