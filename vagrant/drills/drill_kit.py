@@ -188,9 +188,12 @@ class Writer:
         when, _ = wait_for("a write acknowledged after the fault", first, timeout, interval=0.05)
         return when - moment
 
-    def max_gap(self, since=None):
-        """Longest time between two consecutive acks (after `since`)."""
-        times = [t for t in self.ack_times if since is None or t >= since]
+    def gap_around(self, moment):
+        """Longest time without an acknowledged write, from the last ack before `moment`
+        (the fault) until now: the write outage the fault caused."""
+        times = list(self.ack_times)
+        before = [t for t in times if t <= moment]
+        times = [t for t in times if t >= (before[-1] if before else moment)]
         return max((b - a for a, b in zip(times, times[1:])), default=0.0)
 
     def check(self, report, timeout=30.0):
