@@ -84,7 +84,11 @@ def classify(exc, session):
                 return "fail", "503 not-applied"
             return "unknown", "503 %s" % (exc.outcome or "no outcome")
         if 400 <= exc.code < 500:
-            return "fail", "%d %s" % (exc.code, exc.reason)
+            # The server decided: with the same Idempotency-Key a retry of an applied write
+            # must replay its first answer, so this is "not applied" even after an ambiguous
+            # attempt (said in the reason, for the checker's evidence).
+            return "fail", "%d %s%s" % (exc.code, exc.reason,
+                                        ", answered to a retry after an ambiguous attempt" if session.ambiguous else "")
         return "unknown", "%d %s" % (exc.code, exc.reason)
     if isinstance(exc, OutcomeUnknown):
         return "unknown", "outcome unknown"
