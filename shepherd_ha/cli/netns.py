@@ -8,12 +8,14 @@ import os
 import shutil
 import subprocess
 
+from .local_cluster import LocalClusterError
+
 COMMAND_TIMEOUT = 20.0
 ISOLATE_TAG = "shepherd-isolate"
 
 
-class NetnsError(Exception):
-    pass
+class NetnsError(LocalClusterError):
+    """A namespace, link or rule could not be made or removed (`shepherd-ha local` prints it)."""
 
 
 def require_root():

@@ -200,3 +200,14 @@ def test_local_up_netns_and_down(tmp_path):
     assert not {h["netns"] for h in hosts} & netns.namespaces()
     assert not netns.link_exists(c.network()["bridge"])
     assert all(c.pid(i) is None for i in c.ids())
+
+
+def test_without_root_create_and_local_up_say_so(monkeypatch, tmp_path, capsys):
+    from shepherd_ha.cli import main as cli_main
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(netns.NetnsError, match="need root"):
+        NetnsCluster(str(tmp_path / "a")).create(3)
+    status = cli_main.main(["local", "up", "--netns", "--dir", str(tmp_path / "b")])
+    assert status == 1
+    assert "need root" in capsys.readouterr().err
+    assert not os.path.exists(str(tmp_path / "b" / "cluster.yaml"))
