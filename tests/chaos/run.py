@@ -15,6 +15,7 @@ Exit status 0 when every check passed, 1 when one failed, 2 when the run could n
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 
@@ -250,8 +251,16 @@ def print_summary(result):
     log("RESULT: %s" % ("PASS" if result["passed"] else "FAIL"))
 
 
+def exit_on_sigterm():
+    """SIGTERM -> SystemExit, so the cluster we started is stopped and its namespaces removed."""
+    def handler(signum, frame):
+        raise SystemExit(128 + signum)
+    signal.signal(signal.SIGTERM, handler)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    exit_on_sigterm()
     try:
         result = run(args)
     except ChaosSetupError as exc:
