@@ -99,3 +99,32 @@ def test_runner_rejects_unknown_target_and_drill():
         with pytest.raises(SystemExit) as exc:
             run_drills.main(argv)
         assert exc.value.code == 2, argv
+
+
+class _StoreClient:
+    """Answers the writer's read-back list with a fixed set of ConfigMaps."""
+
+    def __init__(self, items):
+        self.items = items
+
+    def list(self, resource, namespace=None, label_selector=None):
+        return {"items": self.items}
+
+    def close(self):
+        pass
+
+
+def test_writer_check_catches_a_lost_and_a_changed_write():
+    _import_runner()
+    from drill_kit import DrillFailed, Report, Writer
+
+    class FakeTarget:
+        def client(self, **kwargs):
+            return _StoreClient([{"metadata": {"name": "a"}, "data": {"value": "1"}},
+                                 {"metadata": {"name": "b"}, "data": {"value": "changed"}}])
+    writer = Writer(FakeTarget(), "unit")
+    writer.acked = {"a": "1", "b": "2", "c": "3"}
+    with pytest.raises(DrillFailed, match=r"1 acknowledged write\(s\) lost \(c\), 1 changed \(b\)"):
+        writer.check(Report("unit", out=lambda line: None))
+    writer.acked = {"a": "1"}
+    writer.check(Report("unit", out=lambda line: None))   # nothing lost: no exception
