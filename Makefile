@@ -60,3 +60,8 @@ vagrant-down:  ## destroy the VMs (the box stays)
 
 vagrant-check:  ## shellcheck the VM scripts and vagrant validate the Vagrantfile
 	bash scripts/check-vagrant.sh
+
+# --- Failure drills on network namespaces (vagrant/drills/README.md; root) -----------
+.PHONY: drills-netns
+drills-netns: install  ## the failure drills on a cluster of network namespaces on this machine (DRILL=...|all)
+	$(PYTHON) vagrant/drills/run_drills.py --target netns --drill $(or $(DRILL),all)
