@@ -9,6 +9,7 @@ selected drill passes.
 """
 import argparse
 import os
+import signal
 import sys
 import time
 
@@ -68,6 +69,8 @@ def main(argv=None):
     parser.add_argument("--drill", default="all", choices=ORDER + ["all"], help="one drill, or all (default)")
     args = parser.parse_args(argv)
     names = ORDER if args.drill == "all" else [args.drill]
+    # SIGTERM unwinds like Ctrl-C, so close() still removes what setup() made.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     try:
         target = load_target(args.target)
         reports = run(target, names)
