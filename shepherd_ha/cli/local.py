@@ -155,7 +155,7 @@ def cmd_down(args, cluster):
             print("shepherd-ha local: cannot remove the agents' containers: %s" % exc, file=sys.stderr)
             return 1
         print("removed %d container(s) of this cluster's agents" % removed)
-    elif cluster.agents():
+    elif cluster.agents() and not isinstance(cluster, NetnsCluster):
         print("the agents' containers keep running (`local down --purge-containers` removes them)")
     return 0
 

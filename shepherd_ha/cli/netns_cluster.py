@@ -13,6 +13,7 @@ cluster.yaml adds to the LocalCluster layout:
   replicas[i] and agents[i]: netns, address, veth
 """
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -70,9 +71,6 @@ def _parse_subnet(subnet):
 
 
 class NetnsCluster(LocalCluster):
-    def __init__(self, directory):
-        super().__init__(directory)
-
     # ---- layout ----
 
     def network(self):
@@ -138,7 +136,6 @@ class NetnsCluster(LocalCluster):
         self.write_client_config()
 
     def _write_password(self):
-        import secrets
         password = secrets.token_hex(16)
         path = os.path.join(self.dir, "raft-password")
         with open(path, "w") as fh:
