@@ -72,8 +72,17 @@ class Nemesis:
         if lead is None:
             return {"skipped": "no leader"}
         victim = lead["id"]
+        phases = {}
+        mark = time.monotonic()
+
+        def phase(name):
+            nonlocal mark
+            now = time.monotonic()
+            phases[name] = round(now - mark, 3)
+            mark = now
         if self.gap_probe is not None:
             self.gap_probe.wait_flowing(20.0)
+        phase("probe flowing")
         token = None
         if self.ctl_probe is not None:
             try:
@@ -81,16 +90,20 @@ class Nemesis:
             except Exception as exc:  # noqa: BLE001 - the kill still happens; this figure is missing
                 self.say("    controller probe not armed: %s" % exc)
                 token = None
+        phase("controller probe armed")
         t_kill = time.monotonic()
         killed = self.cluster.lc.kill(victim)
         if token is not None:
             self.ctl_probe.fire()
-        out = {"victim": victim, "killed": killed}
+        out = {"victim": victim, "killed": killed, "phases": phases}
         if self.gap_probe is not None:
             out["gap"] = self.gap_probe.gap_around(t_kill)
+        phase("kill and first ack")
         if token is not None:
             out["controllers"] = self.ctl_probe.measure(token, lead["term"], t_kill)
+        phase("controller failover measured")
         self.cluster.lc.start(victim)
+        phase("victim restarted")
         return out
 
     def _kill_random(self, lead):

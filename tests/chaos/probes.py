@@ -142,11 +142,16 @@ class PodWatch(threading.Thread):
             pass
 
     def close(self):
+        """Stop the stream without waiting: closing a response another thread is reading can
+        block for seconds, so shut its socket down first and close in the background."""
+        resp = self.resp
+        if resp is None:
+            return
         try:
-            if self.resp is not None:
-                self.resp.close()
-        except Exception:  # noqa: BLE001
+            resp.raw.shutdown()          # urllib3 >= 2.3: wakes the blocked read
+        except Exception:  # noqa: BLE001 - older urllib3: the background close does it
             pass
+        threading.Thread(target=resp.close, name="ctl-watch-close", daemon=True).start()
 
 
 def controller_writes(events):
