@@ -52,6 +52,8 @@ class VagrantTarget(Target):
     boot_timeout = 300.0
     ready_timeout = 180.0
     node_not_ready_timeout = 120.0
+    pod_move_timeout = 300.0
+    fault_hold = 5.0
 
     def __init__(self, vagrant_dir=VAGRANT_DIR, env=None, log=print):
         self.vagrant_dir = vagrant_dir
@@ -69,6 +71,26 @@ class VagrantTarget(Target):
         self.node_grace_period = float(self.env.get("NODE_GRACE_PERIOD", "20"))
         self.pod_eviction_timeout = float(self.env.get("POD_EVICTION_TIMEOUT", "10"))
         self.node_not_ready_timeout = self.node_grace_period + 100.0
+
+    def setup(self):
+        """Check that every VM of `make vagrant-up` runs and its service is active."""
+        stopped = [h for h in self.control_planes + self.workers if not self.is_running(h)]
+        if stopped:
+            raise VagrantError(f"VMs not running: {', '.join(stopped)}; run make vagrant-up")
+        self.refresh_ssh_config()
+        deadline = time.monotonic() + self.ready_timeout
+        for host in self.control_planes + self.workers:
+            self.wait_service(host, deadline)
+        self.log(f"  [vagrant] {self.describe()}: every VM runs its service")
+
+    def close(self):
+        """The VMs outlive the drills (make vagrant-down removes them); only undo partitions."""
+        for host in self.control_planes + self.workers:
+            try:
+                if self.is_running(host):
+                    self.ssh(host, f"iptables -F {DRILL_CHAIN} 2>/dev/null || true", timeout=30, check=False)
+            except VagrantError as exc:
+                self.log(f"  [vagrant] close: {host}: {exc}")
 
     # -- names and addresses ------------------------------------------------
     def api_urls(self):

@@ -26,10 +26,23 @@ bash "$VAGRANT_DIR/scripts/prepare-artifacts.sh"
 record "artifacts: $(( $(date +%s) - t0 )) s"
 
 cd "$VAGRANT_DIR"
-log "vagrant up --no-provision: booting $(vm_names | tr '\n' ' ')(software emulation boots take about a minute)"
+# vagrant-libvirt creates the VMs in parallel; a VM that fails there (races on
+# shared state are seen under load) is retried once, alone.
+boot() {
+  local log=$1 rc=0 pid
+  vagrant up --no-provision >"$log" 2>&1 &
+  pid=$!
+  tail --pid="$pid" -n +1 -f "$log" 2>/dev/null \
+    | grep --line-buffered -E '^==> [a-z0-9]+: (Creating domain|Starting domain|Machine booted|Rsyncing|Configuring and enabling)|rror' || true
+  wait "$pid" || rc=$?
+  return "$rc"
+}
+log "vagrant up --no-provision: booting $(vm_names | tr '\n' ' ')(software emulation: several minutes)"
 t0=$(date +%s)
-vagrant up --no-provision 2>&1 | tee "$STATE_DIR/up.log" | grep --line-buffered -E '^==> [a-z0-9]+: (Creating|Starting|Waiting for SSH|Machine booted|Rsyncing|Setting hostname|Configuring and enabling)|rror' || true
-[ "${PIPESTATUS[0]}" = 0 ] || die "vagrant up failed; see $STATE_DIR/up.log"
+if ! boot "$STATE_DIR/up.log"; then
+  log "vagrant up failed for some VM (see $STATE_DIR/up.log); retrying once"
+  boot "$STATE_DIR/up-retry.log" || die "vagrant up failed twice; see $STATE_DIR/up.log and up-retry.log"
+fi
 record "boot (vagrant up --no-provision, $(vm_names | wc -l) VMs in parallel): $(( $(date +%s) - t0 )) s"
 
 log "provisioning every VM in parallel (logs: $STATE_DIR/provision-NAME.log)"
