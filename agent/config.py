@@ -53,6 +53,8 @@ AGENT_OPTIONS = (
     Option("workers", int, 4, "pods synced in parallel"),
     Option("state_dir", str, None, "directory of the pods' emptyDir and configMap volumes (one subdirectory "
            "per pod uid, removed with the pod); default: /var/lib/shepherd-agent/<node name>"),
+    Option("configmap_refresh_interval", float, 60.0, "seconds between refreshes of running pods' configMap "
+           "volumes from the API (a container start always reads the ConfigMaps)"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -122,6 +124,7 @@ class AgentSettings:
     workers: int
     log_level: str
     state_dir: str = ""
+    configmap_refresh_interval: float = 60.0
 
 
 def settings(values):
@@ -141,7 +144,8 @@ def settings(values):
     if runtime not in ("docker", "hollow"):
         raise ConfigError("--runtime %r: use docker or hollow" % values.get("runtime"))
     labels = parse_labels(values.get("labels"))
-    for key in ("lease_interval", "status_interval", "backoff_base", "backoff_max", "housekeeping_interval"):
+    for key in ("lease_interval", "status_interval", "backoff_base", "backoff_max", "housekeeping_interval",
+                "configmap_refresh_interval"):
         if values[key] <= 0:
             raise ConfigError("--%s must be positive" % key.replace("_", "-"))
     if values["backoff_max"] < values["backoff_base"]:
@@ -178,4 +182,5 @@ def settings(values):
         reserved_cpu=quantities["reserved_cpu"] or 0, reserved_memory=quantities["reserved_memory"] or 0,
         backoff_base=values["backoff_base"], backoff_max=values["backoff_max"],
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
-        workers=values["workers"], log_level=level, state_dir=state_dir)
+        workers=values["workers"], log_level=level, state_dir=state_dir,
+        configmap_refresh_interval=values["configmap_refresh_interval"])

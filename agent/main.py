@@ -50,7 +50,8 @@ class Agent:
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
-                               workers=s.workers, state_dir=s.state_dir)
+                               workers=s.workers, state_dir=s.state_dir,
+                               configmap_refresh_interval=s.configmap_refresh_interval)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                 labels=labels, port=0, cpu_millicores=s.cpu_millicores,

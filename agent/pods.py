@@ -97,6 +97,7 @@ class PodState:
         self.terminator = None        # thread stopping the pod
         self.fingerprint = None       # container ids and states seen by housekeeping
         self.last_status = None       # the last status handed to the writer
+        self.volumes_refreshed = time.monotonic()    # configMap volumes were last rewritten then
 
     @property
     def key(self):
@@ -113,7 +114,7 @@ def _rv(obj):
 class PodManager:
     def __init__(self, client, runtime, node_name, node_address, stop, backoff_base=B.DEFAULT_BASE,
                  backoff_cap=B.DEFAULT_CAP, sandbox_image="shepherd/busybox:1", housekeeping_interval=2.0,
-                 workers=4, probes=True, state_dir=None, events=None):
+                 workers=4, probes=True, state_dir=None, events=None, configmap_refresh_interval=60.0):
         self.client = client
         self.runtime = runtime
         self.node = node_name
@@ -133,6 +134,7 @@ class PodManager:
         self.runtime_error = None           # the runtime's last failure, while it fails
         self.writer = StatusWriter(client, self.pod_of, self.observe, stop)
         self.state_dir = state_dir            # the pods' volume directories (agent/volumes.py)
+        self.configmap_refresh_interval = float(configmap_refresh_interval)
         self.events = events if events is not None else EventSink(client, node_name, stop)
         self._get_configmap = V.configmap_getter(client)
         self._threads = []
@@ -448,11 +450,25 @@ class PodManager:
             if cs is not None and cs.instance is not None and cs.instance.running and cs.instance.ip:
                 state.pod_ip = cs.instance.ip
 
+        self._refresh_volumes(state, pod, now)
         self._report(state, pod, policy)
         if state.terminal and P.needs_sandbox(pod) and state.sandbox is not None and state.sandbox.running:
             self.runtime.remove(state.sandbox.id)
         if wake:
             self.queue.add_after(state.uid, max(0.05, min(wake)))
+
+    def _refresh_volumes(self, state, pod, now):
+        """Running pods see their ConfigMaps' changes in configMap volumes, at most
+        every --configmap-refresh-interval (pods are synced every RESYNC_PERIOD)."""
+        if (state.terminal or not self.state_dir or self.runtime.simulated or not self.api_reachable
+                or now - state.volumes_refreshed < self.configmap_refresh_interval
+                or not V.has_configmap_volumes(pod)):
+            return
+        state.volumes_refreshed = now
+        try:
+            V.refresh_configmap_volumes(pod, self.state_dir, self._get_configmap)
+        except OSError as exc:
+            log.warning("pod %s: refreshing configMap volumes: %s", state.key, exc)
 
     def _latest(self, state, cs, instances):
         """The newest instance; older ones are removed (a running duplicate is killed),

@@ -9,8 +9,9 @@
   - emptyDir: an empty directory, shared by the pod's containers, kept across
     container restarts;
   - configMap: one file per key (or per `items[]` entry), written atomically
-    (temporary file + rename) each time a container starts, so a restart sees the
-    ConfigMap's current data; keys no longer there are removed; mounted read-only;
+    (temporary file + rename) each time a container starts and refreshed every
+    --configmap-refresh-interval while the pod runs (refresh_configmap_volumes);
+    keys no longer there are removed; mounted read-only;
   - hostPath: the node's path itself (type "" no check, Directory, DirectoryOrCreate, File).
   `subPath` mounts one file or directory inside the volume.
 
@@ -232,6 +233,8 @@ def write_files(directory, files):
         if not path.startswith(os.path.join(directory, "")):
             continue            # validation refuses '..'; never write outside the volume
         wanted.add(path)
+        if _holds(path, data):
+            continue            # unchanged: a refresh rewrites nothing
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
         try:
@@ -252,6 +255,41 @@ def write_files(directory, files):
                 os.unlink(path)
         if root != directory and not os.listdir(root):
             os.rmdir(root)
+
+
+def _holds(path, data):
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(len(data) + 1) == data
+    except OSError:
+        return False
+
+
+def has_configmap_volumes(pod):
+    return any(isinstance(v.get("configMap"), dict) for v in _volumes_by_name(pod).values())
+
+
+def refresh_configmap_volumes(pod, state_dir, get_configmap):
+    """Rewrite the pod's configMap volumes (those made ready by a container start) with
+    the ConfigMaps' current data: running containers see the change (a subPath mount
+    does not, as in Kubernetes). A ConfigMap that is gone, or a key that is missing,
+    leaves that volume's files as they are. Returns the names of the volumes whose
+    files were checked."""
+    uid = (pod.get("metadata") or {}).get("uid") or ""
+    namespace = _namespace(pod)
+    cms = _Cache(get_configmap, namespace)
+    done = []
+    for name, volume in sorted(_volumes_by_name(pod).items()):
+        target = volume_dir(state_dir, uid, name)
+        if not isinstance(volume.get("configMap"), dict) or not os.path.isdir(target):
+            continue
+        try:
+            files = _configmap_files(volume, namespace, cms)
+        except ConfigProblem:
+            continue
+        write_files(target, files)
+        done.append(name)
+    return done
 
 
 def _host_path(volume, src, write):

@@ -3,8 +3,9 @@ processes and the real Docker engine (shepherd/busybox:1 only; fixtures of
 tests/e2e/conftest.py: Docker missing is a failure, never a skip).
 
 - a pod reads an env var from a ConfigMap (configMapKeyRef and envFrom) and files
-  from a configMap volume (whole and one key by subPath), read-only; its volume
-  directory under the agent's --state-dir goes when the pod is deleted;
+  from a configMap volume (whole and one key by subPath), read-only; a change of the
+  ConfigMap reaches the running container's volume; its volume directory under the
+  agent's --state-dir goes when the pod is deleted;
 - a missing ConfigMap keeps the container waiting (CreateContainerConfigError) until
   it is created;
 - two containers of one pod share an emptyDir;
@@ -41,9 +42,9 @@ def ctl(cluster, tmp_path, *argv, timeout=60):
                           env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def start_node(agents, tmp_path, suffix):
+def start_node(agents, tmp_path, suffix, extra=()):
     state = tmp_path / ("state-" + suffix)
-    return agents.start(suffix, extra=["--state-dir", str(state)]), state
+    return agents.start(suffix, extra=["--state-dir", str(state)] + list(extra)), state
 
 
 def create_configmap(client, name, data):
@@ -75,7 +76,7 @@ def pod_events(client, name):
 
 
 def test_a_pod_reads_a_configmap_from_env_and_from_a_volume(agents, e2e_cluster, tmp_path):
-    node, state = start_node(agents, tmp_path, "cm")
+    node, state = start_node(agents, tmp_path, "cm", ["--configmap-refresh-interval", "1"])
     client = agents.client
     cm = unique("cfg")
     create_configmap(client, cm, {"greeting": "hello from a configmap", "app.conf": "mode=fast\n",
@@ -100,6 +101,12 @@ def test_a_pod_reads_a_configmap_from_env_and_from_a_volume(agents, e2e_cluster,
     assert code != 0 and "Read-only file system" in out, out        # configMap volumes are read-only
     volume_dir = state / "pods" / uid / "volumes" / "conf"
     assert sorted(os.listdir(volume_dir)) == ["app.conf", "greeting", "level"]
+
+    # the running container sees the ConfigMap change in its volume (not in its env)
+    client.patch("configmaps", cm, {"data": {"app.conf": "mode=safe\n"}}, namespace="default")
+    wait_until(lambda: exec_in(agents, node, name, "cat /etc/app/app.conf") == (0, "mode=safe\n"), WAIT,
+               "the new app.conf in the running container", agents.log_tails)
+    assert exec_in(agents, node, name, 'echo "$GREETING"') == (0, "hello from a configmap\n")
 
     agents.delete_pod(name, grace=1)
     agents.wait_gone(name, WAIT)

@@ -280,3 +280,49 @@ def test_deleting_a_pod_posts_killing(manager):
         state.terminator.join(10)
     m.events.flush()
     assert reasons(store)[("Killing", "Normal")]["message"] == "Stopping container main"
+
+
+class ProbedRuntime(Runtime):
+    """exec probes fail with a message while `healthy` is False."""
+
+    def __init__(self):
+        super().__init__()
+        self.healthy = True
+
+    def exec(self, container_id, command, timeout):
+        return (0, b"") if self.healthy else (1, b"no /tmp/alive")
+
+
+def test_failed_probes_post_unhealthy_and_a_liveness_kill_posts_killing(api, tmp_path):
+    server, store, client = api
+    runtime = ProbedRuntime()
+    stop = threading.Event()
+    m = PodManager(client, runtime, NODE, "10.1.2.3", stop, backoff_base=0.2, backoff_cap=1.0, probes=True,
+                   state_dir=str(tmp_path))
+    m.synced.set()
+    m.api_reachable = True
+    try:
+        pod = store.put("pods", make_pod("sick", containers=[{
+            "name": "main", "image": "shepherd/busybox:1",
+            "livenessProbe": {"exec": {"command": ["cat", "/tmp/alive"]}, "periodSeconds": 1,
+                              "failureThreshold": 2}}]))
+        uid = pod["metadata"]["uid"]
+        m.observe(pod)
+        m.sync(uid)
+        state = m.states[uid]
+        cs = state.containers["main"]
+        runtime.healthy = False
+        for _ in range(2):               # two failed runs reach the failure threshold
+            m.prober._probe(state, cs, cs.liveness, cs.instance.id)
+        assert cs.liveness.result is False
+        m.sync(uid)                      # the worker kills the container
+        m.events.flush()
+        got = reasons(store)
+        unhealthy = got[("Unhealthy", "Warning")]
+        assert unhealthy["message"].startswith("Liveness probe failed: ") and unhealthy["count"] == 2
+        assert "no /tmp/alive" in unhealthy["message"]
+        assert got[("Killing", "Normal")]["message"].startswith("Container main failed liveness probe, "
+                                                                "will be restarted")
+    finally:
+        stop.set()
+        m.prober.join(2)

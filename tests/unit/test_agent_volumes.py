@@ -63,7 +63,8 @@ def test_a_pod_with_every_supported_volume_and_reference_is_valid():
 
 @pytest.mark.parametrize("volumes,mounts,field,words", [
     ([{"name": "a", "emptyDir": {}}], [{"name": "b", "mountPath": "/x"}],
-     "spec.containers[0].volumeMounts[0].name", "is not a volume of this pod (spec.volumes: a): add it to spec.volumes"),
+     "spec.containers[0].volumeMounts[0].name",
+     "is not a volume of this pod (spec.volumes: a): add it to spec.volumes"),
     ([{"name": "a", "emptyDir": {}}, {"name": "a", "emptyDir": {}}], [],
      "spec.volumes[1].name", "duplicate volume name"),
     ([{"name": "a", "emptyDir": {}}], [{"name": "a", "mountPath": "x"}],
@@ -328,3 +329,22 @@ def test_a_missing_configmap_waits_then_the_container_starts_with_it(cluster):
     manager.sync(uid)
     manager.states[uid].terminator.join(10)
     assert not os.path.exists(os.path.join(str(state_dir), "pods", uid))
+
+
+def test_running_pods_see_configmap_changes_in_their_volumes(tmp_path):
+    state = str(tmp_path)
+    cms = {("default", "cfg"): {"data": {"a": "1", "b": "2"}}}
+    c = {"name": "main", "volumeMounts": [{"name": "conf", "mountPath": "/etc/app"}]}
+    pod = pod_with([c], [{"name": "conf", "configMap": {"name": "cfg"}}, {"name": "tmp", "emptyDir": {}}])
+    assert V.refresh_configmap_volumes(pod, state, getter(cms)) == []      # not made ready by a start yet
+    [mount] = V.prepare_mounts(pod, c, state, getter(cms))
+    before = os.stat(os.path.join(mount.source, "a")).st_ino
+    cms[("default", "cfg")] = {"data": {"a": "1", "b": "3", "c": "new"}}
+    assert V.refresh_configmap_volumes(pod, state, getter(cms)) == ["conf"]
+    assert sorted(os.listdir(mount.source)) == ["a", "b", "c"]
+    with open(os.path.join(mount.source, "b")) as fh:
+        assert fh.read() == "3"
+    assert os.stat(os.path.join(mount.source, "a")).st_ino == before      # unchanged files are not rewritten
+    del cms[("default", "cfg")]                                             # gone: the files stay as they were
+    assert V.refresh_configmap_volumes(pod, state, getter(cms)) == []
+    assert sorted(os.listdir(mount.source)) == ["a", "b", "c"]
