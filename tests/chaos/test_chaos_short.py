@@ -1,5 +1,6 @@
 """The short chaos setting, in the normal suite: 3 replicas in network namespaces, 10
-leader SIGKILLs, 1 pause, 1 cut and 1 full restart under 4 clients, then every check.
+leader SIGKILLs, 1 random SIGKILL, 1 pause, 1 cut and 1 full restart under 4 clients
+for at least 60 s, then every check.
 Needs root (network namespaces for the cut): without it the test fails and says so.
 
 Also: a history that breaks the promise (tampered after the run) makes the harness
@@ -14,9 +15,9 @@ import pytest
 from . import report, run
 from .cluster import have_root
 
-SHORT = ["--replicas", "3", "--leader-kills", "10", "--faults", "kill-leader,pause,cut,full-restart",
+SHORT = ["--replicas", "3", "--leader-kills", "10", "--faults", "kill-leader,kill-random,pause,cut,full-restart",
          "--fault-count", "1", "--clients", "4", "--keys", "6", "--agents", "2", "--interval", "0.5",
-         "--seed", "2026"]
+         "--duration", "60", "--seed", "2026"]
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +52,8 @@ def test_short_chaos_run_really_injected_its_faults(short_run):
     by_kind = {}
     for rec in result["faults"]:
         by_kind.setdefault(rec["kind"], []).append(rec)
-    assert {k: len(v) for k, v in by_kind.items()} == {"kill-leader": 10, "pause": 1, "cut": 1, "full-restart": 1}
+    assert {k: len(v) for k, v in by_kind.items()} == {"kill-leader": 10, "kill-random": 1, "pause": 1, "cut": 1,
+                                                        "full-restart": 1}
     for rec in by_kind["kill-leader"]:
         assert rec["killed"] and rec["victim"] == rec["leader_before"], rec
         assert rec["term_after"] > rec["term_before"], rec
@@ -63,6 +65,7 @@ def test_short_chaos_run_really_injected_its_faults(short_run):
     assert by_kind["cut"][0]["rules_removed"] > 0, "the cut left no iptables rules to heal"
     first_term = min(r["term_before"] for r in result["faults"])
     assert result["final_term"] >= first_term + 12, (first_term, result["final_term"])
+    assert len({r["victim"] for r in by_kind["kill-leader"]}) >= 2, "the same replica led after every kill"
     f = result["figures"]
     assert f["operations"] > 500, f
     assert f["outcomes"].get("ok", 0) > f["operations"] // 2, f
