@@ -48,6 +48,7 @@ TERMINAL = ("Succeeded", "Failed")
 RESYNC_PERIOD = 10.0          # every pod is synced at least this often
 KILL_WAIT = 5.0               # seconds to wait for a SIGKILLed container to be gone
 TOMBSTONE_SECONDS = 60.0      # a pod deleted for good is ignored if a late event names it
+ORPHAN_VOLUME_AGE = 60.0      # seconds before an unknown pod's volume directory is removed
 
 
 class ContainerState:
@@ -314,6 +315,22 @@ class PodManager:
                 self.queue.add(uid)
             elif resync:
                 self.queue.add(uid)
+        if resync and self.synced.is_set() and self.api_reachable:
+            self._remove_orphaned_volumes(set(by_pod))
+
+    def _remove_orphaned_volumes(self, with_containers):
+        """Volume directories of pods that are neither known nor have containers here
+        (the agent stopped between removing a pod's containers and its directory).
+        A directory younger than ORPHAN_VOLUME_AGE is left alone: its pod may have
+        been observed after the snapshot this pass works from."""
+        for uid in V.pod_uids(self.state_dir):
+            if uid in with_containers or V.pod_dir_age(self.state_dir, uid) < ORPHAN_VOLUME_AGE:
+                continue
+            with self._lock:
+                if uid in self.states:
+                    continue
+            log.info("removing the volumes of pod uid %s: it is not bound to node %s", uid, self.node)
+            V.remove_pod_dir(self.state_dir, uid)
 
     def _remove_orphans(self, uid, containers):
         with self._lock:

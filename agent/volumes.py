@@ -23,6 +23,7 @@ import base64
 import os
 import shutil
 import tempfile
+import time
 
 from shepherd_ha.client import ApiError, ClientError
 
@@ -137,6 +138,22 @@ def remove_pod_dir(state_dir, uid):
     if not state_dir or not uid:
         return
     shutil.rmtree(pod_dir(state_dir, uid), ignore_errors=True)
+
+
+def pod_uids(state_dir):
+    """The pod uids that have a directory under the state dir."""
+    try:
+        return sorted(os.listdir(os.path.join(state_dir, "pods"))) if state_dir else []
+    except OSError:
+        return []
+
+
+def pod_dir_age(state_dir, uid):
+    """Seconds since the pod's directory changed (0 when it cannot be read)."""
+    try:
+        return max(0.0, time.time() - os.stat(pod_dir(state_dir, uid)).st_mtime)
+    except OSError:
+        return 0.0
 
 
 def _volumes_by_name(pod):

@@ -348,3 +348,16 @@ def test_running_pods_see_configmap_changes_in_their_volumes(tmp_path):
     del cms[("default", "cfg")]                                             # gone: the files stay as they were
     assert V.refresh_configmap_volumes(pod, state, getter(cms)) == []
     assert sorted(os.listdir(mount.source)) == ["a", "b", "c"]
+
+
+def test_housekeeping_removes_the_volumes_of_pods_no_longer_here(cluster):
+    manager, runtime, store, state_dir = cluster
+    known = store.put("pods", pod_with([{"name": "main", "image": "shepherd/busybox:1"}], [], name="known"))
+    manager.observe(known)
+    for uid in ("uid-gone", "uid-new", known["metadata"]["uid"]):
+        os.makedirs(os.path.join(str(state_dir), "pods", uid, "volumes", "v"))
+    old = 1_000_000_000       # long ago
+    for uid in ("uid-gone", known["metadata"]["uid"]):
+        os.utime(os.path.join(str(state_dir), "pods", uid), (old, old))
+    manager.housekeeping(resync=True)
+    assert sorted(os.listdir(os.path.join(str(state_dir), "pods"))) == sorted(["uid-new", known["metadata"]["uid"]])
