@@ -55,6 +55,8 @@ AGENT_OPTIONS = (
            "per pod uid, removed with the pod); default: /var/lib/shepherd-agent/<node name>"),
     Option("configmap_refresh_interval", float, 60.0, "seconds between refreshes of running pods' configMap "
            "volumes from the API (a container start always reads the ConfigMaps)"),
+    Option("event_qps", float, 50.0, "Events posted per second at most (bursts of 100; repeats are aggregated "
+           "meanwhile); 0 posts none"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -125,6 +127,7 @@ class AgentSettings:
     log_level: str
     state_dir: str = ""
     configmap_refresh_interval: float = 60.0
+    event_qps: float = 50.0
 
 
 def settings(values):
@@ -154,6 +157,8 @@ def settings(values):
         raise ConfigError("--port must be 0 (any free port) to 65535")
     if values["max_pods"] < 1:
         raise ConfigError("--max-pods must be at least 1")
+    if values["event_qps"] < 0:
+        raise ConfigError("--event-qps must be 0 (no events) or more")
     if values["workers"] < 1:
         raise ConfigError("--workers must be at least 1")
     quantities = {}
@@ -183,4 +188,4 @@ def settings(values):
         backoff_base=values["backoff_base"], backoff_max=values["backoff_max"],
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
-        configmap_refresh_interval=values["configmap_refresh_interval"])
+        configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"])

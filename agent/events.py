@@ -11,8 +11,11 @@ event in a bounded queue that one thread posts from. Repeats are aggregated twic
   event already there reads its count and patches it).
 
 While no replica answers, events wait in the queue (retried with back-off); when
-it is full the oldest are dropped, with a log line. Events are best effort: a
-refused one (bad request) is logged and dropped.
+it is full the oldest are dropped, with a log line. Posts are rate limited
+(--event-qps, a token bucket with a burst of EVENT_BURST, as the kubelet's
+--event-qps/--event-burst); 0 posts nothing. Events are best effort: a refused
+one (bad request) is logged and dropped, and the queue is not flushed when the
+agent stops.
 """
 import collections
 import dataclasses
@@ -30,6 +33,8 @@ COMPONENT = "shepherd-agent"
 DEFAULT_CAP = 1000          # events waiting to be posted, at most
 KNOWN_CAP = 4096            # posted events remembered (name and count) for aggregation
 RETRY_FIRST, RETRY_MAX = 0.5, 10.0
+DEFAULT_QPS = 50.0
+EVENT_BURST = 100
 
 
 def now_rfc3339():
@@ -69,8 +74,11 @@ class _Pending:
 class EventSink:
     """Posts the agent's events from a bounded queue, on its own thread."""
 
-    def __init__(self, client, node, stop, cap=DEFAULT_CAP, now=now_rfc3339):
+    def __init__(self, client, node, stop, cap=DEFAULT_CAP, now=now_rfc3339, qps=DEFAULT_QPS):
         self.client = client
+        self.qps = float(qps)
+        self._tokens = float(EVENT_BURST)
+        self._tokens_at = time.monotonic()
         self.node = node
         self.stop = stop
         self.cap = max(1, int(cap))
@@ -86,6 +94,8 @@ class EventSink:
     # ---- producers (pod workers, prober): never block ----
 
     def emit(self, pod, reason, message, type_="Normal", container=None):
+        if self.qps <= 0:
+            return                  # --event-qps 0: no events
         ref = pod_reference(pod, container)
         if not ref["uid"] or not ref["name"]:
             return
@@ -114,6 +124,8 @@ class EventSink:
     # ---- the posting thread ----
 
     def start(self):
+        if self.qps <= 0:
+            return
         self._thread = threading.Thread(target=self._run, name="event-sink", daemon=True)
         self._thread.start()
 
@@ -146,9 +158,20 @@ class EventSink:
             self._pending[key] = entry
             self._pending.move_to_end(key, last=False)
 
+    def _wait_for_token(self):
+        """Token bucket: EVENT_BURST posts at once, then qps per second."""
+        now = time.monotonic()
+        self._tokens = min(float(EVENT_BURST), self._tokens + (now - self._tokens_at) * self.qps)
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            self.stop.wait((1.0 - self._tokens) / self.qps)
+            self._tokens, self._tokens_at = 1.0, time.monotonic()
+        self._tokens -= 1.0
+
     def _run(self):
         delay = RETRY_FIRST
         while not self.stop.is_set():
+            self._wait_for_token()
             item = self._take(0.5)
             if item is None:
                 continue

@@ -15,6 +15,7 @@ from shepherd_ha import __version__
 from shepherd_ha.client import Client
 
 from . import config
+from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
 from .runtime import RuntimeFailure, make_runtime
@@ -47,11 +48,12 @@ class Agent:
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
+        events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
-                               configmap_refresh_interval=s.configmap_refresh_interval)
+                               configmap_refresh_interval=s.configmap_refresh_interval, events=events)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                 labels=labels, port=0, cpu_millicores=s.cpu_millicores,

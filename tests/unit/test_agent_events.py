@@ -326,3 +326,27 @@ def test_failed_probes_post_unhealthy_and_a_liveness_kill_posts_killing(api, tmp
     finally:
         stop.set()
         m.prober.join(2)
+
+
+def test_event_qps_zero_posts_nothing_and_a_low_rate_aggregates_meanwhile(api):
+    server, store, client = api
+    off = EventSink(client, NODE, threading.Event(), qps=0)
+    off.emit(make_pod(), "Started", "Started container main")
+    assert off.pending() == []
+    stop = threading.Event()
+    slow = EventSink(client, NODE, stop, qps=2)
+    slow._tokens = 0.0                 # the burst is spent
+    pod = make_pod()
+    for _ in range(10):                # repeats while the sink waits for a token: one entry
+        slow.emit(pod, "Unhealthy", "Readiness probe failed: 503", "Warning", "main")
+    slow.start()
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and sum(e["count"] for e in events_in(store)) < 10:
+            time.sleep(0.05)
+        [ev] = events_in(store)
+        assert ev["count"] == 10
+        assert len([r for r in server.requests if r["method"] in ("POST", "PATCH")]) == 1
+    finally:
+        stop.set()
+        slow.join(5)
