@@ -65,3 +65,8 @@ vagrant-check:  ## shellcheck the VM scripts and vagrant validate the Vagrantfil
 .PHONY: drills-netns
 drills-netns: install  ## the failure drills on a cluster of network namespaces on this machine (DRILL=...|all)
 	$(PYTHON) vagrant/drills/run_drills.py --target netns --drill $(or $(DRILL),all)
+
+# --- Chaos suite (docs/chaos.md; root for the network cut) ----------------------------
+.PHONY: chaos
+chaos: install  ## chaos run by hand: KILLS leader kills (100) on REPLICAS replicas (3), report in REPORT (chaos-report.md)
+	$(PYTHON) -m tests.chaos.run --leader-kills $(or $(KILLS),100) --replicas $(or $(REPLICAS),3) --report $(or $(REPORT),chaos-report.md)
