@@ -649,7 +649,8 @@ class PodManager:
                 mounts = V.prepare_mounts(pod, c, self.state_dir, self._get_configmap,
                                           write=not self.runtime.simulated)
             except (V.ConfigProblem, OSError) as exc:
-                message = str(exc) if isinstance(exc, V.ConfigProblem) else "pod volumes: %s" % exc
+                message = str(exc) if isinstance(exc, V.ConfigProblem) else \
+                    "pod volumes under --state-dir %s: %s" % (self.state_dir, exc)
                 emit(pod, getattr(exc, "event", "FailedMount"), "Error: %s" % message, "Warning", name)
                 return self._retry_later(cs, "CreateContainerConfigError", message, now)
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
