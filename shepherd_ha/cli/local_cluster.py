@@ -252,7 +252,9 @@ class LocalCluster:
         spec = self.spec()
         adir = os.path.join(self.dir, "agents", name)
         os.makedirs(adir, exist_ok=True)
-        config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime}
+        # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
+        config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
+                  "state_dir": os.path.join(adir, "state")}
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         agents = [a for a in spec.get("agents") or [] if a["name"] != name]
