@@ -33,6 +33,8 @@ class Replica:
         self.watch_log = WatchLog(watch_log_size)
         self._on_leadership = on_leadership
         self.controller_status = None     # set by the controller manager, for the status report
+        self._leading = False
+        self.committer = None             # set just below; the Raft callbacks may fire as soon as it starts
         self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
         self.committer = GroupCommitter(self.node, stale_after=write_timeout)
         self.barrier = ReadBarrier(self.committer.call, write_timeout)
@@ -115,8 +117,11 @@ class Replica:
 
     def _leadership_changed(self, leader):
         # Called on PySyncObj's tick thread: never block it.
+        was_leader, self._leading = self._leading, leader
         if leader:
             threading.Thread(target=self._bootstrap, name="bootstrap", daemon=True).start()
+        elif was_leader and self.committer is not None:
+            self.committer.abandon_in_flight()
         if self._on_leadership is not None:
             self._on_leadership(leader)
 

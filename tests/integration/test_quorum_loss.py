@@ -139,3 +139,53 @@ def test_recovers_when_peers_return(degraded):
             # applied is unknown, so only check the untouched p2 exactly.
             assert names[name]["metadata"]["uid"] == obj["metadata"]["uid"], ident
         assert "back" in names
+
+
+def test_leader_that_loses_its_majority_answers_in_flight_writes_at_once(tmp_path):
+    """A leader cut off from its followers (here: both paused) steps down after
+    leader_fallback (1 s); writes it had handed to Raft are answered then (503, outcome
+    unknown), not when the much longer write timeout runs out, so clients move on."""
+    import signal
+    import threading
+    import uuid
+
+    c = start_cluster(tmp_path, server_options={"write_timeout": 15.0})
+    paused = []
+    try:
+        leader = c.leader()
+        url = c.url(leader)
+        ns = unique("stepdown")
+        ensure_namespace(url, ns)
+        key = uuid.uuid4().hex
+        for ident in c.followers(leader):
+            c.lc.signal(ident, signal.SIGSTOP)
+            paused.append(ident)
+        answer = {}
+
+        def write():
+            answer["resp"], answer["elapsed"] = _timed("POST", url + PODS.format(ns=ns), json=pod("cut"),
+                                                       headers={"Idempotency-Key": key})
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(20)
+        assert not writer.is_alive(), "the write never got an answer"
+        body = assert_status(answer["resp"], 503, "ServiceUnavailable")
+        assert answer["resp"].headers.get("Shepherd-Outcome") == "unknown"
+        assert "stopped leading" in body["message"], body["message"]
+        for ident in paused:
+            c.lc.signal(ident, signal.SIGCONT)
+        paused.clear()
+        # The retry with the same key lands exactly once, whatever happened to the first attempt.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            resp = call("POST", url + PODS.format(ns=ns), json=pod("cut"), headers={"Idempotency-Key": key})
+            if resp.status_code in (200, 201):
+                break
+            time.sleep(0.2)
+        assert resp.status_code in (200, 201), resp.text
+        items = expect(call("GET", url + PODS.format(ns=ns)), 200)["items"]
+        assert [p["metadata"]["name"] for p in items] == ["cut"]
+    finally:
+        for ident in paused:
+            c.lc.signal(ident, signal.SIGCONT)
+        c.stop_all()
