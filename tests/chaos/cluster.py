@@ -88,6 +88,53 @@ class ChaosCluster:
             else:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
+    # ---- replica processes ----
+
+    @staticmethod
+    def wait_gone(pid, timeout=30.0):
+        """Until process `pid` has fully exited (reaped, or a zombie). A SIGKILLed replica
+        busy in the kernel (fsync on a loaded disk) can hold its ports for seconds after
+        its command line is already empty; a restart in that window cannot bind."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                with open("/proc/%d/stat" % pid) as fh:
+                    if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True
+            except OSError:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def kill(self, ident):
+        """SIGKILL a replica and wait until it is really gone. Returns True if it ran."""
+        pid = self.lc.pid(ident)
+        if pid is None:
+            return False
+        self.lc.kill(ident)
+        if not self.wait_gone(pid):
+            self.say("  replica %s (pid %d) still exiting 30 s after SIGKILL" % (ident, pid))
+        return True
+
+    def restart(self, ident, attempts=5):
+        """Start a replica, again if its process exits at once (e.g. a port not free yet)."""
+        for attempt in range(1, attempts + 1):
+            pid = self.lc.start(ident)
+            time.sleep(0.5)
+            if self.lc.pid(ident):
+                return pid
+            self.say("  replica %s exited right after start (attempt %d of %d; see %s/%s/server.log)"
+                     % (ident, attempt, attempts, self.dir, ident))
+            time.sleep(1.0)
+        return None
+
+    def ensure_running(self):
+        """Start every replica that is not running; returns the ids started."""
+        started = [ident for ident in self.ids() if not self.lc.pid(ident)]
+        for ident in started:
+            self.restart(ident)
+        return started
+
     # ---- agents ----
 
     def add_hollow_agents(self, count):

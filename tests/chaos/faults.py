@@ -52,6 +52,9 @@ class Nemesis:
             rec.update(method(lead))
         finally:
             ready_from = time.monotonic()
+            restarted = self.cluster.ensure_running()     # a heal step that failed: make it whole
+            if restarted:
+                rec["restarted_by_harness"] = restarted
             try:
                 self.cluster.wait_ready(READY_TIMEOUT)
                 rec["ready"] = True
@@ -92,7 +95,7 @@ class Nemesis:
                 token = None
         phase("controller probe armed")
         t_kill = time.monotonic()
-        killed = self.cluster.lc.kill(victim)
+        killed = self.cluster.kill(victim)
         if token is not None:
             self.ctl_probe.fire()
         out = {"victim": victim, "killed": killed, "phases": phases}
@@ -102,15 +105,15 @@ class Nemesis:
         if token is not None:
             out["controllers"] = self.ctl_probe.measure(token, lead["term"], t_kill)
         phase("controller failover measured")
-        self.cluster.lc.start(victim)
+        self.cluster.restart(victim)
         phase("victim restarted")
         return out
 
     def _kill_random(self, lead):
         victim = self.rng.choice(self.cluster.ids())
-        killed = self.cluster.lc.kill(victim)
+        killed = self.cluster.kill(victim)
         time.sleep(DOWN_SECONDS)
-        self.cluster.lc.start(victim)
+        self.cluster.restart(victim)
         return {"victim": victim, "killed": killed, "was_leader": bool(lead and lead["id"] == victim)}
 
     def _pause(self, lead):
@@ -153,7 +156,8 @@ class Nemesis:
         for pid in pids.values():
             if pid:
                 self.cluster.lc._reap(pid, 5)
+                self.cluster.wait_gone(pid)
         time.sleep(0.5)
         for ident in ids:
-            self.cluster.lc.start(ident)
+            self.cluster.restart(ident)
         return {"victims": ids}

@@ -146,6 +146,9 @@ def run(args):
             for n, kind in enumerate(plan, 1):
                 rec = nemesis.inject(kind)
                 log("fault %d/%d %s: %s" % (n, len(plan), kind, describe_fault(rec)))
+                if not rec.get("ready"):
+                    log("the cluster did not become whole after fault %d: no more faults (the run fails)" % n)
+                    break
                 time.sleep(args.interval)
             left = args.duration - (time.monotonic() - t0)
             if left > 0:
@@ -171,6 +174,8 @@ def run(args):
         final_term = cluster.max_term()
         admin.close()
     checks, checker_text = judge(history_path, q, nemesis.records)
+    checks.append(("every planned fault injected", len(nemesis.records) == len(plan),
+                   "%d of %d" % (len(nemesis.records), len(plan))))
     if errors:
         checks.append(("client processes ran to the end", False, "; ".join(errors)))
     result = {"passed": all(c[1] for c in checks), "checks": checks, "checker_report": checker_text,
