@@ -210,11 +210,33 @@ def longest_interval(acks, since, until):
 
 # ---- the two systems, as the drill sees them ----
 
+def process_alive(pid):
+    """True while `pid` exists and is not a zombie."""
+    if not pid:
+        return False
+    try:
+        with open("/proc/%d/stat" % pid) as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def start_with_retries(start, running_pid, deadline, attempts=5):
+    """start(); if the process is gone half a second later (a port not free yet), again."""
+    for _ in range(attempts):
+        start()
+        time.sleep(0.5)
+        if running_pid() or time.monotonic() >= deadline:
+            return
+        time.sleep(1.0)
+
+
 class ShepherdSystem:
     name = SHEPHERD
 
     def __init__(self, bc):
         self.bc = bc
+        self.killed_pid = None
 
     def urls(self):
         return self.bc.urls()
@@ -225,11 +247,17 @@ class ShepherdSystem:
         return (lead["id"], lead["term"]) if lead else None
 
     def kill(self, ident):
+        self.killed_pid = self.bc.cluster.pid(ident)
         return self.bc.cluster.kill(ident)
 
     def restart(self, ident, timeout):
-        self.bc.cluster.start(ident)
-        self.bc.cluster.wait_ready(timeout, ids=self.bc.ids())
+        deadline = time.monotonic() + timeout
+        # A SIGKILLed replica in the middle of an fsync on a loaded disk can hold its ports
+        # for seconds: start again only once it is gone, and again if the start dies at once.
+        while process_alive(self.killed_pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        start_with_retries(lambda: self.bc.cluster.start(ident), lambda: self.bc.cluster.pid(ident), deadline)
+        self.bc.cluster.wait_ready(max(1.0, deadline - time.monotonic()), ids=self.bc.ids())
 
     def check(self, writer):
         """(store digests identical on every replica, [acknowledged pods missing])."""
@@ -255,8 +283,9 @@ class EtcdSystem:
         return self.ec.kill(name)
 
     def restart(self, name, timeout):
-        self.ec.start(name)
-        self.ec.wait_ready(timeout)
+        deadline = time.monotonic() + timeout
+        start_with_retries(lambda: self.ec.start(name), lambda: self.ec.pid(name), deadline)
+        self.ec.wait_ready(max(1.0, deadline - time.monotonic()))
 
     def check(self, writer):
         """(every member at the same revision and applied index, [acknowledged keys missing])."""
