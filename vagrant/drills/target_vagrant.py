@@ -175,7 +175,7 @@ class VagrantTarget(Target):
         """Run a shell command in a VM as root; returns the CompletedProcess."""
         if not os.path.exists(self.ssh_config_path):
             self.refresh_ssh_config()
-        argv = ["ssh", "-F", self.ssh_config_path, "-o", "ConnectTimeout=5", "-o", "BatchMode=yes",
+        argv = ["ssh", "-F", self.ssh_config_path, "-o", "ConnectTimeout=30", "-o", "BatchMode=yes",
                 "-o", "LogLevel=ERROR", host, "sudo sh -c " + shlex.quote(command)]
         return _run(argv, timeout=timeout, check=check)
 

@@ -11,14 +11,17 @@ PORT=${4:-10250}
 DIST=/opt/shepherd-dist
 export DEBIAN_FRONTEND=noninteractive
 
-if ! command -v dockerd >/dev/null; then
+# apparmor: the kernel has AppArmor on, and dockerd cannot create containers
+# without apparmor_parser to load its profile.
+if ! command -v dockerd >/dev/null || ! command -v apparmor_parser >/dev/null; then
   if ls "$DIST"/debs/*.deb >/dev/null 2>&1; then
     echo "[$NODE] installing Docker from $(find "$DIST/debs" -name '*.deb' | wc -l) host-fetched .deb files (offline)"
     apt-get install -y -qq --no-install-recommends "$DIST"/debs/*.deb >/dev/null
   else
     echo "[$NODE] no .deb files in $DIST/debs: installing docker.io with apt (needs the internet)"
-    apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io >/dev/null
+    apt-get update -qq && apt-get install -y -qq --no-install-recommends docker.io apparmor >/dev/null
   fi
+  systemctl restart docker.service
 fi
 systemctl enable docker.service >/dev/null 2>&1
 systemctl start docker.service

@@ -22,29 +22,34 @@ if [ "${FORCE:-0}" = 1 ]; then rm -rf "$ARTIFACTS/wheels" "$ARTIFACTS/debs" "$AR
 log "pip wheel: the project and its dependencies -> $ARTIFACTS/wheels"
 mkdir -p "$ARTIFACTS/wheels"
 rm -f "$ARTIFACTS"/wheels/shepherd_ha-*.whl
-"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$ARTIFACTS/wheels" "$PROJECT"
+# (grep: a pip.conf here names find-links dirs that do not exist; pip warns per package)
+"$PYTHON" -m pip wheel --quiet --disable-pip-version-check --wheel-dir "$ARTIFACTS/wheels" "$PROJECT" 2>&1 \
+  | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 log "$(find "$ARTIFACTS/wheels" -name '*.whl' | wc -l) wheels"
 
-if [ ! -e "$ARTIFACTS/debs/.done" ]; then
+# apparmor: the VMs' kernel has AppArmor on, and dockerd refuses to create
+# containers when it cannot load its profile (docker.io only recommends apparmor).
+DEB_PACKAGES=(docker.io apparmor)
+if [ "$(cat "$ARTIFACTS/debs/.done" 2>/dev/null)" != "${DEB_PACKAGES[*]}" ]; then
   # Resolve docker.io against the box's own package list, so exactly the missing
   # packages are fetched; without it, fetch the whole dependency closure.
   mkdir -p "$ARTIFACTS/debs/partial"
   if [ -e "$BUILD_DIR/box-dpkg-status" ]; then
-    log "apt: downloading docker.io and what the box lacks of its dependencies"
+    log "apt: downloading ${DEB_PACKAGES[*]} and what the box lacks of their dependencies"
     apt-get install --download-only --no-install-recommends -y -qq \
       -o Dir::State::status="$BUILD_DIR/box-dpkg-status" \
       -o Dir::Cache::archives="$ARTIFACTS/debs" \
-      -o Debug::NoLocking=1 docker.io >/dev/null
+      -o Debug::NoLocking=1 "${DEB_PACKAGES[@]}" >/dev/null
   else
-    log "apt: no box package list ($BUILD_DIR/box-dpkg-status); downloading docker.io's whole closure"
+    log "apt: no box package list ($BUILD_DIR/box-dpkg-status); downloading the whole closure of ${DEB_PACKAGES[*]}"
     pkgs=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-      --no-replaces --no-enhances docker.io | grep -E '^[a-z0-9]' | sort -u)
+      --no-replaces --no-enhances "${DEB_PACKAGES[@]}" | grep -E '^[a-z0-9]' | sort -u)
     # shellcheck disable=SC2086
     (cd "$ARTIFACTS/debs" && apt-get download -qq $pkgs)
   fi
   rm -rf "$ARTIFACTS/debs/partial" "$ARTIFACTS/debs/lock"
   ls "$ARTIFACTS"/debs/docker.io_*.deb >/dev/null || { echo "error: docker.io .deb not downloaded; run apt-get update" >&2; exit 1; }
-  touch "$ARTIFACTS/debs/.done"
+  echo "${DEB_PACKAGES[*]}" >"$ARTIFACTS/debs/.done"
 fi
 log "$(find "$ARTIFACTS/debs" -name '*.deb' | wc -l) .deb files"
 
