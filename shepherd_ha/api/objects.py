@@ -27,6 +27,7 @@ from . import pod_logs, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
+MAX_RECALLED_ATTEMPTS = 1000     # lost races one request can have tried (bounded by UPDATE_DEADLINE)
 
 
 def json_response(body, code=200):
@@ -181,6 +182,41 @@ class ObjectApi:
                                                       client_rv))
 
     def _read_modify_write(self, target, change, client_rv):
+        """As _attempt_updates, but a retried request whose earlier try was applied gets
+        that try's answer even when the object has changed or gone since (the checks made
+        before submitting would otherwise refuse it, claiming it was not applied)."""
+        try:
+            return self._attempt_updates(target, change, client_rv)
+        except ApiError as err:
+            if err.code not in (400, 404, 422):
+                raise
+            earlier = self._earlier_outcome()
+            if earlier is None:
+                raise
+            if not earlier.get("ok"):
+                raise ApiError(earlier["code"], earlier["message"], earlier.get("reason"))
+            result = earlier["results"][0]
+            return result["object"], result["code"]
+
+    def _earlier_outcome(self):
+        """The outcome of this request's last applied try (its Idempotency-Key, then the
+        keys derived for lost races), seen after a linearizable barrier; None if none."""
+        key = idempotency_key()
+        if key is None:
+            return None
+        try:
+            self.replica.sync(True)
+        except Unavailable as exc:
+            raise unavailable(exc)
+        found = None
+        for attempt in range(MAX_RECALLED_ATTEMPTS):
+            result = self.replica.recall(key if attempt == 0 else "%s#%d" % (key, attempt))
+            if result is None:
+                break
+            found = result
+        return found
+
+    def _attempt_updates(self, target, change, client_rv):
         """Apply `change(current)` with the read resourceVersion as precondition; on a
         lost race re-read (linearizably) and retry, unless the client pinned a version.
         Returns (stored object, status code)."""

@@ -413,6 +413,11 @@ class StoreFSM:
         while len(self.dedup) > self.dedup_limit:
             self.dedup.popitem(last=False)
 
+    def recall(self, key):
+        """The outcome remembered for idempotency key `key` (as a retry would get it), or None."""
+        compact = self.dedup.get(key)
+        return None if compact is None else self._replay(compact)
+
     def _replay(self, compact):
         result = dict(compact, duplicate=True)
         if compact.get("ok"):

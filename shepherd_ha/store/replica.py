@@ -84,6 +84,11 @@ class Replica:
         command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": epoch, "ops": ops}
         return self.committer.call(command, timeout or self.write_timeout)
 
+    def recall(self, key):
+        """The outcome this replica remembers for an idempotency key, or None."""
+        with self.node.lock:
+            return self.node.fsm.recall(key)
+
     # ---- state ----
 
     def status(self):
