@@ -25,7 +25,7 @@ def have_root():
 class ChaosCluster:
     """Owns the cluster's directory and processes; a context manager."""
 
-    def __init__(self, replicas=3, netns=None, server_options=None, keep=False, say=print):
+    def __init__(self, replicas=3, netns=None, server_options=None, keep=False, say=print, logs_to=None):
         self.replicas = replicas
         self.netns = have_root() if netns is None else netns
         if self.netns and not have_root():
@@ -33,6 +33,7 @@ class ChaosCluster:
         self.server_options = server_options
         self.keep = keep
         self.say = say
+        self.logs_to = logs_to          # copy the logs there before the directory goes
         self.dir = None
         self.lc = None
         self.agent_names = []
@@ -80,6 +81,8 @@ class ChaosCluster:
         try:
             self.lc.stop_agents(5)
             self.lc.stop_all(5)
+            if self.logs_to:
+                self.say("replica and agent logs saved in %s" % self.save_logs(self.logs_to))
             if self.netns:
                 self.lc.teardown_network()
         finally:
@@ -134,6 +137,27 @@ class ChaosCluster:
         for ident in started:
             self.restart(ident)
         return started
+
+    def save_logs(self, dest):
+        """Copy every replica's and agent's log to `dest` (evidence kept
+        after the cluster directory is removed)."""
+        os.makedirs(dest, exist_ok=True)
+        for rel in ["%s/server.log" % i for i in self.ids()] + \
+                ["agents/%s/agent.log" % a for a in self.agent_names]:
+            src = os.path.join(self.dir, rel)
+            if os.path.exists(src):
+                shutil.copy(src, os.path.join(dest, rel.replace("/", "-")))
+        return dest
+
+    def brief_states(self):
+        """{id: "pid P role R term T commit C applied A"} for failure messages."""
+        out = {}
+        for ident, s in self.states(timeout=2.0).items():
+            pid = self.lc.pid(ident)
+            out[ident] = "pid %s, %s" % (pid, "no answer" if not s else "%s term %s commit %s applied %s revision %s "
+                                          "peers %s" % (s["role"], s["term"], s["commitIndex"], s["appliedIndex"],
+                                                        s["revision"], s.get("connectedPeers")))
+        return out
 
     # ---- agents ----
 

@@ -61,6 +61,9 @@ class Nemesis:
             except Exception as exc:  # noqa: BLE001 - recorded, and the run fails on it
                 rec["ready"] = False
                 rec["error"] = str(exc)[:300]
+                rec["states"] = self.cluster.brief_states()
+                for ident, line in sorted(rec["states"].items()):
+                    self.say("    %s: %s" % (ident, line))
             rec["ready_after_heal"] = time.monotonic() - ready_from
         after = self.cluster.leader(5.0)
         rec["leader_after"] = after["id"] if after else None

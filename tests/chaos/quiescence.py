@@ -112,6 +112,8 @@ def quiesce(cluster, client, say=print):
 
 def quiescence_checks(q):
     """[(name, passed, detail)] of the cluster invariants."""
+    if "error" in q:
+        return [("the cluster became whole and quiet at the end", False, q["error"])]
     revs = set(q["revisions"].values())
     digests = set(q["digests"].values())
     return [

@@ -123,7 +123,8 @@ def run(args):
         args.seed, args.replicas, args.clients, args.keys,
         ", ".join("%s x%d" % (k, plan.count(k)) for k in args.fault_kinds) or "none"))
     log("history: %s" % history_path)
-    with ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log) as cluster:
+    with ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log,
+                      logs_to=os.path.join(out, "logs")) as cluster:
         urls = cluster.urls()
         admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin")
         apps.setup(admin)
@@ -164,15 +165,22 @@ def run(args):
         log("workload stopped after %.0f s: %s" % (duration, ", ".join(
             "%s %d" % kv for kv in sorted(recorder.outcome_totals().items()))))
         log("waiting for quiescence")
-        q = quiescence.quiesce(cluster, admin, say=log)
-        finals = quiescence.final_values(admin, workload.keys)
-        for key, value in sorted(finals.items()):
-            recorder.line({"final": True, "key": key, "value": value})
-        recorder.line({"final_generated": True, "op_ids": quiescence.generated_counts(admin)})
-        recorder.line({"quiescence": {k: v for k, v in q.items() if k != "pods_on_missing_nodes_sample"}})
-        recorder.close()
-        final_term = cluster.max_term()
-        admin.close()
+        try:
+            q = quiescence.quiesce(cluster, admin, say=log)
+            finals = quiescence.final_values(admin, workload.keys)
+            for key, value in sorted(finals.items()):
+                recorder.line({"final": True, "key": key, "value": value})
+            recorder.line({"final_generated": True, "op_ids": quiescence.generated_counts(admin)})
+            recorder.line({"quiescence": {k: v for k, v in q.items() if k != "pods_on_missing_nodes_sample"}})
+        except Exception as exc:  # noqa: BLE001 - the run fails with the reason, and keeps the evidence
+            log("the cluster did not quiesce: %s" % exc)
+            for ident, line in sorted(cluster.brief_states().items()):
+                log("  %s: %s" % (ident, line))
+            q = {"error": str(exc)[:300]}
+        finally:
+            recorder.close()
+            final_term = cluster.max_term()
+            admin.close()
     checks, checker_text = judge(history_path, q, nemesis.records)
     checks.append(("every planned fault injected", len(nemesis.records) == len(plan),
                    "%d of %d" % (len(nemesis.records), len(plan))))
