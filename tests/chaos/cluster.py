@@ -119,17 +119,47 @@ class ChaosCluster:
             self.say("  replica %s (pid %d) still exiting 30 s after SIGKILL" % (ident, pid))
         return True
 
-    def restart(self, ident, attempts=5):
-        """Start a replica, again if its process exits at once (e.g. a port not free yet)."""
+    def restart(self, ident, attempts=5, timeout=30.0):
+        """Start a replica and wait until its API answers; start it again if its process
+        exits first (e.g. its API port not free yet), saying why."""
+        url = self.lc.replica(ident)["api"] + "/healthz"
         for attempt in range(1, attempts + 1):
             pid = self.lc.start(ident)
-            time.sleep(0.5)
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and self.lc.pid(ident):
+                try:
+                    if requests.get(url, timeout=0.5).status_code == 200:
+                        return pid
+                except requests.RequestException:
+                    pass
+                time.sleep(0.1)
             if self.lc.pid(ident):
-                return pid
-            self.say("  replica %s exited right after start (attempt %d of %d; see %s/%s/server.log)"
-                     % (ident, attempt, attempts, self.dir, ident))
+                return pid            # running but slow to answer: wait_ready judges it
+            self.say("  replica %s (pid %s) exited right after start, attempt %d of %d: %s; %s"
+                     % (ident, pid, attempt, attempts, self._last_log_line(ident), self._port_holders(ident)))
             time.sleep(1.0)
         return None
+
+    def _last_log_line(self, ident):
+        try:
+            with open(os.path.join(self.dir, ident, "server.log"), "rb") as fh:
+                fh.seek(max(0, os.path.getsize(fh.name) - 300))
+                return fh.read().decode(errors="replace").strip().splitlines()[-1][:200]
+        except (OSError, IndexError):
+            return "no log"
+
+    def _port_holders(self, ident):
+        """What holds the replica's API port (for the message of a failed start)."""
+        import subprocess
+        port = self.lc.replica(ident)["api"].rsplit(":", 1)[1]
+        prefix = ["ip", "netns", "exec", self.lc.netns(ident)] if self.netns else []
+        try:
+            out = subprocess.run(prefix + ["ss", "-tanp", "sport", "= :%s" % port], capture_output=True, text=True,
+                                 timeout=10).stdout.strip().splitlines()
+        except (OSError, subprocess.SubprocessError) as exc:
+            return "ss failed: %s" % exc
+        return "sockets on port %s: %s" % (port, " | ".join(line.split(None, 5)[-1][:120] for line in out[1:6])
+                                          or "none")
 
     def ensure_running(self):
         """Start every replica that is not running; returns the ids started."""
