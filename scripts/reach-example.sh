@@ -5,7 +5,7 @@
 set -euo pipefail
 CONFIG=${1:-.local-cluster/config}
 sheepctl --config "$CONFIG" rollout status deployment/web --timeout 180
-for i in $(seq 1 60); do
+for _ in $(seq 1 60); do
     ips=$(sheepctl --config "$CONFIG" get endpoints web -o json |
           python3 -c 'import json,sys; e=json.load(sys.stdin); print(" ".join(a["ip"] for s in e.get("subsets") or [] for a in s.get("addresses") or []))')
     [ -n "$ips" ] && break

@@ -20,7 +20,7 @@ fi
 if ! docker info >/dev/null 2>&1; then
     say "starting dockerd (log: $LOG)"
     setsid dockerd >"$LOG" 2>&1 < /dev/null &
-    for i in $(seq 1 60); do
+    for _ in $(seq 1 60); do
         docker info >/dev/null 2>&1 && break
         sleep 0.5
     done
