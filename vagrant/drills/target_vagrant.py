@@ -197,12 +197,16 @@ class VagrantTarget(Target):
 
     def wait_service(self, host, deadline):
         unit = self.service(host)
+        state = "no answer"
         while True:
-            proc = self.ssh(host, f"systemctl is-active {unit}", timeout=20, check=False)
-            if proc.stdout.strip() == "active":
+            try:  # a VM that just booted may take longer than one ssh timeout to answer
+                state = self.ssh(host, f"systemctl is-active {unit}", timeout=60, check=False).stdout.strip()
+            except VagrantError as exc:
+                state = str(exc)
+            if state == "active":
                 return
             if time.monotonic() > deadline:
-                raise VagrantError(f"{host}: {unit} not active ({proc.stdout.strip()}) within {self.boot_timeout:.0f} s")
+                raise VagrantError(f"{host}: {unit} not active ({state}) within {self.boot_timeout:.0f} s")
             time.sleep(2)
 
     # -- network faults -----------------------------------------------------
