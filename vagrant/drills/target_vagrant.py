@@ -183,7 +183,7 @@ class VagrantTarget(Target):
         last_refresh = time.monotonic()
         while True:
             try:
-                if self.ssh(host, "true", timeout=15, check=False).returncode == 0:
+                if self.ssh(host, "true", timeout=45, check=False).returncode == 0:
                     return
             except VagrantError:
                 pass
