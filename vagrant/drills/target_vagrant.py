@@ -48,8 +48,8 @@ def _run(argv, timeout, cwd=None, env=None, check=True):
 
 class VagrantTarget(Target):
     name = "vagrant"
-    # Software-emulated VMs: a boot takes ~40-90 s, a Python process starts in seconds.
-    boot_timeout = 300.0
+    # Software-emulated VMs: a boot takes 1-5 minutes here, a Python process starts in seconds.
+    boot_timeout = 600.0
     ready_timeout = 180.0
     node_not_ready_timeout = 120.0
     pod_move_timeout = 300.0
@@ -71,6 +71,8 @@ class VagrantTarget(Target):
         self.node_grace_period = float(self.env.get("NODE_GRACE_PERIOD", "20"))
         self.pod_eviction_timeout = float(self.env.get("POD_EVICTION_TIMEOUT", "10"))
         self.node_not_ready_timeout = self.node_grace_period + 100.0
+        # Five emulated VMs booting at once on a busy 2-core host take minutes.
+        self.boot_timeout = float(self.env.get("BOOT_TIMEOUT", "600"))
 
     def setup(self):
         """Check that every VM of `make vagrant-up` runs and its service is active."""
