@@ -7,8 +7,10 @@ GAP_TARGET_MEDIAN, GAP_TARGET_MAX = 0.5, 1.5
 def summary(values):
     values = [v for v in values if v is not None]
     if not values:
-        return {"n": 0, "median": None, "max": None}
-    return {"n": len(values), "median": statistics.median(values), "max": max(values)}
+        return {"n": 0, "median": None, "p90": None, "max": None}
+    ordered = sorted(values)
+    return {"n": len(values), "median": statistics.median(values),
+            "p90": ordered[max(0, -(-9 * len(ordered) // 10) - 1)], "max": max(values)}
 
 
 def compute(faults, counts, duration):
