@@ -17,6 +17,20 @@ def machine():
         os.cpu_count(), model, platform.python_version(), platform.platform(), *load)
 
 
+def revision():
+    """The commit under test (and whether shepherd_ha/ has local changes)."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    try:
+        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "shepherd_ha", "agent"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return sha + (" + local changes in shepherd_ha/ or agent/" if dirty else "")
+
+
 def render(result):
     f = result["figures"]
     lines = ["# Chaos run: %s" % ("PASS" if result["passed"] else "FAIL"), ""]
@@ -24,7 +38,8 @@ def render(result):
         datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), result["command"], result["replicas"],
         "in network namespaces" if result["netns"] else "on loopback", result["clients"], result["keys"],
         result["seed"], f["duration"]))
-    lines += ["", "Machine: " + result["machine"], "", "## Operations", ""]
+    lines += ["", "Machine: " + result["machine"], "", "Code: commit " + result.get("revision", "unknown"),
+              "", "## Operations", ""]
     lines.append("%d operations, %.1f ops/s; outcomes: %s." % (
         f["operations"], f["ops_per_second"] or 0, ", ".join("%s %d" % kv for kv in sorted(f["outcomes"].items()))))
     lines += ["", "| op | ok | fail | unknown |", "|---|---|---|---|"]

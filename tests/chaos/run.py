@@ -191,6 +191,7 @@ def run(args):
               "figures": figures.compute(nemesis.records, recorder.counts, duration),
               "history": history_path, "replicas": args.replicas, "netns": cluster.netns,
               "clients": args.clients, "keys": args.keys, "seed": args.seed, "machine": report.machine(),
+              "revision": report.revision(),
               "command": "python3 -m tests.chaos.run " + " ".join(sys.argv[1:]) if args.report else "tests.chaos"}
     if args.etcd_kills:
         result["etcd"] = etcd_comparison(args.etcd_kills)
