@@ -39,6 +39,7 @@ from shepherd_ha.options import ConfigError  # noqa: E402
 from .durable_journal import DurableFileJournal, align_journal_to_dump
 from .fsm import StoreFSM
 from .raft_cipher import RaftCipher
+from . import snapshot_child
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +216,7 @@ class RaftNode:
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
         )
+        snapshot_child.install()
         # PySyncObj builds its journal with a module-level factory: swap in the
         # crash-safe one for the duration of the constructor.
         _pysyncobj_module.createJournal = _durable_journal
