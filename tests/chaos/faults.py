@@ -160,7 +160,6 @@ class Nemesis:
             if pid:
                 self.cluster.lc._reap(pid, 5)
                 self.cluster.wait_gone(pid)
-                self.cluster.kill_group(pid)
         time.sleep(0.5)
         for ident in ids:
             self.cluster.restart(ident)
