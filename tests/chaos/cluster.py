@@ -94,17 +94,22 @@ class ChaosCluster:
     # ---- replica processes ----
 
     @staticmethod
-    def wait_gone(pid, timeout=30.0):
+    def gone(pid):
+        """True when process `pid` has exited (no such process, or a zombie)."""
+        try:
+            with open("/proc/%d/stat" % pid) as fh:
+                return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except (OSError, IndexError):
+            return True
+
+    @classmethod
+    def wait_gone(cls, pid, timeout=30.0):
         """Until process `pid` has fully exited (reaped, or a zombie). A SIGKILLed replica
         busy in the kernel (fsync on a loaded disk) can hold its ports for seconds after
         its command line is already empty; a restart in that window cannot bind."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                with open("/proc/%d/stat" % pid) as fh:
-                    if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        return True
-            except OSError:
+            if cls.gone(pid):
                 return True
             time.sleep(0.02)
         return False
@@ -128,14 +133,15 @@ class ChaosCluster:
         for attempt in range(1, attempts + 1):
             pid = self.lc.start(ident)
             deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.lc.pid(ident):
+            # by PID, not lc.pid(): while `ip netns exec` execs, the command line is briefly empty
+            while time.monotonic() < deadline and not self.gone(pid):
                 try:
                     if requests.get(url, timeout=0.5).status_code == 200:
                         return pid
                 except requests.RequestException:
                     pass
                 time.sleep(0.1)
-            if self.lc.pid(ident):
+            if not self.gone(pid):
                 return pid            # running but slow to answer: wait_ready judges it
             self.say("  replica %s (pid %s) exited right after start, attempt %d of %d: %s; %s"
                      % (ident, pid, attempt, attempts, self._last_log_line(ident), self._port_holders(ident)))
