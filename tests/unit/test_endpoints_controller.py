@@ -1,29 +1,10 @@
 """Endpoints controller against an in-memory store: which pods are listed, how ports
 resolve, that it writes only on change, and that it follows the service's life."""
-from shepherd_ha.controllers.endpoints import EndpointsController, controllers, desired_subsets
-from shepherd_ha.controllers.informer import Informer
+from controller_kit import ControllerHarness, create, write
+
+from shepherd_ha.controllers.endpoints import controllers, desired_subsets
 from shepherd_ha.controllers.settings import ControllerSettings
-from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.model.defaults import apply_defaults
-from shepherd_ha.store.stamping import stamp_new
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def write(store, *ops):
-    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
-    assert result["ok"], result
-    return result["results"][0].get("object")
-
-
-def create(store, resource, obj):
-    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
 
 
 def service(name, selector, ports=None, namespace="default"):
@@ -54,22 +35,9 @@ def set_ready(store, name, ready, namespace="default"):
     set_status(store, namespace, name, conditions=[{"type": "Ready", "status": "True" if ready else "False"}])
 
 
-class Harness:
+class Harness(ControllerHarness):
     def __init__(self):
-        self.clock = FakeClock()
-        self.store = MemoryStore(clock=self.clock)
-        [self.controller] = controllers(self.store, None, ControllerSettings())
-        self.informer = Informer(self.store, [self.controller])
-        self.informer.start_from_snapshot()
-
-    def settle(self):
-        for _ in range(20):
-            self.informer.pump()
-            if not self.controller.run_until_idle():
-                self.informer.pump()
-                if not self.controller.run_until_idle():
-                    return
-        raise AssertionError("controller never settled")
+        super().__init__(lambda store: controllers(store, None, ControllerSettings()))
 
     def endpoints(self, name, namespace="default"):
         return self.store.get("endpoints", namespace, name)

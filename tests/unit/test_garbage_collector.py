@@ -1,45 +1,10 @@
 """Garbage collector against an in-memory store: dependents of deleted owners go,
 everything else stays, and many dependents go in one Raft entry."""
+from controller_kit import ControllerHarness, CountingStore, FakeClock, create, delete, write
+
 from shepherd_ha.controllers.garbage_collector import controllers
 from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.settings import ControllerSettings
-from shepherd_ha.controllers.store_access import MemoryStore
-from shepherd_ha.model.defaults import apply_defaults
-from shepherd_ha.store.stamping import stamp_new
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-class CountingStore(MemoryStore):
-    """Counts the Raft entries (commands) controllers submit."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.submitted = []
-
-    def _apply(self, command, timeout):
-        self.submitted.append(command)
-        return super()._apply(command, timeout)
-
-
-def write(store, *ops):
-    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
-    assert result["ok"], result
-    return result["results"][0].get("object")
-
-
-def create(store, resource, obj):
-    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
-
-
-def delete(store, resource, name, namespace="default", **extra):
-    write(store, dict({"op": "delete", "resource": resource, "namespace": namespace, "name": name}, **extra))
 
 
 def deployment(name):
@@ -62,20 +27,11 @@ def pod(name, owners=(), namespace="default"):
             "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}
 
 
-class Harness:
+class Harness(ControllerHarness):
     def __init__(self):
-        self.clock = FakeClock()
-        self.store = CountingStore(clock=self.clock)
-        [self.controller] = controllers(self.store, None, ControllerSettings())
-        self.informer = Informer(self.store, [self.controller])
-        self.informer.start_from_snapshot()
-
-    def settle(self):
-        for _ in range(50):
-            self.informer.pump()
-            if not self.controller.run_until_idle():
-                return
-        raise AssertionError("controller never settled")
+        clock = FakeClock()
+        super().__init__(lambda store: controllers(store, None, ControllerSettings()),
+                         store=CountingStore(clock=clock), clock=clock)
 
     def pods(self):
         return sorted(p["metadata"]["name"] for p in self.store.list("pods"))

@@ -1,31 +1,12 @@
 """Node lifecycle controller against an in-memory store and a fake monotonic clock."""
+from controller_kit import ControllerHarness, FakeClock, create, write
+
 from shepherd_ha.controllers.events import EventRecorder
-from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.node_lifecycle import LEASE_NAMESPACE, NodeLifecycleController, controllers, ready_condition
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.store_access import MemoryStore
-from shepherd_ha.model.defaults import apply_defaults
-from shepherd_ha.store.stamping import stamp_new
 
 GRACE, EVICTION = 15.0, 10.0
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def write(store, *ops):
-    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
-    assert result["ok"], result
-    return result["results"][0].get("object")
-
-
-def create(store, resource, obj):
-    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
 
 
 def node(name, ready="True"):
@@ -52,23 +33,13 @@ def pod(name, node_name, ready=True, namespace="default"):
                        "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
 
 
-class Harness:
+class Harness(ControllerHarness):
     def __init__(self, grace=GRACE, eviction=EVICTION, store=None, clock=None):
-        self.clock = clock or FakeClock()
-        self.store = store or MemoryStore(clock=self.clock, namespaces=("default", LEASE_NAMESPACE))
+        clock = clock or FakeClock()
+        store = store or MemoryStore(clock=clock, namespaces=("default", LEASE_NAMESPACE))
         self.renewals = 0
         settings = ControllerSettings(node_grace_period=grace, pod_eviction_timeout=eviction, node_lease_interval=5)
-        recorder = EventRecorder(self.store, "test")
-        [self.controller] = controllers(self.store, recorder, settings)
-        self.informer = Informer(self.store, [self.controller])
-        self.informer.start_from_snapshot()
-
-    def settle(self):
-        for _ in range(50):
-            self.informer.pump()
-            if not self.controller.run_until_idle():
-                return
-        raise AssertionError("controller never settled")
+        super().__init__(lambda s: controllers(s, EventRecorder(s, "test"), settings), store=store, clock=clock)
 
     def advance(self, seconds, renewing=(), step=5.0):
         """Let `seconds` pass in steps, renewing the leases of `renewing` at each step."""

@@ -1,31 +1,11 @@
 """Pod garbage collector: pods bound to nodes that do not exist, against an in-memory store."""
+from controller_kit import ControllerHarness, create, write
+
 from shepherd_ha.controllers.events import EventRecorder
-from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.pod_gc import controllers
 from shepherd_ha.controllers.settings import ControllerSettings
-from shepherd_ha.controllers.store_access import MemoryStore
-from shepherd_ha.model.defaults import apply_defaults
-from shepherd_ha.store.stamping import stamp_new
 
 GRACE = 40.0
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = 1000.0
-
-    def __call__(self):
-        return self.now
-
-
-def write(store, *ops):
-    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
-    assert result["ok"], result
-    return result["results"][0].get("object")
-
-
-def create(store, resource, obj):
-    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
 
 
 def node(name):
@@ -40,25 +20,10 @@ def pod(name, node_name):
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": spec}
 
 
-class Harness:
+class Harness(ControllerHarness):
     def __init__(self, grace=GRACE):
-        self.clock = FakeClock()
-        self.store = MemoryStore(clock=self.clock)
         settings = ControllerSettings(orphan_pod_grace=grace)
-        [self.controller] = controllers(self.store, EventRecorder(self.store, "test"), settings)
-        self.informer = Informer(self.store, [self.controller])
-        self.informer.start_from_snapshot()
-
-    def settle(self):
-        for _ in range(50):
-            self.informer.pump()
-            if not self.controller.run_until_idle():
-                return
-        raise AssertionError("controller never settled")
-
-    def advance(self, seconds):
-        self.clock.now += seconds
-        self.settle()
+        super().__init__(lambda store: controllers(store, EventRecorder(store, "test"), settings))
 
     def pods(self):
         return sorted(p["metadata"]["name"] for p in self.store.list("pods"))

@@ -1,0 +1,64 @@
+"""What the controller unit tests share: a fake monotonic clock, writes straight into an
+in-memory store, and one controller driven by an informer until nothing is left to do."""
+from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.store.stamping import stamp_new
+
+
+class FakeClock:
+    def __init__(self, now=1000.0):
+        self.now = now
+
+    def __call__(self):
+        return self.now
+
+
+class CountingStore(MemoryStore):
+    """Records the Raft entries (commands) controllers submit."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.submitted = []
+
+    def _apply(self, command, timeout):
+        self.submitted.append(command)
+        return super()._apply(command, timeout)
+
+
+def write(store, *ops):
+    result = store.apply({"type": "write", "key": None, "ops": list(ops)})
+    assert result["ok"], result
+    return result["results"][0].get("object")
+
+
+def create(store, resource, obj):
+    return write(store, {"op": "create", "resource": resource, "object": stamp_new(apply_defaults(resource, obj))})
+
+
+def delete(store, resource, name, namespace="default", **extra):
+    return write(store, dict({"op": "delete", "resource": resource, "namespace": namespace, "name": name}, **extra))
+
+
+class ControllerHarness:
+    """`build(store)` -> [controller] over a store on a fake clock, fed by an informer."""
+
+    def __init__(self, build, store=None, clock=None, namespaces=("default",)):
+        self.clock = clock or FakeClock()
+        self.store = store or MemoryStore(clock=self.clock, namespaces=namespaces)
+        [self.controller] = build(self.store)
+        self.informer = Informer(self.store, [self.controller])
+        self.informer.start_from_snapshot()
+
+    def settle(self, rounds=50):
+        """Deliver changes and reconcile until a round finds nothing to do."""
+        for _ in range(rounds):
+            pumped = self.informer.pump()
+            worked = self.controller.run_until_idle()
+            if not pumped and not worked:
+                return
+        raise AssertionError("controller %s never settled" % self.controller.name)
+
+    def advance(self, seconds):
+        self.clock.now += seconds
+        self.settle()
