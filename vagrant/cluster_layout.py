@@ -86,7 +86,7 @@ class ClusterLayout:
         return host
 
     def api_url(self, host):
-        return f"http://{self.address(self.control_planes[0] if host is None else host)}:{API_PORT}"
+        return f"http://{self.address(host)}:{API_PORT}"
 
     def api_urls(self):
         return [self.api_url(h) for h in self.control_planes]
@@ -116,7 +116,6 @@ def main(argv=None):
             role = "control-plane " + layout.replica_id(host) if host in layout.control_planes else "worker"
             print(f"{host:5} {layout.address(host):16} {role}")
         return 0
-    print(__doc__.strip().splitlines()[-2].strip(), file=sys.stderr)
     print("usage: cluster_layout.py sheepctl-config PATH | show", file=sys.stderr)
     return 2
 
