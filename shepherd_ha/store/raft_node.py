@@ -42,6 +42,7 @@ from .raft_cipher import RaftCipher
 from . import snapshot_child
 
 log = logging.getLogger(__name__)
+DUMP_FILE = "raft.dump"
 
 
 @dataclasses.dataclass
@@ -166,7 +167,9 @@ class _PipelinedSyncObj(SyncObj):
 
 
 def _durable_journal(path):
-    return DurableFileJournal(path) if path else _ORIGINAL_CREATE_JOURNAL(path)
+    if not path:
+        return _ORIGINAL_CREATE_JOURNAL(path)
+    return DurableFileJournal(path, dump_path=os.path.join(os.path.dirname(path), DUMP_FILE))
 
 
 _ORIGINAL_CREATE_JOURNAL = _pysyncobj_module.createJournal
@@ -209,7 +212,7 @@ class RaftNode:
             bindRetryTime=0.5,
             maxBindRetries=10,          # then waitBinded() raises: the server exits saying why
             journalFile=os.path.join(settings.data_dir, "raft.journal"),
-            fullDumpFile=os.path.join(settings.data_dir, "raft.dump"),
+            fullDumpFile=os.path.join(settings.data_dir, DUMP_FILE),
             logCompactionMinEntries=settings.log_compaction_entries,
             logCompactionMinTime=settings.log_compaction_seconds,
             commandsWaitLeader=True,
