@@ -191,10 +191,8 @@ class ObjectApi:
             if err.code not in (400, 404, 422):
                 raise
             earlier = self._earlier_outcome()
-            if earlier is None:
-                raise
-            if not earlier.get("ok"):
-                raise ApiError(earlier["code"], earlier["message"], earlier.get("reason"))
+            if earlier is None or not earlier.get("ok"):
+                raise       # nothing applied before: this answer is the honest one
             result = earlier["results"][0]
             return result["object"], result["code"]
 

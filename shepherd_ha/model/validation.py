@@ -75,7 +75,7 @@ def _metadata(causes, resource, meta):
     if annotations and sum(len(k) + len(v) for k, v in annotations.items()) > _MAX_ANNOTATIONS:
         causes.add("metadata.annotations", "total size must be at most 256 KiB")
     for i, item in enumerate(causes.list("metadata.finalizers", meta.get("finalizers")) or []):
-        if not (isinstance(item, str) and _FINALIZER.match(item)):
+        if not (isinstance(item, str) and _FINALIZER.fullmatch(item)):
             causes.add("metadata.finalizers[%d]" % i, "%s is not a valid finalizer: use a name like "
                        "example.com/cleanup (letters, digits, '-', '_', '.', one optional '/')" % show(item))
     for i, ref in enumerate(causes.list("metadata.ownerReferences",
@@ -284,7 +284,7 @@ def _config_map(causes, obj):
     for field in ("data", "binaryData"):
         data = causes.dict(field, obj.get(field))
         for key, value in (data or {}).items():
-            if not (len(key) <= 253 and _CONFIG_KEY.match(key)) or key in (".", ".."):
+            if not (len(key) <= 253 and _CONFIG_KEY.fullmatch(key)) or key in (".", ".."):
                 causes.add(join(field, key), "%s is not a valid key: %s" % (show(key), _CONFIG_KEY_RULE))
             causes.string(join(field, key), value, required=True)
     seen = set(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else set()

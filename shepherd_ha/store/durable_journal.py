@@ -87,8 +87,17 @@ class DurableFileJournal(FileJournal):
         self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
 
     def clear(self):
+        # A follower clears its journal right after a snapshot from the leader was renamed
+        # into place as the dump: that dump must be on disk before the entries go.
+        self._sync_dump()
         super().clear()
         self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
+
+    def _sync_dump(self):
+        if self._sync and self._dump_path and os.path.exists(self._dump_path):
+            with open(self._dump_path, "rb") as fh:
+                os.fsync(fh.fileno())
+            _fsync_dir(self._dump_path)
 
     def deleteEntriesFrom(self, entryFrom):
         super().deleteEntriesFrom(entryFrom)
@@ -96,10 +105,7 @@ class DurableFileJournal(FileJournal):
 
     def deleteEntriesTo(self, entryTo):
         # PySyncObj trims only after its dump is in place; it must also be on disk.
-        if self._sync and self._dump_path and os.path.exists(self._dump_path):
-            with open(self._dump_path, "rb") as fh:
-                os.fsync(fh.fileno())
-            _fsync_dir(self._dump_path)
+        self._sync_dump()
         keep = self._FileJournal__journal[entryTo:]
         tmp = self._path + ".compact"
         for leftover in (tmp, tmp + ".meta"):
@@ -152,7 +158,13 @@ def cut_torn_tail(path):
         with open(path, "r+b") as fh:
             data = fh.read()
             if len(data) < FIRST_RECORD_OFFSET:
-                return 0
+                # Cut before its header reached the disk (a power cut on a first start):
+                # nothing in it can have been acknowledged; PySyncObj makes a new one.
+                fh.close()
+                os.remove(path)
+                log.warning("Raft journal %s: only %d bytes, no whole header; starting a new journal",
+                            path, len(data))
+                return len(data)
             last = _SIZE.unpack_from(data, LAST_RECORD_OFFSET_OFFSET)[0]
             end = min(last, len(data))
             offset, previous = FIRST_RECORD_OFFSET, None

@@ -288,14 +288,14 @@ class StoreFSM:
                     obj.pop("status", None)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
-        before = list(current["metadata"].get("finalizers") or [])
-        if current["metadata"].get("deletionTimestamp") and before:
+        if current["metadata"].get("deletionTimestamp"):
+            before = list(current["metadata"].get("finalizers") or [])
             after = (obj.get("metadata") or {}).get("finalizers") or []
             added = sorted(set(after) - set(before))
             if added:
                 raise _Failure(422, "Invalid", "metadata.finalizers: %s cannot be added: %s is being deleted"
                                % (", ".join(added), _describe(resource, namespace, name)), index)
-            if not after:       # the last finalizer is gone: the deletion completes now
+            if before and not after:       # the last finalizer is gone: the deletion completes now
                 return {"code": 200, "resource": resource,
                         "object": self._plan_delete(resource, current, staged, planned), "deleted": True}
         obj["metadata"] = dict(obj["metadata"])

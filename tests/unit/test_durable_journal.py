@@ -3,6 +3,7 @@ term and vote are fsynced, and a half-written last record is cut off on start.""
 import os
 import struct
 
+import pytest
 from pysyncobj.journal import LAST_RECORD_OFFSET_OFFSET, FileJournal
 
 from shepherd_ha.store import durable_journal
@@ -107,3 +108,16 @@ def test_term_and_vote_are_fsynced(tmp_path, monkeypatch):
     j.setCurrentTerm(7, "127.0.0.1:7001")
     assert len(synced) >= 2, "the meta file and its directory must be fsynced"
     assert DurableFileJournal(str(tmp_path / "raft.journal")).getCurrentTerm() == 7
+
+
+def test_a_journal_cut_before_its_header_is_started_anew(tmp_path):
+    path = tmp_path / "raft.journal"
+    path.write_bytes(b"")                 # a power cut right after the file was made
+    with pytest.raises(ValueError):
+        FileJournal(str(path))            # PySyncObj alone: cannot mmap an empty file, on every start
+    path.write_bytes(b"PYSYNC")
+    j = DurableFileJournal(str(path))
+    assert len(j) == 0
+    j.add(b"first", 1, 1)
+    j._destroy()
+    assert [e[1] for e in DurableFileJournal(str(path))] == [1]

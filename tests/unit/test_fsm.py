@@ -388,3 +388,20 @@ def test_foreground_delete_adds_its_finalizer_and_orphan_ignores_it(fsm):
     op = delete("pods", "i", "default")
     op["ops"][0]["propagationPolicy"] = "Orphan"
     assert fsm.apply(op)["ok"] and fsm.get("pods", "default", "i") is None
+
+
+def test_no_finalizer_may_be_added_to_a_terminating_pod(fsm):
+    body = pod("t")
+    body["spec"]["nodeName"] = "n1"
+    fsm.apply(create("pods", body))
+    op = delete("pods", "t", "default")
+    op["ops"][0]["graceful"] = {"deletionTimestamp": "2026-01-01T00:00:00Z", "gracePeriodSeconds": 30}
+    assert fsm.apply(op)["ok"]
+    terminating = fsm.get("pods", "default", "t")
+    assert terminating["metadata"]["deletionTimestamp"]
+    more = dict(terminating, metadata=dict(terminating["metadata"], finalizers=["example.com/late"]))
+    refused = fsm.apply(update("pods", more))
+    assert not refused["ok"] and refused["code"] == 422
+    # an update that adds nothing still goes through, and does not delete the pod
+    labels = dict(terminating, metadata=dict(terminating["metadata"], labels={"x": "y"}))
+    assert fsm.apply(update("pods", labels))["ok"] and fsm.get("pods", "default", "t") is not None

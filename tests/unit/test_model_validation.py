@@ -858,3 +858,11 @@ def test_finalizers_must_be_qualified_names():
     assert fields == ["metadata.finalizers[2]", "metadata.finalizers[3]", "metadata.finalizers[4]"]
     body["metadata"]["finalizers"] = "example.com/x"
     assert [c.field for c in validate_object("pods", body)] == ["metadata.finalizers"]
+
+
+def test_keys_and_finalizers_with_a_trailing_newline_are_refused():
+    cm = {"metadata": {"name": "c", "namespace": "default"}, "data": {"key\n": "v"}}
+    assert [c.field for c in validate_object("configmaps", cm)] == ["data.key\n"]
+    body = sample("pods")
+    body["metadata"]["finalizers"] = ["example.com/x\n"]
+    assert [c.field for c in validate_object("pods", body)] == ["metadata.finalizers[0]"]
