@@ -39,8 +39,8 @@ SERVER_OPTIONS = (
            "owners recreate them elsewhere (s)"),
     Option("node_lease_interval", float, 5.0, "how often agents renew their node lease (s); checked against "
            "the grace period"),
-    Option("orphan_pod_grace", float, 40.0, "pods bound to a node name that does not exist are deleted after "
-           "this long (s); pods of a node deleted while this replica led go at once"),
+    Option("orphan_pod_grace", float, 40.0, "pods bound to a node that does not exist are deleted once it has "
+           "been missing this long (s): a deleted node whose agent registers it again keeps its pods"),
     Option("event_ttl", float, 3600.0, "events older than this are deleted (s)"),
     Option("event_max", int, 10000, "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),

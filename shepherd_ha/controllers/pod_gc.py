@@ -1,14 +1,12 @@
 """Pod garbage collector: pods bound to a node that no longer exists are deleted, so
 their owners recreate them on nodes that do (Kubernetes' PodGC "orphaned pods").
 
-No agent will ever stop or confirm such a pod, so the delete is immediate (not
-graceful), guarded by the pod's uid. Keys are node names:
-
-- a Node deletion this leader saw: its pods go at once;
-- a pod bound to a node name this leader never saw (a manifest with spec.nodeName
-  set before its node registered, or a node deleted before this leader started):
-  the pods go only after `orphan_pod_grace` with the node still missing, the
-  quarantine that gives a registering node time to appear.
+A pod goes once its node has been missing for `orphan_pod_grace` (40 s, as
+Kubernetes' quarantine): a node deleted by hand while its agent runs registers again
+within seconds and keeps its pods, and a manifest with spec.nodeName set before its
+node registered is not collected at once. No agent will ever stop or confirm such a
+pod, so the delete is immediate (not graceful), guarded by the pod's uid. Keys are
+node names.
 """
 from shepherd_ha.store.raft_node import Unavailable
 
@@ -27,17 +25,11 @@ class PodGarbageCollector(Controller):
         super().__init__(store, events)
         self.grace = settings.orphan_pod_grace
         self.resync_period = settings.resync_period
-        self._deleted = set()      # node names whose deletion this leader saw
         self._missing_since = {}   # node name -> clock time it was first found missing
 
     def keys_for(self, change):
         if change.resource == "nodes":
             name = (change.object or change.previous)["metadata"]["name"]
-            if change.object is None:
-                self._deleted.add(name)
-            else:
-                self._deleted.discard(name)
-                self._missing_since.pop(name, None)
             return [name] if change.object is None else []
         node = _node_of(change.object)
         return [node] if node and change.object is not None and self.store.get("nodes", None, node) is None else []
@@ -54,12 +46,11 @@ class PodGarbageCollector(Controller):
         if not pods:
             self._missing_since.pop(node_name, None)
             return None
-        if node_name not in self._deleted:
-            now = self.store.clock()
-            since = self._missing_since.setdefault(node_name, now)
-            if now - since < self.grace:
-                raise Retry("node %s missing for %.1fs of %.1fs" % (node_name, now - since, self.grace),
-                            delay=since + self.grace - now)
+        now = self.store.clock()
+        since = self._missing_since.setdefault(node_name, now)
+        if now - since < self.grace:
+            raise Retry("node %s missing for %.1fs of %.1fs" % (node_name, now - since, self.grace),
+                        delay=since + self.grace - now)
         writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
                     "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
                   for p in pods]

@@ -10,7 +10,7 @@ class ControllerSettings:
     node_grace_period: float = 15.0      # lease unchanged this long -> node NotReady
     pod_eviction_timeout: float = 10.0   # NotReady this much longer -> its pods are deleted
     node_lease_interval: float = 5.0     # how often agents renew their lease
-    orphan_pod_grace: float = 40.0       # a pod's node never seen this long -> the pod is deleted
+    orphan_pod_grace: float = 40.0       # a pod's node missing this long -> the pod is deleted
     event_ttl: float = 3600.0            # events older than this are deleted
     event_max: int = 10000               # at most this many events are kept
     resync_period: float = 30.0

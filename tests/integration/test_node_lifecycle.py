@@ -22,7 +22,8 @@ from .helpers import POD, PODS, call, describe, expect, start_cluster, unique
 pytestmark = pytest.mark.integration
 
 GRACE, EVICTION, LEASE_INTERVAL = 2.0, 1.0, 0.5
-OPTIONS = {"node_grace_period": GRACE, "pod_eviction_timeout": EVICTION, "node_lease_interval": LEASE_INTERVAL}
+OPTIONS = {"node_grace_period": GRACE, "pod_eviction_timeout": EVICTION, "node_lease_interval": LEASE_INTERVAL,
+           "orphan_pod_grace": 1.0}
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 NODES = "/api/v1/nodes"

@@ -32,7 +32,7 @@ class Harness(ControllerHarness):
         return [e for e in self.store.list("events") if e.get("reason") == reason]
 
 
-def test_pods_of_a_deleted_node_are_deleted_at_once():
+def test_pods_of_a_deleted_node_are_deleted_after_the_grace():
     h = Harness()
     create(h.store, "nodes", node("n1"))
     create(h.store, "nodes", node("n2"))
@@ -42,6 +42,9 @@ def test_pods_of_a_deleted_node_are_deleted_at_once():
     assert h.pods() == ["a", "b", "c", "pending"]     # every node exists: nothing happens
     write(h.store, {"op": "delete", "resource": "nodes", "name": "n1"})
     h.settle()
+    h.advance(GRACE - 1)
+    assert h.pods() == ["a", "b", "c", "pending"], "the node may register again within the grace"
+    h.advance(2)
     assert h.pods() == ["c", "pending"]
     gone = h.events("NodeGone")
     assert sorted(e["involvedObject"]["name"] for e in gone) == ["a", "b"]
@@ -79,6 +82,18 @@ def test_resync_finds_orphans_a_new_leader_never_saw_deleted():
     assert h.pods() == []
 
 
+def test_a_deleted_node_that_registers_again_keeps_its_pods():
+    h = Harness()
+    create(h.store, "nodes", node("n1"))
+    create(h.store, "pods", pod("web", "n1"))
+    h.settle()
+    write(h.store, {"op": "delete", "resource": "nodes", "name": "n1"})
+    h.advance(GRACE / 4)
+    create(h.store, "nodes", node("n1"))       # its agent registers it again
+    h.advance(GRACE * 2)
+    assert h.pods() == ["web"]
+
+
 def test_recreated_pod_of_same_name_on_a_live_node_is_kept():
     h = Harness()
     create(h.store, "nodes", node("n1"))
@@ -88,5 +103,5 @@ def test_recreated_pod_of_same_name_on_a_live_node_is_kept():
     write(h.store, {"op": "delete", "resource": "pods", "namespace": "default", "name": "web"})
     create(h.store, "pods", pod("web", "n2"))
     write(h.store, {"op": "delete", "resource": "nodes", "name": "n1"})
-    h.settle()
+    h.advance(GRACE * 2)
     assert h.pods() == ["web"]
