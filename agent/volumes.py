@@ -342,6 +342,12 @@ def _sub_path(volume, source, sub):
     if not path.startswith(os.path.join(source, "")):
         raise ConfigProblem("subPath %s leaves volume %s: use a relative path without '..'"
                             % (sub, volume.get("name")), "FailedMount")
+    # A container can plant a symbolic link in a writable volume (ln -s / vol/x): resolved,
+    # the subPath must still lie inside the volume, or it would mount the node's files.
+    real_source = os.path.realpath(source)
+    if not os.path.realpath(path).startswith(os.path.join(real_source, "")):
+        raise ConfigProblem("subPath %s of volume %s resolves outside the volume (a symbolic link?): "
+                            "refused" % (sub, volume.get("name")), "FailedMount")
     if not os.path.exists(path):
         if isinstance(volume.get("configMap"), dict):
             raise ConfigProblem('subPath %s is not in configMap volume %s: use one of its keys (or items[].path)'

@@ -361,3 +361,16 @@ def test_housekeeping_removes_the_volumes_of_pods_no_longer_here(cluster):
         os.utime(os.path.join(str(state_dir), "pods", uid), (old, old))
     manager.housekeeping(resync=True)
     assert sorted(os.listdir(os.path.join(str(state_dir), "pods"))) == sorted(["uid-new", known["metadata"]["uid"]])
+
+
+def test_a_subpath_through_a_planted_symlink_is_refused(tmp_path):
+    # CVE-2017-1002101's shape: a container links its emptyDir to / and a mount's subPath
+    # follows the link; the agent must not bind the node's root into the pod.
+    state = str(tmp_path / "state")
+    c = {"name": "main", "volumeMounts": [{"name": "scratch", "mountPath": "/x", "subPath": "escape"}]}
+    pod = pod_with([c], [{"name": "scratch", "emptyDir": {}}])
+    base = os.path.join(state, "pods", "uid-app", "volumes", "scratch")
+    os.makedirs(base)
+    os.symlink("/", os.path.join(base, "escape"))
+    with pytest.raises(V.ConfigProblem, match="resolves outside the volume"):
+        V.prepare_mounts(pod, c, state, getter({}))
