@@ -18,6 +18,10 @@ if command -v vagrant >/dev/null; then
   # A private dotfile dir: validation never touches (or waits for) a running cluster's state.
   VAGRANT_DOTFILE_PATH=$(mktemp -d)
   export VAGRANT_DOTFILE_PATH
+  # The synced artifacts folder must exist for validate; a fresh clone has none yet.
+  ARTIFACTS="$VAGRANT_DOTFILE_PATH/artifacts"
+  mkdir -p "$ARTIFACTS"
+  export ARTIFACTS
   trap 'rm -rf "$VAGRANT_DOTFILE_PATH"' EXIT
   echo "check-vagrant: vagrant validate (default and CP=5 WORKERS=0)"
   (cd vagrant && VAGRANT_CHECKPOINT_DISABLE=1 vagrant validate)
