@@ -38,5 +38,10 @@ if ! $VIRSH pool-info "$POOL_NAME" >/dev/null 2>&1; then
   $VIRSH pool-define-as "$POOL_NAME" dir --target "$POOL_DIR" >/dev/null
   $VIRSH pool-autostart "$POOL_NAME" >/dev/null
 fi
-$VIRSH pool-info "$POOL_NAME" | grep -q running || $VIRSH pool-start "$POOL_NAME" >/dev/null
+# A freshly started libvirtd autostarts the pool in the background: pool-start can
+# then fail with "already active", which is what we wanted anyway.
+if ! $VIRSH pool-info "$POOL_NAME" | grep -q running; then
+  $VIRSH pool-start "$POOL_NAME" >/dev/null 2>&1 || $VIRSH pool-info "$POOL_NAME" | grep -q running \
+    || { echo "error: storage pool $POOL_NAME does not start: $VIRSH pool-start $POOL_NAME" >&2; exit 1; }
+fi
 echo "libvirtd ready (pool $POOL_NAME)"
