@@ -42,6 +42,14 @@ def port_free(port, host="127.0.0.1"):
             return False
 
 
+def write_private(path, text):
+    """Write a file only its owner can read, with no moment where others could."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)       # an existing file keeps its old mode through O_CREAT
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+
+
 def find_base_port(replicas, low=20000, high=32000, attempts=200):
     """A base port where every API and Raft port of `replicas` replicas is free. The range
     stays below the kernel's ephemeral ports (32768+), which outgoing connections take."""
@@ -106,13 +114,8 @@ class LocalCluster:
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
-        password_path = os.path.join(self.dir, "raft-password")
-        with open(password_path, "w") as fh:
-            fh.write(spec["raft_password"] + "\n")
-        os.chmod(password_path, 0o600)
-        with open(self.spec_path, "w") as fh:
-            yaml.safe_dump(spec, fh, sort_keys=False)
-        os.chmod(self.spec_path, 0o600)
+        write_private(os.path.join(self.dir, "raft-password"), spec["raft_password"] + "\n")
+        self._write_spec(spec)
         self.write_client_config()
 
     def write_client_config(self):
@@ -229,10 +232,9 @@ class LocalCluster:
     # ---- node agents ----
 
     def _write_spec(self, spec):
+        # The spec holds the Raft password: readable by its owner only, from the first byte.
         tmp = self.spec_path + ".tmp"
-        with open(tmp, "w") as fh:
-            yaml.safe_dump(spec, fh, sort_keys=False)
-        os.chmod(tmp, 0o600)
+        write_private(tmp, yaml.safe_dump(spec, sort_keys=False))
         os.replace(tmp, self.spec_path)
 
     def agents(self):

@@ -21,7 +21,7 @@ import time
 import yaml
 
 from . import netns
-from .local_cluster import LocalCluster, LocalClusterError
+from .local_cluster import LocalCluster, LocalClusterError, write_private
 
 API_PORT, RAFT_PORT = 8001, 7001         # the same on every host: each has its own address
 REPLICA_HOST_BASE, AGENT_HOST_BASE = 10, 50
@@ -137,10 +137,7 @@ class NetnsCluster(LocalCluster):
 
     def _write_password(self):
         password = secrets.token_hex(16)
-        path = os.path.join(self.dir, "raft-password")
-        with open(path, "w") as fh:
-            fh.write(password + "\n")
-        os.chmod(path, 0o600)
+        write_private(os.path.join(self.dir, "raft-password"), password + "\n")
         return password
 
     # ---- subnet reservation ----
