@@ -20,22 +20,24 @@ log = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
 _installed_for = None     # the PID that registered the hook
+_prctl = None             # looked up once in the parent: the child only calls it
 
 
 def _die_with_parent():
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != _installed_for:
         os._exit(1)       # the replica died between fork() and prctl(): nothing to write for
 
 
 def install():
     """Make children forked from now on in this process die with it (Linux; elsewhere a no-op)."""
-    global _installed_for
+    global _installed_for, _prctl
     if not sys.platform.startswith("linux") or _installed_for == os.getpid():
+        return False
+    try:
+        _prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        log.warning("prctl not available: a snapshot child may outlive a killed replica")
         return False
     _installed_for = os.getpid()
     os.register_at_fork(after_in_child=_die_with_parent)
