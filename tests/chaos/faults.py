@@ -5,7 +5,9 @@ next one. Every fault heals before it returns, also when it raises.
 Kinds:
   kill-leader   SIGKILL the leader; write gap and controller failover measured; restart it
   kill-random   SIGKILL a random replica (maybe the leader); restart it after a moment
-  pause         SIGSTOP the leader for longer than the election timeout, then SIGCONT
+  pause         scale a deployment (work for the leader's controllers), SIGSTOP the leader at
+                once for longer than the election timeout, then SIGCONT: the deposed leader's
+                controllers may write with their old epoch, which fencing must refuse
   cut           isolate the leader from the other replicas (iptables in its namespace; clients
                 still reach it), then heal; needs the cluster in network namespaces (root)
   full-restart  SIGKILL every replica at once, then start them all
@@ -123,6 +125,7 @@ class Nemesis:
         if lead is None:
             return {"skipped": "no leader"}
         victim = lead["id"]
+        burst = self.ctl_probe.burst() if self.ctl_probe is not None else False
         paused = self.cluster.lc.signal(victim, signal.SIGSTOP)
         try:
             time.sleep(PAUSE_SECONDS)
@@ -130,7 +133,7 @@ class Nemesis:
         finally:
             if paused:
                 self.cluster.lc.signal(victim, signal.SIGCONT)
-        return {"victim": victim, "paused": paused, "seconds_paused": PAUSE_SECONDS,
+        return {"victim": victim, "paused": paused, "seconds_paused": PAUSE_SECONDS, "controller_burst": burst,
                 "leader_during": during["id"] if during else None}
 
     def _cut(self, lead):

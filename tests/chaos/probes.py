@@ -26,6 +26,7 @@ PROBE_NAME = "gap-probe"
 CTL_NAMESPACE = "chaos-ctl"
 CTL_DEPLOYMENT = "ctl-probe"
 CTL_LOW, CTL_HIGH = 1, 3
+CTL_BURST = 12          # pods asked for right before a pause
 
 
 class GapProbe(threading.Thread):
@@ -219,6 +220,17 @@ class ControllerProbe:
             except Exception as exc:  # noqa: BLE001 - the figure is then missing, and says why
                 self.say("    controller probe: scale-up failed: %s" % exc)
         threading.Thread(target=scale, name="ctl-probe-scale", daemon=True).start()
+
+    def burst(self, replicas=CTL_BURST):
+        """Give the leader's controllers work right now (a scale-up they must act on), so a
+        pause that follows at once catches them mid-reconcile: when the paused leader
+        resumes, deposed, their next write carries the old epoch and must be fenced."""
+        try:
+            self.client.scale("deployments", CTL_DEPLOYMENT, replicas, namespace=CTL_NAMESPACE)
+            return True
+        except Exception as exc:  # noqa: BLE001 - the pause goes on; the record says so
+            self.say("    controller burst before the pause failed: %s" % exc)
+            return False
 
     def measure(self, token, old_term, t_kill, timeout=15.0):
         """{"elected": s, "active": s, "first_write": s} from the kill (None when not seen)."""
