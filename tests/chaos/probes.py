@@ -225,12 +225,14 @@ class ControllerProbe:
         """Give the leader's controllers work right now (a scale-up they must act on), so a
         pause that follows at once catches them mid-reconcile: when the paused leader
         resumes, deposed, their next write carries the old epoch and must be fenced."""
-        try:
-            self.client.scale("deployments", CTL_DEPLOYMENT, replicas, namespace=CTL_NAMESPACE)
-            return True
-        except Exception as exc:  # noqa: BLE001 - the pause goes on; the record says so
-            self.say("    controller burst before the pause failed: %s" % exc)
-            return False
+        for attempt in range(5):      # a scale races the controllers' own writes: 409, try again
+            try:
+                self.client.scale("deployments", CTL_DEPLOYMENT, replicas, namespace=CTL_NAMESPACE)
+                return True
+            except Exception as exc:  # noqa: BLE001 - the pause goes on; the record says so
+                last = exc
+        self.say("    controller burst before the pause failed: %s" % last)
+        return False
 
     def measure(self, token, old_term, t_kill, timeout=15.0):
         """{"elected": s, "active": s, "first_write": s} from the kill (None when not seen)."""

@@ -167,6 +167,10 @@ def run(args):
         log("waiting for quiescence")
         try:
             q = quiescence.quiesce(cluster, admin, say=log)
+            # A pause that caught the leader's controllers with work makes them write with a
+            # stale epoch when they resume deposed: then the FSM must show refusals (check 6).
+            q["fencing_exercised"] = any(r.get("kind") == "pause" and r.get("controller_burst") and r.get("paused")
+                                         for r in nemesis.records)
             finals = quiescence.final_values(admin, workload.keys)
             for key, value in sorted(finals.items()):
                 recorder.line({"final": True, "key": key, "value": value})

@@ -62,6 +62,11 @@ def test_short_chaos_run_really_injected_its_faults(short_run):
         assert rec["leader_during"] not in (None, rec["victim"]), "no other leader while %s was out: %s" % (
             rec["victim"], rec)
     assert by_kind["pause"][0]["paused"]
+    # The pause caught the leader's controllers with work: resumed and deposed, they wrote
+    # with their old epoch, and the FSM refused it (check 6 requires it when exercised).
+    assert by_kind["pause"][0]["controller_burst"], by_kind["pause"][0]
+    assert result["quiescence"]["fencing_exercised"] is True
+    assert result["quiescence"]["fenced_rejections"] > 0, result["quiescence"]
     assert by_kind["cut"][0]["rules_removed"] > 0, "the cut left no iptables rules to heal"
     first_term = min(r["term_before"] for r in result["faults"])
     assert result["final_term"] >= first_term + 12, (first_term, result["final_term"])
