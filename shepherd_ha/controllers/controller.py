@@ -87,6 +87,18 @@ class Controller:
             raise WriteFailed("%s (%s)" % (result.get("message"), result.get("reason")))
         return result
 
+    def write_many(self, writes):
+        """Independent writes in one Raft entry, one result each; Retry when the store is
+        unavailable or this controller's epoch is over (a Fenced result)."""
+        try:
+            results = self.store.write_many(writes)
+        except Unavailable as exc:
+            raise Retry("store unavailable: %s" % exc)
+        fenced = [r for r in results if r.get("reason") == "Fenced"]
+        if fenced:
+            raise Retry("fenced: %s" % fenced[0].get("message"))
+        return results
+
     def record(self, sentence):
         self.sentences.append(sentence)
         log.info("%s: %s", self.name, sentence)

@@ -19,9 +19,7 @@ import heapq
 import threading
 import time
 
-from shepherd_ha.store.raft_node import Unavailable
-
-from .controller import Controller, Retry
+from .controller import Controller
 
 KEY = "prune"
 BATCH = 500
@@ -115,7 +113,7 @@ class EventPruner(Controller):
                         "precondition": {"resourceVersion": rv}}] for _, k, rv in doomed]
             results = []
             for start in range(0, len(writes), BATCH):
-                results.extend(self._write_many(writes[start:start + BATCH]))
+                results.extend(self.write_many(writes[start:start + BATCH]))
             deleted = sum(1 for r in results if r.get("ok"))
             with self._lock:
                 for (_, k, rv), r in zip(doomed, results):
@@ -135,16 +133,6 @@ class EventPruner(Controller):
         expired_ok = sum(1 for r in results[:len(expired)] if r.get("ok"))
         return "deleted %d event(s): %d older than %ds, %d over the limit of %d; %d kept" % (
             deleted, expired_ok, self.ttl, deleted - expired_ok, self.max, kept)
-
-    def _write_many(self, writes):
-        try:
-            results = self.store.write_many(writes)
-        except Unavailable as exc:
-            raise Retry("store unavailable: %s" % exc)
-        fenced = [r for r in results if r.get("reason") == "Fenced"]
-        if fenced:
-            raise Retry("fenced: %s" % fenced[0].get("message"))
-        return results
 
 
 def controllers(store, recorder, settings):

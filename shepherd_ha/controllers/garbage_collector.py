@@ -31,7 +31,6 @@ import threading
 from shepherd_ha.model.resources import RESOURCES, resource_for_kind
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
-from shepherd_ha.store.raft_node import Unavailable
 
 from .controller import Controller, Retry
 
@@ -176,14 +175,14 @@ class GarbageCollector(Controller):
                                  propagation_policy="Foreground")] for (r, ns, n), obj in doomed]
             results = []
             for start in range(0, len(writes), BATCH):
-                results.extend(self._write_many(writes[start:start + BATCH]))
+                results.extend(self.write_many(writes[start:start + BATCH]))
             done = [dkey for (dkey, _), r in zip(doomed, results) if r.get("ok")]
             return "deleting %s in the foreground: deleted %d dependent(s): %s" % (
                 described, len(done), ", ".join(_describe(k) for k in done[:10]) + (" ..." if len(done) > 10 else ""))
         if alive:
             return None     # dependents still terminating: their deletion re-queues this key
         finalizers = [f for f in meta.get("finalizers") or [] if f != FOREGROUND_FINALIZER]
-        result = self._write_many([[{"op": "update", "resource": resource, "namespace": namespace or None,
+        result = self.write_many([[{"op": "update", "resource": resource, "namespace": namespace or None,
                                      "name": name, "object": dict(owner, metadata=dict(meta, finalizers=finalizers)),
                                      "precondition": {"uid": uid, "resourceVersion": meta.get("resourceVersion")}}]])[0]
         if not result.get("ok"):
@@ -229,7 +228,7 @@ class GarbageCollector(Controller):
             return None
         results = []
         for start in range(0, len(writes), BATCH):
-            results.extend(self._write_many(writes[start:start + BATCH]))
+            results.extend(self.write_many(writes[start:start + BATCH]))
         keys = doomed + trimmed
         done = [k for k, r in zip(keys, results) if r.get("ok")]
         lost = [(k, r) for k, r in zip(keys, results) if not r.get("ok") and r.get("reason") != "NotFound"]
@@ -249,16 +248,6 @@ class GarbageCollector(Controller):
             raise Retry("%d dependent(s) of %s changed meanwhile, e.g. %s: %s" % (
                 len(lost), uid, _describe(lost[0][0]), lost[0][1].get("message")))
         return "; ".join(parts) or None
-
-    def _write_many(self, writes):
-        try:
-            results = self.store.write_many(writes)
-        except Unavailable as exc:
-            raise Retry("store unavailable: %s" % exc)
-        fenced = [r for r in results if r.get("reason") == "Fenced"]
-        if fenced:
-            raise Retry("fenced: %s" % fenced[0].get("message"))
-        return results
 
 
 def controllers(store, recorder, settings):

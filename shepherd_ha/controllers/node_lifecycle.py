@@ -20,7 +20,6 @@ never a ticker over all nodes.
 import copy
 import threading
 
-from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import now_rfc3339
 
 from .controller import Controller, Retry
@@ -189,7 +188,7 @@ class NodeLifecycleController(Controller):
         if not writes:
             return 0
         # Best effort: a pod that changed meanwhile is left to its agent (or to eviction).
-        return sum(1 for r in self._write_many(writes) if r.get("ok"))
+        return sum(1 for r in self.write_many(writes) if r.get("ok"))
 
     def _evict(self, node, stale):
         name = node["metadata"]["name"]
@@ -199,7 +198,7 @@ class NodeLifecycleController(Controller):
         writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
                     "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
                   for p in pods]
-        results = self._write_many(writes)
+        results = self.write_many(writes)
         evicted, failed = [], []
         for pod, result in zip(pods, results):
             if result.get("ok"):
@@ -218,18 +217,6 @@ class NodeLifecycleController(Controller):
             len(evicted), name, _seconds(stale),
             ", ".join("%s/%s" % (p["metadata"].get("namespace"), p["metadata"]["name"]) for p in evicted[:10])
             + (" ..." if len(evicted) > 10 else ""))
-
-    def _write_many(self, writes):
-        """Independent writes in one Raft entry; Retry when the store is unavailable or
-        this controller's epoch is over."""
-        try:
-            results = self.store.write_many(writes)
-        except Unavailable as exc:
-            raise Retry("store unavailable: %s" % exc)
-        fenced = [r for r in results if r.get("reason") == "Fenced"]
-        if fenced:
-            raise Retry("fenced: %s" % fenced[0].get("message"))
-        return results
 
 
 def controllers(store, recorder, settings):

@@ -8,8 +8,6 @@ node registered is not collected at once. No agent will ever stop or confirm suc
 pod, so the delete is immediate (not graceful), guarded by the pod's uid. Keys are
 node names.
 """
-from shepherd_ha.store.raft_node import Unavailable
-
 from .controller import Controller, Retry
 
 
@@ -54,10 +52,7 @@ class PodGarbageCollector(Controller):
         writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
                     "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
                   for p in pods]
-        try:
-            results = self.store.write_many(writes)
-        except Unavailable as exc:
-            raise Retry("store unavailable: %s" % exc)
+        results = self.write_many(writes)
         deleted = [p for p, r in zip(pods, results) if r.get("ok")]
         refused = [r for r in results if not r.get("ok") and r.get("reason") != "NotFound"]
         if self.events:
