@@ -38,7 +38,7 @@ TARGET_MEDIAN = 0.5
 TARGET_MAX = 1.5
 
 
-class Writer(threading.Thread):
+class Writer(common.AckLog, threading.Thread):
     """Creates pods one at a time, failing over between replicas; records ack times."""
 
     def __init__(self, urls, timeout, rate, size):
@@ -100,14 +100,6 @@ class Writer(threading.Thread):
                     self.stop_event.wait(delay)
         for conn in conns.values():
             conn.close()
-
-    def last_ack_before(self, t):
-        i = bisect.bisect_right(self.acks, t)
-        return self.acks[i - 1] if i else None
-
-    def first_ack_after(self, t):
-        i = bisect.bisect_right(self.acks, t)
-        return self.acks[i] if i < len(self.acks) else None
 
 
 def states(bc, digest=False):

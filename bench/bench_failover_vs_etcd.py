@@ -103,7 +103,7 @@ class EtcdWrites:
 
 # ---- the one client loop ----
 
-class Writer(threading.Thread):
+class Writer(common.AckLog, threading.Thread):
     """Sequential writes with failover between members; records the time of every ack.
     pause()/resume() let two writers take turns without loading the machine together."""
 
@@ -176,17 +176,6 @@ class Writer(threading.Thread):
                     self.stop_event.wait(delay)
         for conn in conns.values():
             conn.close()
-
-    def last_ack_before(self, t):
-        i = bisect.bisect_right(self.acks, t)
-        return self.acks[i - 1] if i else None
-
-    def first_ack_after(self, t):
-        i = bisect.bisect_right(self.acks, t)
-        return self.acks[i] if i < len(self.acks) else None
-
-    def acks_between(self, t0, t1):
-        return bisect.bisect_right(self.acks, t1) - bisect.bisect_right(self.acks, t0)
 
     def acks_flowing(self, timeout=30.0):
         deadline = time.monotonic() + timeout

@@ -3,6 +3,7 @@ client, percentiles, CPU accounting, pod bodies, tables and a machine descriptio
 
 Benchmarks print figures; nothing here asserts anything.
 """
+import bisect
 import contextlib
 import http.client
 import json
@@ -439,3 +440,19 @@ def categorize_pyspy_raw(path, rules=PYSPY_CATEGORIES):
                     break
             counts[category] = counts.get(category, 0) + n
     return total, [(100.0 * v / total, k) for k, v in sorted(counts.items(), key=lambda kv: -kv[1])] if total else []
+
+
+class AckLog:
+    """Lookups on `self.acks`, a sorted list of acknowledgement times (the write loops of
+    bench_failover.py and bench_failover_vs_etcd.py keep one)."""
+
+    def last_ack_before(self, t):
+        i = bisect.bisect_right(self.acks, t)
+        return self.acks[i - 1] if i else None
+
+    def first_ack_after(self, t):
+        i = bisect.bisect_right(self.acks, t)
+        return self.acks[i] if i < len(self.acks) else None
+
+    def acks_between(self, t0, t1):
+        return bisect.bisect_right(self.acks, t1) - bisect.bisect_right(self.acks, t0)
