@@ -39,11 +39,15 @@ from common import ms, percentile, say  # noqa: E402
 TARGET_RATE = 1500.0
 TARGET_P99 = 0.050
 TARGET_RATIO = 0.50
+PROFILE_RATE = 100          # py-spy samples per second (--profile-rate)
 
 
 # ====================================================================== API clients
 
-def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out):
+FLOOR_PATH = "/healthz"     # --http-floor: the cheapest request the API serves
+
+
+def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, floor=False):
     conns = [common.KeepAlive(u, timeout) for u in urls]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     latencies, errors, done = [], collections.Counter(), 0
@@ -63,13 +67,16 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out):
         headers["Idempotency-Key"] = name
         t0 = time.perf_counter()
         try:
-            status, _ = conn.post(common.PODS_PATH, common.pod_body(template, name), headers)
+            if floor:
+                status, _ = conn.request("GET", FLOOR_PATH, None, {})
+            else:
+                status, _ = conn.post(common.PODS_PATH, common.pod_body(template, name), headers)
         except (OSError, common.http.client.HTTPException) as exc:
             status = type(exc).__name__
         t1 = time.perf_counter()
         now = time.monotonic()
         if measure_from <= now <= stop_at:
-            if status == 201:
+            if status == (200 if floor else 201):
                 latencies.append(t1 - t0)
                 done += 1
             else:
@@ -80,13 +87,14 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out):
 
 
 def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
-                       node_name=None):
+                       node_name=None, floor=False):
     """One client process: `clients` is the list of client numbers it runs as threads."""
     template = common.pod_template(size, name_len=len(prefix) + 13, node_name=node_name)
     go = threading.Event()
     clock = {}
     out = []
-    threads = [threading.Thread(target=_api_client_thread, args=(c, urls, template, prefix, timeout, go, clock, out))
+    threads = [threading.Thread(target=_api_client_thread,
+                                args=(c, urls, template, prefix, timeout, go, clock, out, floor))
                for c in clients]
     for t in threads:
         t.start()
@@ -115,7 +123,7 @@ def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_
 
 
 def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, server_pids, profile_dir=None,
-                  profile_targets=None, node_name=None):
+                  profile_targets=None, node_name=None, floor=False):
     ctx = multiprocessing.get_context("spawn")
     processes = max(1, min(processes, clients))
     groups = [list(range(clients))[i::processes] for i in range(processes)]
@@ -125,7 +133,7 @@ def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, ser
     clock_value = ctx.Array("d", 2)
     procs = [ctx.Process(target=api_client_process,
                          args=(i, g, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
-                               node_name),
+                               node_name, floor),
                          daemon=True) for i, g in enumerate(groups)]
     for p in procs:
         p.start()
@@ -397,7 +405,7 @@ def start_profiles(profile_dir, targets, duration, delay=0.0):
     for label, pid in targets:
         out = os.path.join(profile_dir, "%s.txt" % label)
         cmd = ["py-spy", "record", "--gil", "-p", str(pid), "-f", "raw", "-o", out,
-               "-d", str(max(1, int(duration) - 1)), "--nonblocking"]
+               "-d", str(max(1, int(duration) - 1)), "--nonblocking", "-r", str(PROFILE_RATE)]
         if delay:
             cmd = ["sh", "-c", "sleep %.2f; exec \"$@\"" % delay, "sh"] + cmd
         spies.append((label, out, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
@@ -468,6 +476,11 @@ def main(argv=None):
     parser.add_argument("--profile", metavar="DIR", help="also run py-spy --gil on the leader and a follower during "
                         "the highest API level and on the raw leader, writing raw profiles to DIR (this "
                         "perturbs the figures: use a separate run for them)")
+    parser.add_argument("--profile-rate", type=int, default=PROFILE_RATE,
+                        help="py-spy samples per second for --profile (default %d)" % PROFILE_RATE)
+    parser.add_argument("--http-floor", action="store_true",
+                        help="also run each level with GET %s instead of creates, through the same clients: the "
+                        "cheapest request waitress + Flask serve, an upper bound for creates" % FLOOR_PATH)
     parser.add_argument("--repeat", type=int, default=1, help="runs per level; the summary shows the run with the "
                         "median rate and the range (default 1)")
     parser.add_argument("--quiet-wait", type=float, default=60.0, help="before each run wait up to this many s for "
@@ -475,6 +488,7 @@ def main(argv=None):
     parser.add_argument("--keep", action="store_true", help="keep the temp cluster directory")
     args = parser.parse_args(argv)
     levels = [int(x) for x in args.clients.split(",") if x.strip()]
+    _set_profile_rate(args.profile_rate)
     common.exit_on_sigterm()
 
     say("bench_writes: %s-byte pod creates via the API vs raw PySyncObj writes; levels %s; %.0f s measured "
@@ -485,6 +499,7 @@ def main(argv=None):
     common.print_background_load()
     api = collections.defaultdict(list)
     raw = collections.defaultdict(list)
+    floor = collections.defaultdict(list)
 
     if not args.no_api:
         with (_external(args.servers) if args.servers else common.BenchCluster(keep=args.keep)) as cluster:
@@ -513,6 +528,18 @@ def main(argv=None):
                            _f(r["ms_per_op"]), _f(r["server_ms_per_op"]),
                            cpu_text(r["cpu"], set(pids)) or "n/a", 100 * r["client_cpu"], r["client_processes"],
                            r["cpu"]["machine_cores_busy"], r["cpu"]["cores"], r["cpu"]["others_cores_busy"]))
+                    if args.http_floor:
+                        common.wait_for_quiet(args.quiet_wait, exclude=pids.values())
+                        common.progress("HTTP floor run %d/%d, %d client(s): GET %s ..."
+                                        % (run + 1, args.repeat, level, FLOOR_PATH))
+                        f = run_api_phase(urls, level, procs, args.duration, args.warmup, args.size, args.timeout,
+                                          pids, floor=True)
+                        floor[level].append(f)
+                        say("    HTTP floor: %d GET %s/s, p50 %s ms, p99 %s ms, errors %s; CPU per request %s ms "
+                            "(servers %s ms); machine %.2f of %d cores busy"
+                            % (f["rate"], FLOOR_PATH, ms(f["p50"]), ms(f["p99"]), f["errors"] or "none",
+                               _f(f["ms_per_op"]), _f(f["server_ms_per_op"]), f["cpu"]["machine_cores_busy"],
+                               f["cpu"]["cores"]))
             states = common.replica_states(urls)
             for url, st in states.items():
                 if st:
@@ -581,6 +608,18 @@ def main(argv=None):
                   "API ceiling/s", "raw ceiling/s", "API/raw"], rows)
     say("  (ceiling = %d cores / CPU per write: a projection for a machine with nothing else running, not a "
         "measurement)" % cores)
+    if any(floor.values()):
+        say()
+        say("HTTP floor (GET %s through the same clients; median run): what waitress + Flask serve when a "
+            "request does nothing" % FLOOR_PATH)
+        rows = []
+        for level in levels:
+            f, a = median_run(floor[level]), med_api[level]
+            rows.append([level, "%.0f" % f["rate"] if f else None, _f(f["server_ms_per_op"]) if f else None,
+                         _f(f["ms_per_op"]) if f else None,
+                         "%.0f%%" % (100 * a["rate"] / f["rate"]) if f and a and f["rate"] else None])
+        common.table(["in flight", "GET/s", "servers ms/request", "servers+clients ms/request",
+                      "creates/s as % of GET/s"], rows)
     say()
     say("targets:")
     top = max(levels)
@@ -597,6 +636,11 @@ def main(argv=None):
             common.target_line("API/raw throughput at %d in flight" % level, "%.0f%%" % (100 * ratio), ">= 50%",
                                ratio >= TARGET_RATIO)
     return 0
+
+
+def _set_profile_rate(rate):
+    global PROFILE_RATE
+    PROFILE_RATE = rate
 
 
 def _f(value, digits=2):

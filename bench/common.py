@@ -249,11 +249,14 @@ class KeepAlive:
         self.conn = None
 
     def post(self, path, body, headers):
+        return self.request("POST", path, body, headers)
+
+    def request(self, method, path, body, headers):
         """(status, body bytes); raises OSError/HTTPException after closing the connection."""
         if self.conn is None:
             self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
-            self.conn.request("POST", path, body, headers)
+            self.conn.request(method, path, body, headers)
             resp = self.conn.getresponse()
             data = resp.read()
             if resp.will_close:
