@@ -150,14 +150,19 @@ class _PipelinedSyncObj(SyncObj):
             sync()
         if self._held_acks:
             acks, self._held_acks = self._held_acks, {}
-            for node, next_index in acks.items():
-                super()._SyncObj__sendNextNodeIdx(node, nextNodeIdx=next_index, success=True)
+            for node, (next_index, term) in acks.items():
+                # PySyncObj's acks carry no term. One held while this node moved on (a new
+                # term, another leader, a truncated log) would tell the old leader about a
+                # log we no longer hold: drop it; the leader asks again with its next append.
+                if (term == self._SyncObj__raftCurrentTerm and node == self._SyncObj__raftLeader
+                        and next_index <= self._SyncObj__getCurrentLogIndex() + 1):
+                    super()._SyncObj__sendNextNodeIdx(node, nextNodeIdx=next_index, success=True)
 
     def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
         if success and not reset:
             if nextNodeIdx is None:
                 nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
-            self._held_acks[node] = nextNodeIdx
+            self._held_acks[node] = (nextNodeIdx, self._SyncObj__raftCurrentTerm)
             return
         self._make_durable()            # keep the order of what this node says to the leader
         super()._SyncObj__sendNextNodeIdx(node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
