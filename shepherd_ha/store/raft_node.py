@@ -124,7 +124,7 @@ class _PipelinedSyncObj(SyncObj):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
         self._raft_cipher = RaftCipher(conf.password) if conf.password else None
-        self._held_acks = {}               # node -> next index we hold, sent once it is on disk
+        self._held_acks = {}               # node -> (next index, term) held until our log is on disk
         self._batching_commands = False
         self._append_entries_due = False
         super().__init__(self_address, peers, conf, consumers=consumers)
