@@ -40,6 +40,12 @@ class FakeRaft:
                 "only %d of %d groups sent" % (len(self.sent), count)
             return self.sent[count - 1]
 
+    def commit(self, count, timeout=5):
+        """Answer the count-th command sent as the FSM would; returns that command."""
+        command, callback, _ = self.wait_sent(count, timeout)
+        callback(apply_results(command), FAIL_REASON.SUCCESS)
+        return command
+
 
 def apply_results(command):
     """What the FSM returns: one result per member of a group, or the single result."""
@@ -68,9 +74,7 @@ def test_a_lone_write_is_sent_at_once_unwrapped(raft):
     committer = GroupCommitter(raft)
     results = {}
     t = submit_async(committer, 1, results)
-    command, callback, _ = raft.wait_sent(1)
-    assert command == {"n": 1}
-    callback(apply_results(command), FAIL_REASON.SUCCESS)
+    assert raft.commit(1) == {"n": 1}
     t.join(5)
     assert results[1] == {"echo": 1}
 
@@ -79,7 +83,7 @@ def test_writes_queued_behind_a_group_share_the_next_one(raft):
     committer = GroupCommitter(raft)
     results = {}
     first = submit_async(committer, 0, results)
-    command, callback, _ = raft.wait_sent(1)
+    raft.wait_sent(1)
     later = [submit_async(committer, n, results) for n in range(1, 6)]
     deadline = time.monotonic() + 5
     while len(committer._queue) < 5:            # all five wait behind the group in flight
@@ -87,10 +91,9 @@ def test_writes_queued_behind_a_group_share_the_next_one(raft):
         time.sleep(0.01)
     assert len(raft.sent) == 1
 
-    callback(apply_results(command), FAIL_REASON.SUCCESS)
-    group, group_callback, _ = raft.wait_sent(2)
+    raft.commit(1)
+    group = raft.commit(2)
     assert group["type"] == "group" and [c["n"] for c in group["commands"]] == [1, 2, 3, 4, 5]
-    group_callback(apply_results(group), FAIL_REASON.SUCCESS)
     for t in [first] + later:
         t.join(5)
     assert results == {n: {"echo": n} for n in range(6)}, "every writer gets its own member's result"
@@ -103,9 +106,7 @@ def test_a_dropped_group_is_sent_again(raft):
     t = submit_async(committer, 7, results)
     command, callback, _ = raft.wait_sent(1)
     callback(None, FAIL_REASON.LEADER_CHANGED)          # Raft dropped it: retried with the same key
-    again, callback2, _ = raft.wait_sent(2)
-    assert again == command
-    callback2(apply_results(again), FAIL_REASON.SUCCESS)
+    assert raft.commit(2) == command
     t.join(5)
     assert results[7] == {"echo": 7}
 
@@ -129,8 +130,6 @@ def test_a_group_never_answered_stops_blocking_after_stale_after(raft):
     submit_async(committer, 1, results, timeout=2)
     raft.wait_sent(1)                                  # never answered
     t = submit_async(committer, 2, results)
-    command, callback, _ = raft.wait_sent(2, timeout=3)
-    assert command == {"n": 2}
-    callback(apply_results(command), FAIL_REASON.SUCCESS)
+    assert raft.commit(2, timeout=3) == {"n": 2}
     t.join(5)
     assert results[2] == {"echo": 2}
