@@ -7,7 +7,10 @@ Kinds:
   kill-random   SIGKILL a random replica (maybe the leader); restart it after a moment
   pause         scale a deployment (work for the leader's controllers), SIGSTOP the leader at
                 once for longer than the election timeout, then SIGCONT: the deposed leader's
-                controllers may write with their old epoch, which fencing must refuse
+                controllers may write with their old epoch, which fencing must refuse. Whether
+                they still had a write to make is a race, so with a controller probe the pause
+                is repeated on the new leader (at most PAUSE_ATTEMPTS times, scaling up and
+                down in turn) until a refused write is seen
   cut           isolate the leader from the other replicas (iptables in its namespace; clients
                 still reach it), then heal; needs the cluster in network namespaces (root)
   full-restart  SIGKILL every replica at once, then start them all
@@ -17,8 +20,13 @@ import random
 import signal
 import time
 
+from .probes import CTL_BURST, CTL_LOW
+from .quiescence import FENCED_METRIC
+
 KINDS = ("kill-leader", "kill-random", "pause", "cut", "full-restart")
 PAUSE_SECONDS = 2.5      # > election_timeout_max (0.6 s) and > leader_fallback (1 s)
+PAUSE_ATTEMPTS = 4       # pauses per pause fault, until one catches a controller write to fence
+FENCE_WAIT_SECONDS = 3.0  # after a pause, how long the resumed leader's fenced writes may take to show
 CUT_SECONDS = 3.0
 DOWN_SECONDS = 1.0       # how long a randomly killed replica stays down
 READY_TIMEOUT = 60.0
@@ -124,8 +132,28 @@ class Nemesis:
     def _pause(self, lead):
         if lead is None:
             return {"skipped": "no leader"}
+        attempts = []
+        for n in range(PAUSE_ATTEMPTS):
+            if n:     # the last pause healed: whole again, then the same fault on the new leader
+                self.cluster.wait_ready(READY_TIMEOUT)
+                lead = self.cluster.leader(15.0)
+                if lead is None:
+                    break
+            attempts.append(self._pause_once(lead, CTL_BURST if n % 2 == 0 else CTL_LOW))
+            last = attempts[-1]
+            # Whether a resumed leader's controllers still had a write to make is a race with
+            # how fast they finish the burst; repeat (bounded) until one was caught and fenced.
+            if self.ctl_probe is None or not last["controller_burst"] or last["fenced"]:
+                break
+        return dict(attempts[-1], attempts=len(attempts),
+                    fenced=sum(a["fenced"] for a in attempts),
+                    victims=[a["victim"] for a in attempts],
+                    leaders_during=[a["leader_during"] for a in attempts])
+
+    def _pause_once(self, lead, burst_to):
         victim = lead["id"]
-        burst = self.ctl_probe.burst() if self.ctl_probe is not None else False
+        fenced_before = self._fenced_count()
+        burst = self.ctl_probe.burst(burst_to) if self.ctl_probe is not None else False
         paused = self.cluster.lc.signal(victim, signal.SIGSTOP)
         try:
             time.sleep(PAUSE_SECONDS)
@@ -133,8 +161,18 @@ class Nemesis:
         finally:
             if paused:
                 self.cluster.lc.signal(victim, signal.SIGCONT)
+        fenced = 0
+        deadline = time.monotonic() + FENCE_WAIT_SECONDS
+        while paused and burst and fenced == 0 and time.monotonic() < deadline:
+            fenced = max(0, self._fenced_count() - fenced_before)
+            time.sleep(0.1)
         return {"victim": victim, "paused": paused, "seconds_paused": PAUSE_SECONDS, "controller_burst": burst,
-                "leader_during": during["id"] if during else None}
+                "burst_to": burst_to, "leader_during": during["id"] if during else None, "fenced": fenced}
+
+    def _fenced_count(self):
+        """Controller writes refused for a stale epoch, as the replica that saw most reports it."""
+        values = [self.cluster.metric(i, FENCED_METRIC) for i in self.cluster.ids()]
+        return int(max((v for v in values if v is not None), default=0))
 
     def _cut(self, lead):
         if not self.cluster.netns:

@@ -65,6 +65,7 @@ def test_short_chaos_run_really_injected_its_faults(short_run):
     # The pause caught the leader's controllers with work: resumed and deposed, they wrote
     # with their old epoch, and the FSM refused it (check 6 requires it when exercised).
     assert by_kind["pause"][0]["controller_burst"], by_kind["pause"][0]
+    assert by_kind["pause"][0]["fenced"] > 0, "no pause caught a controller write: %s" % by_kind["pause"][0]
     assert result["quiescence"]["fencing_exercised"] is True
     assert result["quiescence"]["fenced_rejections"] > 0, result["quiescence"]
     assert by_kind["cut"][0]["rules_removed"] > 0, "the cut left no iptables rules to heal"
