@@ -21,8 +21,12 @@ writes to be on disk before it acts on it; it writes the journal through mmap an
 never syncs, so a power-off lost acknowledged writes on every replica (found by
 the Vagrant full-restart drill). So here:
 
-3. every entry is synced (msync) before the header that counts it is written and
-   synced: an entry is on disk before PySyncObj acknowledges or counts it;
+3. entries are synced (msync) before the header that counts them is written and
+   synced, and that happens before PySyncObj acknowledges or counts them: `add`
+   only writes the record; `sync` makes everything added so far durable, and the
+   Raft node calls it once per tick, before its acks leave and before the leader
+   counts itself (raft_node._PipelinedSyncObj). One sync per batch of entries,
+   not two per entry;
 4. Raft's term and vote are fsynced (file, then directory) before they are used;
 5. the dump is fsynced before the journal entries it replaces are trimmed;
 6. on start a half-written last record (the header counted it, its bytes did not
@@ -61,6 +65,7 @@ class DurableFileJournal(FileJournal):
         self._path = path
         self._dump_path = dump_path
         self._sync = sync
+        self._unsynced_from = None       # offset of the first record the header does not count yet
         if sync:
             cut_torn_tail(path)
         super().__init__(path)
@@ -73,14 +78,35 @@ class DurableFileJournal(FileJournal):
             self._FileJournal__journalFile._ResizableFile__mm.flush(start, offset + length - start)
 
     def add(self, command, idx, term):
+        # Written, not yet counted by the header: sync() does both, in that order.
         self._FileJournal__journal.append((command, idx, term))
         data = _ENTRY.pack(idx, term) + to_bytes(command)
         record = _SIZE.pack(len(data)) + data + _SIZE.pack(len(data))
         offset = self._FileJournal__currentOffset
         self._FileJournal__journalFile.write(offset, record)
-        self._msync(offset, len(record))                      # the entry first ...
+        if self._unsynced_from is None:
+            self._unsynced_from = offset
         self._FileJournal__currentOffset = offset + len(record)
-        self._set_last_record_offset(self._FileJournal__currentOffset)   # ... then what counts it
+
+    def sync(self):
+        """Make every entry added so far durable: the records first, then the header that
+        counts them. Returns whether there was anything to sync."""
+        start = self._unsynced_from
+        if start is None:
+            return False
+        end = self._FileJournal__currentOffset
+        self._msync(start, end - start)
+        self._set_last_record_offset(end)
+        self._unsynced_from = None
+        return True
+
+    def flush(self):
+        self.sync()
+        super().flush()
+
+    def _destroy(self):
+        self.sync()
+        super()._destroy()
 
     def _set_last_record_offset(self, offset):
         self._FileJournal__journalFile.write(LAST_RECORD_OFFSET_OFFSET, _SIZE.pack(offset))
@@ -91,6 +117,7 @@ class DurableFileJournal(FileJournal):
         # into place as the dump: that dump must be on disk before the entries go.
         self._sync_dump()
         super().clear()
+        self._unsynced_from = None
         self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
 
     def _sync_dump(self):
@@ -100,6 +127,7 @@ class DurableFileJournal(FileJournal):
             _fsync_dir(self._dump_path)
 
     def deleteEntriesFrom(self, entryFrom):
+        self.sync()     # the shorter header must not count records that never reached the disk
         super().deleteEntriesFrom(entryFrom)
         self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
 
@@ -124,6 +152,7 @@ class DurableFileJournal(FileJournal):
         self._FileJournal__journalFile = ResizableFile(self._path)
         self._FileJournal__journal = list(keep)
         self._FileJournal__currentOffset = self._FileJournal__getLastRecordOffset()
+        self._unsynced_from = None       # every kept entry is in the fsynced file
 
 
 def _fsync_dir(path):

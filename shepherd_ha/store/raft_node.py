@@ -121,9 +121,69 @@ class _PipelinedSyncObj(SyncObj):
     """
 
     def __init__(self, self_address, peers, conf, consumers):
-        # Before SyncObj.__init__: its transport asks for the encryptor as it starts.
+        # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
+        # and attributes set later would be part of every snapshot.
         self._raft_cipher = RaftCipher(conf.password) if conf.password else None
+        self._held_acks = {}               # node -> (next index, term) held until our log is on disk
+        self._batching_commands = False
+        self._append_entries_due = False
         super().__init__(self_address, peers, conf, consumers=consumers)
+
+    # ---- one journal sync per tick, not two per entry (see durable_journal) ----
+    #
+    # A follower acknowledges appended entries only once they are on disk, and a leader
+    # counts itself towards a commit only for entries on disk. Instead of syncing each
+    # entry as it is added, acks are held back while a tick handles its messages; then
+    # one sync covers every entry of the tick and the acks go out (one per leader,
+    # the latest: an ack covers all entries before it). The leader likewise appends all
+    # commands queued in a tick and sends them in one append_entries per follower.
+
+    def _onTick(self, timeToWait=0.0):
+        self._make_durable()            # before the leader counts its own log
+        super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
+        self._make_durable()
+
+    def _make_durable(self):
+        journal = self._SyncObj__raftLog
+        sync = getattr(journal, "sync", None)
+        if sync is not None:
+            sync()
+        if self._held_acks:
+            acks, self._held_acks = self._held_acks, {}
+            for node, (next_index, term) in acks.items():
+                # PySyncObj's acks carry no term. One held while this node moved on (a new
+                # term, another leader, a truncated log) would tell the old leader about a
+                # log we no longer hold: drop it; the leader asks again with its next append.
+                if (term == self._SyncObj__raftCurrentTerm and node == self._SyncObj__raftLeader
+                        and next_index <= self._SyncObj__getCurrentLogIndex() + 1):
+                    super()._SyncObj__sendNextNodeIdx(node, nextNodeIdx=next_index, success=True)
+
+    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
+        if success and not reset:
+            if nextNodeIdx is None:
+                nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
+            self._held_acks[node] = (nextNodeIdx, self._SyncObj__raftCurrentTerm)
+            return
+        self._make_durable()            # keep the order of what this node says to the leader
+        super()._SyncObj__sendNextNodeIdx(node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    def _checkCommandsToApply(self):
+        self._batching_commands = True
+        try:
+            super()._checkCommandsToApply()
+        finally:
+            self._batching_commands = False
+        if self._append_entries_due:
+            self._append_entries_due = False
+            super()._SyncObj__sendAppendEntries()
+        # Followers write the new entries while this one syncs them.
+        self._make_durable()
+
+    def _SyncObj__sendAppendEntries(self):
+        if self._batching_commands:
+            self._append_entries_due = True
+            return
+        super()._SyncObj__sendAppendEntries()
 
     @property
     def encryptor(self):

@@ -1,9 +1,10 @@
-"""The journal keeps Raft's durability rules, on three real PySyncObj nodes on loopback
-(in this process, so every send can be checked against the journal on disk):
+"""Batched journal syncs keep Raft's durability rules, on three real PySyncObj nodes on
+loopback (in this process, so every send can be checked against the journal on disk):
 
 - a follower acknowledges entries only once its journal header counts them (what a power
   cut would keep);
-- a leader applies (so answers) an entry only once its own journal counts it.
+- a leader applies (so answers) an entry only once its own journal counts it;
+- and the batching happens: fewer journal syncs than entries under concurrent writes.
 """
 import os
 import struct
@@ -15,6 +16,7 @@ from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET
 from pysyncobj.syncobj import SyncObj
 
 from shepherd_ha.cli.local_cluster import find_base_port
+from shepherd_ha.store import durable_journal
 from shepherd_ha.store.raft_node import RaftNode, RaftSettings
 
 
@@ -58,7 +60,7 @@ class LeaderApplyCheck:
 
 @pytest.fixture
 def watched_nodes(tmp_path, monkeypatch):
-    violations, acks = [], []
+    violations, acks, syncs = [], [], []
     journal_of = {}        # SyncObj -> journal path
 
     real_send_ack = SyncObj._SyncObj__sendNextNodeIdx
@@ -72,6 +74,15 @@ def watched_nodes(tmp_path, monkeypatch):
         return real_send_ack(self, node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
     monkeypatch.setattr(SyncObj, "_SyncObj__sendNextNodeIdx", checked_send_ack)
 
+    real_sync = durable_journal.DurableFileJournal.sync
+
+    def counted_sync(self):
+        did = real_sync(self)
+        if did:
+            syncs.append(self._path)
+        return did
+    monkeypatch.setattr(durable_journal.DurableFileJournal, "sync", counted_sync)
+
     nodes = []
     base = find_base_port(3)
     addresses = ["127.0.0.1:%d" % (base + 150 + i) for i in range(3)]
@@ -83,13 +94,13 @@ def watched_nodes(tmp_path, monkeypatch):
         # The FSM takes this lock for every entry it applies: check the leader's journal there.
         node.consumer.lock = LeaderApplyCheck(node, node.consumer.lock, journal_of, violations)
         nodes.append(node)
-    yield nodes, violations, acks
+    yield nodes, violations, acks, syncs
     for node in nodes:
         node.destroy()
 
 
-def test_acks_and_leader_applies_wait_for_the_journal(watched_nodes):
-    nodes, violations, acks = watched_nodes
+def test_acks_and_leader_applies_wait_for_the_journal_and_syncs_are_batched(watched_nodes):
+    nodes, violations, acks, syncs = watched_nodes
     deadline = time.monotonic() + 20
     while not any(n.is_leader() for n in nodes):
         assert time.monotonic() < deadline, "no leader elected in 20 s"
@@ -114,5 +125,7 @@ def test_acks_and_leader_applies_wait_for_the_journal(watched_nodes):
     entries = leader.commit_index()
     assert entries >= 300, entries
     assert acks, "followers acknowledged nothing?"
+    assert len(syncs) < entries * 2, \
+        "%d journal syncs for %d entries on 3 replicas: syncs are not batched" % (len(syncs), entries)
     revisions = {n.fsm.revision for n in nodes if n.applied_index() == entries}
     assert len(revisions) <= 1

@@ -74,30 +74,77 @@ def test_records_out_of_sequence_or_with_bad_sizes_end_the_journal(tmp_path):
     assert cut_torn_tail(str(tmp_path / "missing")) == 0
 
 
-def test_each_entry_is_synced_before_the_header_that_counts_it(tmp_path, monkeypatch):
-    j = DurableFileJournal(str(tmp_path / "raft.journal"))
+def _spy_on(j, monkeypatch):
+    """Record the journal's writes and msyncs, in order."""
     events = []
     mm = j._FileJournal__journalFile._ResizableFile__mm
-    real_write = j._FileJournal__journalFile.write
 
     class SpyMap:
         def flush(self, start, length):
             events.append(("sync", start, length))
             return mm.flush(start, length)
 
-    monkeypatch.setattr(j._FileJournal__journalFile, "_ResizableFile__mm", SpyMap(), raising=False)
-
     def spy_write(offset, values):
         events.append(("write", offset, len(values)))
         return mm.__setitem__(slice(offset, offset + len(values)), values)
+    monkeypatch.setattr(j._FileJournal__journalFile, "_ResizableFile__mm", SpyMap(), raising=False)
     monkeypatch.setattr(j._FileJournal__journalFile, "write", spy_write)
+    return events
+
+
+def test_added_entries_are_synced_before_the_header_that_counts_them(tmp_path, monkeypatch):
+    j = DurableFileJournal(str(tmp_path / "raft.journal"))
+    events = _spy_on(j, monkeypatch)
     start = j._FileJournal__currentOffset
-    j.add(b"payload", 1, 1)
-    assert [e[0] for e in events] == ["write", "sync", "write", "sync"], events
-    (_, w1, n1), (_, s1, m1), (_, w2, n2), (_, s2, m2) = events
-    assert w1 == start and s1 <= w1 and w1 + n1 <= s1 + m1, "the record is synced before anything counts it"
+    for i in (1, 2, 3):
+        j.add(b"payload-%d" % i, i, 1)
+    assert [e[0] for e in events] == ["write"] * 3, "add writes the record, nothing counts it yet"
+    assert j.sync() is True
+    kinds = [e[0] for e in events]
+    assert kinds == ["write", "write", "write", "sync", "write", "sync"], events
+    records_end = events[2][1] + events[2][2]
+    (_, s1, m1), (_, w2, n2), (_, s2, m2) = events[3:]
+    assert s1 <= start and records_end <= s1 + m1, "one sync covers all three records"
     assert w2 == LAST_RECORD_OFFSET_OFFSET and s2 <= w2 and w2 + n2 <= s2 + m2, "then the header, synced"
-    monkeypatch.setattr(j._FileJournal__journalFile, "write", real_write)
+    assert j.sync() is False, "nothing left to sync"
+    assert len(events) == 6
+
+
+def test_the_header_on_disk_counts_only_synced_entries(tmp_path):
+    path = tmp_path / "raft.journal"
+    j = DurableFileJournal(str(path))
+    j.add(b"one", 1, 1)
+    j.sync()
+    j.add(b"two", 2, 1)                   # a power cut now keeps entry 1 only
+    plain = FileJournal(str(path))
+    assert [e[1] for e in plain] == [1]
+    plain._destroy()
+    j.sync()
+    assert [e[1] for e in FileJournal(str(path))] == [1, 2]
+
+
+def test_a_clean_stop_keeps_entries_not_yet_synced(tmp_path):
+    path = tmp_path / "raft.journal"
+    j = DurableFileJournal(str(path))
+    j.add(b"one", 1, 1)
+    j._destroy()
+    assert [e[1] for e in DurableFileJournal(str(path))] == [1]
+
+
+def test_truncating_never_counts_unsynced_records(tmp_path):
+    # A follower drops a conflicting tail while newer entries still wait for their sync:
+    # the shorter header it writes must not point past what reached the disk.
+    path = tmp_path / "raft.journal"
+    j = DurableFileJournal(str(path))
+    for i in (1, 2, 3):
+        j.add(b"c%d" % i, i, 1)
+    j.sync()
+    j.add(b"c4", 4, 1)
+    j.add(b"c5", 5, 1)
+    j.deleteEntriesFrom(4)                # keeps 1..4
+    assert last_offset(path) == j._FileJournal__currentOffset
+    assert [e[1] for e in FileJournal(str(path))] == [1, 2, 3, 4]
+    assert j.sync() is False
 
 
 def test_term_and_vote_are_fsynced(tmp_path, monkeypatch):
