@@ -1,0 +1,103 @@
+"""Starting an instance of a container: pull its image per imagePullPolicy,
+resolve its env and volumes, create and start it, posting the kubelet's Events;
+a failed pull or create is retried with its own backoff.
+
+A mixin of PodManager (agent/pods.py), whose attributes it uses.
+"""
+import logging
+
+from . import spec as P
+from . import volumes as V
+from .runtime.base import ContainerGone, CreateError, ImagePullError
+
+log = logging.getLogger(__name__)
+
+
+class ContainerStartMixin:
+    def _retry_later(self, cs, reason, message, now):
+        cs.waiting = (reason, message)
+        cs.retry_pending = True
+        cs.retry_at = now + max(self.backoff_base / 10.0, cs.retry_backoff.next_delay())
+        return cs.retry_at - now
+
+    def _start(self, state, pod, c, cs, attempt, sandbox_id, last, now):
+        """Pull if needed, create and start instance number `attempt`; returns the
+        seconds until the next look (None when it started)."""
+        name = c.get("name")
+        image = c.get("image") or ""
+        policy = c.get("imagePullPolicy") or "IfNotPresent"
+        if P.needs_sandbox(pod) and not sandbox_id:
+            cs.waiting = ("ContainerCreating", state.sandbox_error or "waiting for the pod's network")
+            return None
+        emit = self.events.emit
+        try:
+            present = self.runtime.image_present(image)
+            if policy == "Never" and not present:
+                message = 'Container image "%s" is not present with pull policy of Never' % image
+                emit(pod, "ErrImageNeverPull", message, "Warning", name)
+                return self._retry_later(cs, "ErrImageNeverPull", message, now)
+            if policy == "Always" or not present:
+                emit(pod, "Pulling", 'Pulling image "%s"' % image, "Normal", name)
+                try:
+                    self.runtime.pull_image(image)
+                except ImagePullError as exc:
+                    reason = "ErrImagePull" if cs.retry_backoff.level == 0 else "ImagePullBackOff"
+                    message = ('Failed to pull image "%s": %s' % (image, exc)) if reason == "ErrImagePull" \
+                        else 'Back-off pulling image "%s": %s' % (image, exc)
+                    emit(pod, "Failed", 'Failed to pull image "%s": %s' % (image, exc), "Warning", name)
+                    if reason == "ImagePullBackOff":
+                        emit(pod, "BackOff", 'Back-off pulling image "%s"' % image, "Normal", name)
+                    return self._retry_later(cs, reason, message, now)
+                emit(pod, "Pulled", 'Successfully pulled image "%s"' % image, "Normal", name)
+            else:
+                emit(pod, "Pulled", 'Container image "%s" already present on machine' % image, "Normal", name)
+            try:
+                env = V.resolve_env(pod, c, self._get_configmap)
+                mounts = V.prepare_mounts(pod, c, self.state_dir, self._get_configmap,
+                                          write=not self.runtime.simulated)
+            except (V.ConfigProblem, OSError) as exc:
+                message = str(exc) if isinstance(exc, V.ConfigProblem) else \
+                    "pod volumes under --state-dir %s: %s" % (self.state_dir, exc)
+                emit(pod, getattr(exc, "event", "FailedMount"), "Error: %s" % message, "Warning", name)
+                return self._retry_later(cs, "CreateContainerConfigError", message, now)
+            config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
+                                        env=env, mounts=mounts)
+            try:
+                cid = self.runtime.create(config)
+            except CreateError as exc:
+                if "Conflict" in str(exc) and "already in use" in str(exc):
+                    self._remove_by_name(config.name)
+                    cid = self.runtime.create(config)
+                else:
+                    raise
+            emit(pod, "Created", "Created container %s" % name, "Normal", name)
+            try:
+                self.runtime.start(cid)
+            except (CreateError, ContainerGone):
+                self.runtime.remove(cid)
+                raise
+            emit(pod, "Started", "Started container %s" % name, "Normal", name)
+        except CreateError as exc:
+            emit(pod, "Failed", "Error: %s" % exc, "Warning", name)
+            return self._retry_later(cs, "CreateContainerError", str(exc), now)
+        log.info("pod %s: started container %s (%s, restart %d)", state.key, name, cid[:12], attempt)
+        cs.restart_count = attempt
+        cs.waiting = None
+        cs.final = None
+        cs.retry_at = None
+        cs.retry_pending = False
+        cs.retry_backoff.reset()
+        cs.last_terminated = last
+        cs.gone = None
+        info = self.runtime.inspect(cid)
+        cs.instance = info
+        if info is not None and info.running:
+            self._ensure_probes(state, c, cs, info)
+        if info is not None and not info.running:
+            return 0.05      # it exited at once: look again
+        return None
+
+    def _remove_by_name(self, name):
+        for c in self._own_containers():
+            if c.name == name:
+                self.runtime.remove(c.id)
