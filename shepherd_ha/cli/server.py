@@ -59,6 +59,12 @@ def _freeze_long_lived_objects(period=30.0):
 YOUNG_GC_THRESHOLD = 20000
 
 
+WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_limit=1000,
+                        clear_untrusted_proxy_headers=True,
+                        # lets a stream notice that its client left (pod logs -f on a quiet container)
+                        channel_request_lookahead=1, _quiet=True)
+
+
 def _can_bind(host, port):
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -116,8 +122,5 @@ def run(args):
     app = create_app(replica)
     log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    waitress.serve(app, host=host, port=port, threads=values["api_threads"], ident="shepherd-ha",
-                   channel_timeout=3600, connection_limit=1000, clear_untrusted_proxy_headers=True,
-                   # lets a stream notice that its client left (pod logs -f on a quiet container)
-                   channel_request_lookahead=1, _quiet=True)
+    waitress.serve(app, host=host, port=port, threads=values["api_threads"], **WAITRESS_OPTIONS)
     return 0
