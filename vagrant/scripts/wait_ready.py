@@ -6,7 +6,9 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))        # cluster_layout
+sys.path.insert(0, os.path.join(HERE, "..", ".."))  # the project, when it is not installed
 from cluster_layout import ClusterLayout  # noqa: E402
 from shepherd_ha.client import Client  # noqa: E402
 
