@@ -38,10 +38,13 @@ if ! $VIRSH pool-info "$POOL_NAME" >/dev/null 2>&1; then
   $VIRSH pool-define-as "$POOL_NAME" dir --target "$POOL_DIR" >/dev/null
   $VIRSH pool-autostart "$POOL_NAME" >/dev/null
 fi
+# Read the whole of pool-info (awk, not grep -q): grep -q exits at the first match,
+# virsh then dies of SIGPIPE and, with pipefail, a running pool read as not running.
+pool_running() { $VIRSH pool-info "$POOL_NAME" 2>/dev/null | awk '$1 == "State:" && $2 == "running" {ok = 1} END {exit !ok}'; }
 # A freshly started libvirtd autostarts the pool in the background: pool-start can
 # then fail with "already active", which is what we wanted anyway.
-if ! $VIRSH pool-info "$POOL_NAME" | grep -q running; then
-  $VIRSH pool-start "$POOL_NAME" >/dev/null 2>&1 || $VIRSH pool-info "$POOL_NAME" | grep -q running \
+if ! pool_running; then
+  $VIRSH pool-start "$POOL_NAME" >/dev/null 2>&1 || pool_running \
     || { echo "error: storage pool $POOL_NAME does not start: $VIRSH pool-start $POOL_NAME" >&2; exit 1; }
 fi
 echo "libvirtd ready (pool $POOL_NAME)"
