@@ -31,7 +31,9 @@ else
     [ "$status" = 0 ] || fail "apt-get install etcd-server etcd-client failed (exit $status)"
 fi
 
-server=$(etcd --version 2>/dev/null | head -1) || fail "etcd is installed but does not run: etcd --version failed"
-client=$(ETCDCTL_API=3 etcdctl version 2>/dev/null | head -1) || fail "etcdctl is installed but does not run"
-say "$server; $client"
+# Whole outputs first, then their first lines: `| head -1` under pipefail fails at random
+# when head exits before the writer is done (SIGPIPE, exit 141).
+server=$(etcd --version 2>/dev/null) || fail "etcd is installed but does not run: etcd --version failed"
+client=$(ETCDCTL_API=3 etcdctl version 2>/dev/null) || fail "etcdctl is installed but does not run"
+say "${server%%$'\n'*}; ${client%%$'\n'*}"
 say "ready"

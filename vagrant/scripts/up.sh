@@ -12,7 +12,7 @@ READY_TIMEOUT=${READY_TIMEOUT:-600}
 need vagrant vagrant
 if [ "$VAGRANT_DEFAULT_PROVIDER" = libvirt ]; then
   need virsh "libvirt-clients libvirt-daemon-system qemu-system-x86"
-  vagrant plugin list 2>/dev/null | grep -q vagrant-libvirt || die "the vagrant-libvirt plugin is missing; apt-get install -y vagrant-libvirt"
+  [[ "$(vagrant plugin list 2>/dev/null)" == *vagrant-libvirt* ]] || die "the vagrant-libvirt plugin is missing; apt-get install -y vagrant-libvirt"
   bash "$VAGRANT_DIR/scripts/start-libvirt.sh"
   if [ "${VM_BOX:-shepherd/debian12}" = shepherd/debian12 ]; then
     t0=$(date +%s)
