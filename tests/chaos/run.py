@@ -103,7 +103,10 @@ def judge(history_path, quiescence_record, fault_records, expect_faults=True):
         checks.append(("leader kills happened (killed, term grew)", len(moved) == len(kills),
                        "%d of %d" % (len(moved), len(kills))))
         displaced = [r for r in fault_records if r["kind"] in ("pause", "cut")]
-        elsewhere = [r for r in displaced if r.get("leader_during") and r["leader_during"] != r.get("victim")]
+        # A pause fault may pause several leaders in turn (faults._pause): each must have been replaced.
+        elsewhere = [r for r in displaced if all(
+            during and during != victim for victim, during in zip(r.get("victims", [r.get("victim")]),
+                                                                 r.get("leaders_during", [r.get("leader_during")])))]
         checks.append(("paused or cut-off leaders were replaced while out", len(elsewhere) == len(displaced),
                        "%d of %d" % (len(elsewhere), len(displaced))))
         skipped = [r for r in fault_records if r.get("skipped")]

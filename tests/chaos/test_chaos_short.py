@@ -117,6 +117,13 @@ def test_a_broken_history_makes_the_harness_report_fail(short_run, tmp_path):
     checks, _ = run.judge(history, split, result["faults"])
     assert not all(c[1] for c in checks)
 
+    # A pause fault that paused two leaders in turn, the first never replaced while out.
+    faults = [dict(r) for r in result["faults"]]
+    pause = next(r for r in faults if r["kind"] == "pause")
+    pause.update(victims=[pause["victim"]] * 2, leaders_during=[pause["victim"], pause["leader_during"]])
+    replaced = {name: ok for name, ok, _ in run.judge(history, result["quiescence"], faults)[0]}
+    assert replaced["paused or cut-off leaders were replaced while out"] is False
+
     failed = dict(result, checks=checks, passed=all(c[1] for c in checks))
     path = tmp_path / "report.md"
     report.write(failed, str(path))
