@@ -52,6 +52,24 @@ def wait_for(what, check, timeout, interval=0.02):
     raise AssertionError("%s did not happen within %.1fs (last: %r)" % (what, timeout, last))
 
 
+def wait_quiet(replica, quiet_for=0.5, timeout=15.0):
+    """Wait until the replica has applied all of its log and the log has not grown for
+    `quiet_for` s. A stall taken then blocks on the next entry, the test's own write; taken
+    while a controller's write was about to apply, it blocked on that one and the test's
+    write was never appended (seen: old leader at log 4, applied 3, the write not in it)."""
+    syncobj = replica.node.syncobj
+    deadline = time.monotonic() + timeout
+    last, since = None, time.monotonic()
+    while time.monotonic() < deadline:
+        state = (syncobj._SyncObj__getCurrentLogIndex(), replica.node.commit_index(), replica.node.applied_index())
+        if state != last or len(set(state)) != 1:
+            last, since = state, time.monotonic()
+        elif time.monotonic() - since >= quiet_for:
+            return
+        time.sleep(0.02)
+    raise AssertionError("%s never went quiet within %.0fs (log, commit, applied: %r)" % (replica.id, timeout, last))
+
+
 # ---------------------------------------------------------------- in process
 
 def namespace_op(name):
@@ -163,6 +181,7 @@ def test_deposed_leader_queued_writes_are_never_applied(inproc):
         return thread
 
     # Stall the leader's Raft thread: it blocks applying the next entry, as a paused process would.
+    wait_quiet(old_leader)
     old_leader.node.lock.acquire()
     try:
         first = write_in_background("committed-before", "fence-first")
