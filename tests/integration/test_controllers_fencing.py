@@ -424,8 +424,15 @@ def test_sigstopped_leader_cannot_apply_its_queued_controller_writes(tmp_path):
 
         after = controller_objects(urls[new_leader])
         changed = {k: (before.get(k), after.get(k)) for k in set(before) | set(after) if before.get(k) != after.get(k)}
-        assert not changed, "controller objects changed across the failover (old-epoch or duplicate writes): %s" % (
-            sorted(changed.items())[:10])
+        if changed:
+            nodes = {n: [(c["status"], c["reason"], c.get("message")) for c in
+                         call("GET", urls[new_leader] + "/api/v1/nodes/" + n).json()["status"]["conditions"]
+                         if c["type"] == "Ready"] for n in renewer.names}
+            raise AssertionError(
+                "controller objects changed across the failover (old-epoch or duplicate writes): %s; "
+                "new leader %s elected %.2fs after SIGSTOP, fenced rejections %+d, renewal rounds that found no "
+                "replica: %d, Ready conditions now: %s" % (sorted(changed.items())[:10], new_leader, elected_after,
+                                                          fenced_delta, renewer.failures, nodes))
         for name in renewer.names:
             node = expect(call("GET", urls[new_leader] + "/api/v1/nodes/" + name), 200)
             [cond] = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]

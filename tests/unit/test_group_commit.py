@@ -1,6 +1,6 @@
 """Group commit: concurrent writes share Raft entries, each gets its own result, dropped
-groups are retried, a deposed leader's writers are answered at once, and writes queue
-behind the group in flight."""
+groups are retried, a deposed leader's writers are answered at once, and the next group
+is sent by the thread that delivered the previous result (the Raft tick thread)."""
 import threading
 import time
 
@@ -79,7 +79,7 @@ def test_a_lone_write_is_sent_at_once_unwrapped(raft):
     assert results[1] == {"echo": 1}
 
 
-def test_writes_queued_behind_a_group_share_the_next_one(raft):
+def test_writes_queued_behind_a_group_share_the_next_one_sent_by_the_answering_thread(raft):
     committer = GroupCommitter(raft)
     results = {}
     first = submit_async(committer, 0, results)
@@ -91,9 +91,18 @@ def test_writes_queued_behind_a_group_share_the_next_one(raft):
         time.sleep(0.01)
     assert len(raft.sent) == 1
 
-    raft.commit(1)
-    group = raft.commit(2)
+    tick_thread = {}
+
+    def answer():
+        tick_thread["id"] = threading.get_ident()
+        raft.commit(1)
+    answering = threading.Thread(target=answer)
+    answering.start()
+    answering.join(5)
+    group, _, sender = raft.wait_sent(2)
     assert group["type"] == "group" and [c["n"] for c in group["commands"]] == [1, 2, 3, 4, 5]
+    assert sender == tick_thread["id"], "the next group should leave from the thread that answered the last"
+    raft.commit(2)
     for t in [first] + later:
         t.join(5)
     assert results == {n: {"echo": n} for n in range(6)}, "every writer gets its own member's result"
