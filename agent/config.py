@@ -22,6 +22,8 @@ DEFAULT_STATE_ROOT = "/var/lib/shepherd-agent"
 AGENT_OPTIONS = (
     Option("servers", str, None, "control-plane replica URLs, comma-separated, e.g. "
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
+    Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
+           "--token-file; the token's user in group system:nodes)"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -128,6 +130,7 @@ class AgentSettings:
     state_dir: str = ""
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
+    token: str = None
 
 
 def settings(values):
@@ -176,6 +179,15 @@ def settings(values):
     state_dir = values.get("state_dir") or os.path.join(DEFAULT_STATE_ROOT, name)
     if not os.path.isabs(state_dir):
         state_dir = os.path.abspath(state_dir)     # Docker bind mounts need absolute paths
+    token = None
+    if values.get("token_file"):
+        try:
+            with open(values["token_file"]) as fh:
+                token = fh.read().strip()
+        except OSError as exc:
+            raise ConfigError("cannot read --token-file %s: %s" % (values["token_file"], exc.strerror))
+        if not token:
+            raise ConfigError("--token-file %s is empty: put the node's bearer token in it" % values["token_file"])
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -188,4 +200,5 @@ def settings(values):
         backoff_base=values["backoff_base"], backoff_max=values["backoff_max"],
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
-        configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"])
+        configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
+        token=token)

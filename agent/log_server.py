@@ -10,6 +10,10 @@ previous=true); with podUID only that pod's containers count.  Errors are Status
 objects (404 when the pod or container is unknown on this node).  The body is the
 container's output as the runtime gives it (stdout and stderr merged).
 
+When the API wants tokens (the agent has one), so does this server: the replica
+passes the caller's bearer token along and `log_access.LogAccess` asks the API
+whether it may read the pod (401 without a token, 403 when it may not).
+
 Each open stream holds one server thread; a follower that goes away is noticed
 within about a second (waitress' client_disconnected, with channel_request_lookahead)
 and its thread freed, even when the container prints nothing.
@@ -40,14 +44,15 @@ CONTAINER_HEADER = "Shepherd-Container-ID"
 
 
 def status_body(code, message, reason=None):
-    reasons = {400: "BadRequest", 404: "NotFound", 405: "MethodNotAllowed", 500: "InternalError",
-               503: "ServiceUnavailable"}
+    reasons = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound",
+               405: "MethodNotAllowed", 500: "InternalError", 503: "ServiceUnavailable"}
     return {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
             "reason": reason or reasons.get(code, "Unknown"), "message": message, "metadata": {}}
 
 
-def error(code, message):
-    return flask.Response(json.dumps(status_body(code, message)), status=code, mimetype="application/json")
+def error(code, message, headers=None):
+    return flask.Response(json.dumps(status_body(code, message)), status=code, mimetype="application/json",
+                          headers=headers)
 
 
 def _flag(value):
@@ -103,8 +108,9 @@ def _close(iterator):
 class LogServer:
     """HTTP server of one agent.  start() binds (port 0 = any free port, see .port)."""
 
-    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16):
+    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16, access=None):
         self.runtime = runtime
+        self.access = access         # a log_access.LogAccess, or None: no token needed
         self.node_name = node_name
         self.bind = bind
         self.requested_port = port
@@ -175,6 +181,9 @@ class LogServer:
 
         @app.get("/containerLogs/<namespace>/<pod>/<container>")
         def container_logs(namespace, pod, container):
+            refused = self._refusal(namespace, pod, flask.request)
+            if refused is not None:
+                return refused
             return self.container_logs(namespace, pod, container, flask.request)
 
         @app.errorhandler(404)
@@ -193,6 +202,24 @@ class LogServer:
 
         app.wsgi_app = expose_write(app.wsgi_app)
         return app
+
+    def _refusal(self, namespace, pod, request):
+        """An error response when the caller may not read this pod's logs, else None."""
+        if self.access is None:
+            return None
+        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return error(401, "the agent of node %s serves logs only with a bearer token: ask through the API "
+                              "(sheepctl logs)" % self.node_name, {"WWW-Authenticate": 'Bearer realm="shepherd-agent"'})
+        from .log_access import CannotCheck
+        try:
+            allowed = self.access.may_read(token.strip(), namespace, pod)
+        except CannotCheck as exc:
+            return error(503, "the agent of node %s cannot check the token with the API: %s" % (self.node_name, exc))
+        if not allowed:
+            return error(403, "the API refused this token for pod %s/%s: the agent of node %s will not serve its "
+                              "logs" % (namespace, pod, self.node_name))
+        return None
 
     def container_logs(self, namespace, pod, container, request):
         args = request.args

@@ -8,6 +8,9 @@ The config file is YAML (written by `shepherd-ha local up`):
 
     servers: ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"]
     namespace: default          # optional
+    token: 0123...              # optional: bearer token, for replicas run with --token-file
+
+The token, first match wins: --token > $SHEPHERD_TOKEN > the config file's `token`.
 
 A directory given as config means DIR/config.  The namespace is -n, else the
 config file's `namespace`, else "default".
@@ -36,6 +39,7 @@ class Settings:
     source: str = ""                      # where the servers came from
     config_path: str = None               # the config file consulted, if any
     config: dict = field(default_factory=dict)
+    token: str = None
 
 
 def read_config(path):
@@ -90,7 +94,7 @@ def config_file_candidate(config_arg=None, env=None, home_config=DEFAULT_CONFIG)
 
 
 def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
-            home_config=DEFAULT_CONFIG):
+            home_config=DEFAULT_CONFIG, token_arg=None):
     """-> Settings, or ConfigError."""
     env = os.environ if env is None else env
     path, _explicit = config_file_candidate(config_arg, env, home_config)
@@ -114,8 +118,13 @@ def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
 
     namespace = namespace_arg or (data.get("namespace") if isinstance(data.get("namespace"), str)
                                   else None) or "default"
+    token = token_arg or env.get("SHEPHERD_TOKEN", "").strip() or None
+    if token is None and "token" in data:
+        if not isinstance(data["token"], str) or not data["token"].strip():
+            raise ConfigError("config file %s: `token` must be a non-empty string" % path)
+        token = data["token"].strip()
     return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
-                    config=data)
+                    config=data, token=token)
 
 
 def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG):

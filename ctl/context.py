@@ -31,7 +31,8 @@ class Context:
         if self._settings is None:
             a = self.args
             self._settings = config.resolve(getattr(a, "server", None), getattr(a, "config", None),
-                                            getattr(a, "namespace", None), env=self.env)
+                                            getattr(a, "namespace", None), env=self.env,
+                                            token_arg=getattr(a, "token", None))
         return self._settings
 
     @property
@@ -58,7 +59,7 @@ class Context:
                                   timeout=getattr(a, "request_timeout", None) or 5.0,
                                   retry_deadline=(a.retry_deadline if getattr(a, "retry_deadline", None)
                                                   is not None else 15.0),
-                                  user_agent="sheepctl/%s" % _ctl_version)
+                                  user_agent="sheepctl/%s" % _ctl_version, token=self.settings.token)
         return self._client
 
     def close(self):

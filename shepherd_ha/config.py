@@ -23,6 +23,9 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
+           "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
+           "unset, anyone who reaches the API may do anything"),
     Option("heartbeat", float, 0.05, "seconds between leader heartbeats"),
     Option("election_timeout_min", float, 0.3, "lower bound of the random election timeout (s); must "
            "exceed 3 x heartbeat"),

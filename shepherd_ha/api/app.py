@@ -8,7 +8,7 @@ from werkzeug.exceptions import HTTPException
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
-from . import health
+from . import auth, health
 from .errors import ApiError, error_response
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
@@ -20,7 +20,9 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica):
+def create_app(replica, tokens=None, peer_token=None):
+    """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
+    peer_token: what this replica sends when it asks the others for their status."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     objects = ObjectApi(replica)
@@ -48,7 +50,9 @@ def create_app(replica):
         ):
             app.add_url_rule(prefix + rule, endpoint=(prefix + rule), view_func=bind(fn), methods=_VERBS)
 
-    health.register(app, replica, metrics)
+    if tokens is not None:
+        auth.install(app, tokens)
+    health.register(app, replica, metrics, peer_token)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

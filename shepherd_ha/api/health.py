@@ -12,7 +12,7 @@ from .bodies import dumps
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics):
+def register(app, replica, metrics, peer_token=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -41,29 +41,30 @@ def register(app, replica, metrics):
 
     @app.get("/shepherd/v1/cluster")
     def cluster():
-        return Response(dumps(cluster_view(replica)), mimetype="application/json")
+        return Response(dumps(cluster_view(replica, peer_token)), mimetype="application/json")
 
 
-def _ask(peer):
+def _ask(peer, token=None):
     base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
             "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
     if not peer.api:
         return dict(base, error="no API address configured for this peer")
     try:
-        reply = requests.get(peer.api.rstrip("/") + "/shepherd/v1/replica", timeout=PEER_TIMEOUT)
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        reply = requests.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()
         return dict(reply.json(), reachable=True)
     except (requests.RequestException, ValueError) as exc:
         return dict(base, error=type(exc).__name__)
 
 
-def cluster_view(replica):
+def cluster_view(replica, peer_token=None):
     """Every replica's own report (or unreachable), and who leads."""
     me = replica.status()
     peers = replica.peers
     if peers:
         with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
-            others = list(pool.map(_ask, peers))
+            others = list(pool.map(lambda peer: _ask(peer, peer_token), peers))
     else:
         others = []
     replicas = sorted([me] + others, key=lambda r: r["id"])

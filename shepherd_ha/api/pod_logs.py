@@ -198,7 +198,7 @@ def _agent_error(resp, node_name, where):
         text = " ".join(body.decode("utf-8", "replace").split())[:300]
         return ApiError(503, "the agent of node %s at %s answered %d: %s" % (node_name, where, resp.status_code,
                                                                               text or "(no body)"))
-    code = resp.status_code if resp.status_code in (400, 404, 410, 503) else 503
+    code = resp.status_code if resp.status_code in (400, 401, 403, 404, 410, 503) else 503
     return ApiError(code, message)
 
 
@@ -231,9 +231,13 @@ def pod_log(replica, target):
             params[key] = options[key]
     session = requests.Session()
     session.trust_env = False      # never through an HTTP proxy from the environment
+    agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
+    if request.headers.get("Authorization"):
+        # The agent checks the caller's own token with the API (agent/log_access.py).
+        agent_headers["Authorization"] = request.headers["Authorization"]
     try:
         resp = session.get(url, params=params, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
-                           headers={"User-Agent": "shepherd-ha/%s" % replica.id})
+                           headers=agent_headers)
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         session.close()
         raise ApiError(503, "the agent of node %s at %s is unreachable (%s)" % (node_name, where, _describe(exc)),

@@ -25,6 +25,9 @@ def add_parser(subparsers):
     up.add_argument("--agent-prefix", default="node",
                     help="agents are named PREFIX-1..PREFIX-N (default node); node names must be unique "
                          "on a Docker engine, as an agent adopts the containers labelled with its name")
+    up.add_argument("--no-auth", dest="auth", action="store_false",
+                    help="a new cluster's API answers without a token (default: bearer tokens required; "
+                         "the admin's is in DIR/config, the agents' in DIR/node-token)")
     up.add_argument("--netns", action="store_true",
                     help="every replica and agent in its own network namespace with its own address on "
                          "10.213.N.0/24 (root; agents use the hollow runtime); `local down` removes the network")
@@ -71,12 +74,17 @@ def cmd_up(args, cluster):
         cluster.create(args.replicas)
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, args.base_port)
+        cluster.create(args.replicas, args.base_port, auth=args.auth)
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)
     config = cluster.write_client_config()
     print("cluster is up; leader %s" % leader)
+    if cluster.token():
+        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it), the agents' in %s"
+              % (config, cluster.node_token_file))
+    elif not isinstance(cluster, NetnsCluster):
+        print("  the API answers without a token (created with --no-auth): keep it on loopback")
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
     failed = _start_agents(cluster, args.agents, args.agent_prefix,

@@ -91,8 +91,10 @@ class LocalCluster:
     def api_urls(self):
         return [r["api"] for r in self.spec()["replicas"]]
 
-    def create(self, replicas=3, base_port=8000, server_options=None):
-        """Write the layout for a new cluster (processes are started separately)."""
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False):
+        """Write the layout for a new cluster (processes are started separately). With
+        `auth`, the API requires bearer tokens: an admin token for the client config and
+        a node token for the agents are generated (DIR/tokens.csv, DIR/node-token)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -103,6 +105,11 @@ class LocalCluster:
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
         spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port}
+        if auth:
+            spec["admin_token"], spec["node_token"] = secrets.token_hex(16), secrets.token_hex(16)
+            write_private(self.token_file, '%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
+                          '"system:nodes"\n' % (spec["admin_token"], spec["node_token"]))
+            write_private(self.node_token_file, spec["node_token"] + "\n")
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
@@ -111,6 +118,8 @@ class LocalCluster:
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
                       "raft_password_file": os.path.join(self.dir, "raft-password")}
+            if auth:
+                server["token_file"] = self.token_file
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
@@ -120,9 +129,29 @@ class LocalCluster:
 
     def write_client_config(self):
         path = os.path.join(self.dir, "config")
-        with open(path, "w") as fh:
-            yaml.safe_dump({"servers": self.api_urls(), "namespace": "default"}, fh, sort_keys=False)
+        config = {"servers": self.api_urls(), "namespace": "default"}
+        if self.token():
+            config["token"] = self.token()
+        write_private(path, yaml.safe_dump(config, sort_keys=False))
         return path
+
+    # ---- tokens (clusters created with auth) ----
+
+    @property
+    def token_file(self):
+        return os.path.join(self.dir, "tokens.csv")
+
+    @property
+    def node_token_file(self):
+        return os.path.join(self.dir, "node-token")
+
+    def token(self):
+        """The admin's bearer token, or None when the API needs none."""
+        return self.spec().get("admin_token")
+
+    def auth_headers(self):
+        token = self.token()
+        return {"Authorization": "Bearer " + token} if token else {}
 
     # ---- processes ----
 
@@ -257,6 +286,8 @@ class LocalCluster:
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
                   "state_dir": os.path.join(adir, "state")}
+        if spec.get("node_token"):
+            config["token_file"] = self.node_token_file
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         agents = [a for a in spec.get("agents") or [] if a["name"] != name]
@@ -329,13 +360,13 @@ class LocalCluster:
 
     def agent_status(self, timeout=0.5):
         """One row per agent: name, pid, runtime, and its Node's Ready condition."""
-        rows = []
+        rows, headers = [], self.auth_headers()
         for a in self.agents():
             ready = None
             for url in self.api_urls():
                 try:
                     reply = requests.get("%s/api/v1/nodes/%s" % (url, a["name"]), params={"resourceVersion": "0"},
-                                         timeout=timeout)
+                                         headers=headers, timeout=timeout)
                 except requests.RequestException:
                     continue
                 if reply.status_code == 404:
@@ -355,7 +386,8 @@ class LocalCluster:
     def replica_status(self, ident, timeout=0.5):
         member = self.replica(ident)
         try:
-            reply = requests.get(member["api"] + "/shepherd/v1/replica", timeout=timeout)
+            reply = requests.get(member["api"] + "/shepherd/v1/replica", headers=self.auth_headers(),
+                                 timeout=timeout)
             return reply.json()
         except (requests.RequestException, ValueError):
             return None

@@ -11,6 +11,7 @@ import time
 import waitress
 
 from shepherd_ha import config
+from shepherd_ha.api import auth
 from shepherd_ha.api.app import create_app
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
@@ -80,6 +81,7 @@ def run(args):
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
         controller_settings = ControllerSettings.from_values(values)
+        tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
@@ -119,7 +121,9 @@ def run(args):
     manager = ControllerManager(replica, default_factories(controller_settings))
     replica._on_leadership = manager.leadership_changed
     replica.controller_status = manager.status
-    app = create_app(replica)
+    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None)
+    if tokens is None:
+        log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
     log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
     waitress.serve(app, host=host, port=port, threads=values["api_threads"], **WAITRESS_OPTIONS)

@@ -7,6 +7,8 @@ import sys
 import time
 import uuid
 
+import requests
+
 import pytest
 
 from shepherd_ha.client import ApiError
@@ -163,11 +165,22 @@ def test_local_up_starts_agents_and_down_keeps_or_purges_their_containers(tmp_pa
         from shepherd_ha.client import Client
         import yaml
         with open(config) as fh:
-            client = Client(yaml.safe_load(fh)["servers"])
+            settings = yaml.safe_load(fh)
+        # `local up` requires tokens: the agent got the node token, sheepctl's config the admin's
+        assert requests.get(settings["servers"][0] + "/api/v1/nodes", timeout=5).status_code == 401
+        client = Client(settings["servers"], token=settings["token"])
         client.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                                "spec": {"nodeName": "%s-1" % prefix, "containers": [SLEEPER]}})
         wait_until(lambda: (client.get("pods", "p").get("status") or {}).get("phase") == "Running", 20,
                    "the pod Running")
+        # Logs through a replica with the token; the agent itself wants one too.
+        from shepherd_ha.api.pod_logs import agent_endpoint
+        logs = requests.get(settings["servers"][1] + "/api/v1/namespaces/default/pods/p/log",
+                            headers={"Authorization": "Bearer " + settings["token"]}, timeout=10)
+        assert logs.status_code == 200, logs.text
+        host, port = agent_endpoint(client.get("nodes", "%s-1" % prefix))
+        direct = requests.get("http://%s:%d/containerLogs/default/p/%s" % (host, port, SLEEPER["name"]), timeout=10)
+        assert direct.status_code == 401, direct.text
         code, text = run("down")
         assert code == 0, text
         running = docker_engine.api.containers(filters={"label": "shepherd.io/node=%s-1" % prefix})

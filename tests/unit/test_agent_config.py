@@ -193,3 +193,16 @@ def test_ready_false_while_the_runtime_fails():
     assert "connection refused" in cond["message"]
     error["text"] = None
     assert nm.status()["conditions"][0]["status"] == "True"
+
+
+def test_token_file_gives_the_bearer_token(tmp_path):
+    token = tmp_path / "node-token"
+    token.write_text("n" * 32 + "\n")
+    base = ["--servers", "127.0.0.1:8001", "--node-name", "n1"]
+    assert resolve(base).token is None
+    assert resolve(base + ["--token-file", str(token)]).token == "n" * 32
+    token.write_text("\n")
+    with pytest.raises(config.ConfigError, match="is empty"):
+        resolve(base + ["--token-file", str(token)])
+    with pytest.raises(config.ConfigError, match="cannot read --token-file"):
+        resolve(base + ["--token-file", str(tmp_path / "missing")])

@@ -313,3 +313,35 @@ def test_a_broken_runtime_stream_breaks_the_response_instead_of_ending_it():
         assert b"".join(got) == b"first\n"       # what came before the break was delivered
     finally:
         server.stop()
+
+
+class FakeAccess:
+    """Stands in for log_access.LogAccess: answers by token, records what it was asked."""
+
+    def __init__(self):
+        self.asked = []
+
+    def may_read(self, token, namespace, pod):
+        from agent.log_access import CannotCheck
+        self.asked.append((token, namespace, pod))
+        if token == "down":
+            raise CannotCheck("no replica reachable")
+        return token == "good"
+
+
+def test_with_access_checks_a_token_is_needed_and_asked_about(runtime):
+    access = FakeAccess()
+    server = LogServer(runtime, NODE, access=access).start()
+    try:
+        assert get(server, "/healthz").status_code == 200            # probes need no token
+        r = get(server, "/containerLogs/default/web/app")
+        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized" and "bearer token" in r.json()["message"]
+        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer bad"})
+        assert r.status_code == 403 and "default/web" in r.json()["message"]
+        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer down"})
+        assert r.status_code == 503 and "cannot check the token" in r.json()["message"]
+        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer good"})
+        assert r.status_code == 200 and r.text.startswith("line 1\n")
+        assert access.asked == [("bad", "default", "web"), ("down", "default", "web"), ("good", "default", "web")]
+    finally:
+        server.stop()

@@ -307,3 +307,25 @@ def test_bad_parameters_and_verbs(api):
     # other resources have no log
     r = get("%s/api/v1/namespaces/%s/services/web/log" % (api.url, NS))
     assert_status(r, 404, "no 'log' subresource")
+
+
+def test_the_callers_token_goes_to_the_agent_and_its_refusal_comes_back(runtime, replica):
+    class Access:
+        asked = []
+
+        def may_read(self, token, namespace, pod):
+            self.asked.append(token)
+            return token == "good-token"
+    agent = LogServer(runtime, "n1", threads=2, access=Access()).start()
+    replica.put("nodes", node("n1", port=agent.port))
+    served = Served(create_app(replica))
+    try:
+        r = get(log_url(served, "web"), headers={"Authorization": "Bearer good-token"})
+        assert r.status_code == 200 and r.text.startswith("hello 1\n")
+        assert_status(get(log_url(served, "web"), headers={"Authorization": "Bearer other"}), 403,
+                      "refused this token")
+        assert_status(get(log_url(served, "web")), 401, "bearer token")
+        assert Access.asked == ["good-token", "other"]
+    finally:
+        served.stop()
+        agent.stop()

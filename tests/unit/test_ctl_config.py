@@ -113,3 +113,15 @@ def test_end_to_end_precedence(server, tmp_path, monkeypatch, capsys):
 
     assert main(["--server", dead, "--retry-deadline", "0.1", "get", "pods"]) == 1  # --server wins
     assert dead in capsys.readouterr().err
+
+
+def test_token_flag_beats_env_beats_config_file(files):
+    home = write(files["home"], text=yaml.safe_dump({"servers": ["http://home:1"], "token": " from-file "}))
+    assert resolve(env={}, home_config=home).token == "from-file"
+    assert resolve(env={"SHEPHERD_TOKEN": "from-env"}, home_config=home).token == "from-env"
+    assert resolve(env={"SHEPHERD_TOKEN": "from-env"}, home_config=home, token_arg="flag").token == "flag"
+    plain = write(files["arg"], ["http://arg:1"])
+    assert resolve(config_arg=plain, env={}, home_config=home).token is None
+    bad = write(files["env"], text=yaml.safe_dump({"servers": ["http://e:1"], "token": 12}))
+    with pytest.raises(ConfigError, match="`token` must be a non-empty string"):
+        resolve(config_arg=bad, env={}, home_config=home)

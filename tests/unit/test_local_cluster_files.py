@@ -25,3 +25,28 @@ def test_write_private_tightens_an_existing_file(tmp_path):
     os.chmod(path, 0o644)
     write_private(str(path), "new")
     assert path.read_text() == "new" and stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_client(tmp_path):
+    import yaml
+    from shepherd_ha.api import auth
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create(3, find_base_port(3), auth=True)
+    agent_config = cluster.add_agent("node-1", runtime="hollow")
+    root = tmp_path / "c"
+    for name in ("tokens.csv", "node-token", "config"):
+        assert stat.S_IMODE(os.stat(root / name).st_mode) == 0o600, name
+    tokens = auth.load_token_file(str(root / "tokens.csv"))
+    admin, node = tokens.authenticate(cluster.token()), tokens.authenticate((root / "node-token").read_text().strip())
+    assert admin.groups == (auth.GROUP_ADMIN,) and node.groups == (auth.GROUP_NODES,)
+    assert yaml.safe_load((root / "config").read_text())["token"] == cluster.token()
+    for ident in cluster.ids():
+        assert yaml.safe_load((root / ident / "server.yaml").read_text())["token_file"] == str(root / "tokens.csv")
+    with open(agent_config) as fh:
+        assert yaml.safe_load(fh)["token_file"] == str(root / "node-token")
+    assert cluster.auth_headers() == {"Authorization": "Bearer " + cluster.token()}
+
+    plain = LocalCluster(str(tmp_path / "p"))
+    plain.create(3, find_base_port(3))
+    assert plain.token() is None and plain.auth_headers() == {} and not os.path.exists(plain.token_file)
+    assert "token" not in yaml.safe_load((tmp_path / "p" / "config").read_text())

@@ -1,0 +1,98 @@
+"""API authentication: the static token file and the check made before every request."""
+import pytest
+from flask import Flask
+
+from shepherd_ha.api import auth
+from shepherd_ha.api.errors import ApiError, error_response
+from shepherd_ha.options import ConfigError
+
+ADMIN, NODE, VIEWER, NOBODY = "a" * 32, "n" * 32, "v" * 32, "x" * 32
+
+
+def table():
+    lines = ['# comment', '', '%s,alice,u1,"system:masters"' % ADMIN, '%s,system:node,u2,system:nodes' % NODE,
+             '%s,bob,u3,"shepherd:view,team-a"' % VIEWER, '%s,carol,u4' % NOBODY]
+    return auth.TokenTable(auth.parse_token_lines(lines, "tokens.csv"))
+
+
+def test_token_lines_give_users_with_their_groups():
+    users = auth.parse_token_lines(['%s,bob,u3,"shepherd:view, team-a"' % VIEWER, '%s,carol,u4' % NOBODY], "f")
+    assert users[VIEWER] == auth.User("bob", "u3", ("shepherd:view", "team-a"))
+    assert users[NOBODY].groups == ()
+
+
+@pytest.mark.parametrize("line, problem", [
+    ("%s,alice" % ADMIN, "line 1: expected token,user,uid"),
+    ("short,alice,u1", "at least 16 characters"),
+    ("%s,,u1" % ADMIN, "user name is empty"),
+    ('%s,a,u,"g",extra' % ADMIN, "found 5 field(s)"),
+])
+def test_a_bad_token_line_is_refused_naming_the_line(line, problem):
+    with pytest.raises(ConfigError) as err:
+        auth.parse_token_lines([line], "tokens.csv")
+    assert problem in str(err.value) and "tokens.csv" in str(err.value)
+
+
+def test_a_token_given_twice_and_an_empty_file_are_refused():
+    with pytest.raises(ConfigError, match="line 2: this token is already given to user alice"):
+        auth.parse_token_lines(["%s,alice,u1" % ADMIN, "%s,bob,u2" % ADMIN], "tokens.csv")
+    with pytest.raises(ConfigError, match="holds no tokens"):
+        auth.parse_token_lines(["# nothing", ""], "tokens.csv")
+
+
+def test_load_token_file_adds_the_replicas_status_token(tmp_path):
+    path = tmp_path / "tokens.csv"
+    path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
+    loaded = auth.load_token_file(str(path), raft_password="secret")
+    assert len(loaded) == 2
+    replica = loaded.authenticate(auth.peer_token("secret"))
+    assert replica.name == auth.REPLICA_USER and replica.may("GET") and not replica.may("POST")
+    assert auth.peer_token("secret") != auth.peer_token("other")
+    with pytest.raises(ConfigError, match="cannot read --token-file"):
+        auth.load_token_file(str(tmp_path / "missing.csv"))
+
+
+@pytest.fixture
+def client():
+    app = Flask("t")
+    auth.install(app, table())
+
+    @app.errorhandler(ApiError)
+    def on_error(err):
+        return error_response(err)
+
+    @app.route("/healthz")
+    def healthz():
+        return "ok"
+
+    @app.route("/api/v1/pods", methods=["GET", "POST", "DELETE"])
+    def pods():
+        from flask import request
+        return {"user": request.environ.get("shepherd.user")}
+    return app.test_client()
+
+
+def bearer(token):
+    return {"Authorization": "Bearer " + token}
+
+
+def test_health_needs_no_token_and_everything_else_does(client):
+    assert client.get("/healthz").status_code == 200
+    resp = client.get("/api/v1/pods")
+    assert resp.status_code == 401
+    assert resp.headers["WWW-Authenticate"].startswith("Bearer")
+    assert resp.json["reason"] == "Unauthorized" and "--token" in resp.json["message"]
+    for header in ({"Authorization": "Basic " + ADMIN}, {"Authorization": "Bearer "}, bearer(ADMIN[:-1] + "b")):
+        assert client.get("/api/v1/pods", headers=header).status_code == 401
+    assert "not in this replica's --token-file" in client.get("/api/v1/pods", headers=bearer("z" * 32)).json["message"]
+
+
+def test_groups_decide_who_may_read_and_write(client):
+    for token, user in ((ADMIN, "alice"), (NODE, "system:node")):
+        assert client.post("/api/v1/pods", headers=bearer(token)).json == {"user": user}
+    assert client.get("/api/v1/pods", headers=bearer(VIEWER)).json == {"user": "bob"}
+    resp = client.delete("/api/v1/pods", headers=bearer(VIEWER))
+    assert resp.status_code == 403 and resp.json["reason"] == "Forbidden"
+    assert "user bob" in resp.json["message"] and "system:masters" in resp.json["message"]
+    resp = client.get("/api/v1/pods", headers=bearer(NOBODY))
+    assert resp.status_code == 403 and "shepherd:view" in resp.json["message"]
