@@ -188,6 +188,9 @@ def settings(values):
             raise ConfigError("cannot read --token-file %s: %s" % (values["token_file"], exc.strerror))
         if not token:
             raise ConfigError("--token-file %s is empty: put the node's bearer token in it" % values["token_file"])
+        if len(token) < 16 or any(c.isspace() for c in token):
+            raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
+                              "breaks), not a token table" % values["token_file"])
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))

@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 import flask
 import waitress
 
+from shepherd_ha.model.names import is_dns1123_subdomain
+
 from shepherd_ha.streaming import (StreamBroken, WRITE_KEY, abort_response, expose_write, pump,
                                    stop_waitress_server)
 
@@ -207,10 +209,14 @@ class LogServer:
         """An error response when the caller may not read this pod's logs, else None."""
         if self.access is None:
             return None
+        if not (is_dns1123_subdomain(namespace) and is_dns1123_subdomain(pod)):
+            # the check below must ask the API about exactly the pod whose logs are served
+            return error(400, "%r/%r is not a namespace/pod name" % (namespace, pod))
         scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
-            return error(401, "the agent of node %s serves logs only with a bearer token: ask through the API "
-                              "(sheepctl logs)" % self.node_name, {"WWW-Authenticate": 'Bearer realm="shepherd-agent"'})
+            return error(401, "the agent of node %s serves logs only to replicas that show a token (replicas run "
+                              "with --token-file): use sheepctl logs" % self.node_name,
+                         {"WWW-Authenticate": 'Bearer realm="shepherd-agent"'})
         from .log_access import CannotCheck
         try:
             allowed = self.access.may_read(token.strip(), namespace, pod)

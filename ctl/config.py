@@ -10,7 +10,9 @@ The config file is YAML (written by `shepherd-ha local up`):
     namespace: default          # optional
     token: 0123...              # optional: bearer token, for replicas run with --token-file
 
-The token, first match wins: --token > $SHEPHERD_TOKEN > the config file's `token`.
+The token, first match wins: --token > $SHEPHERD_TOKEN > the config file's `token`,
+the last only when the servers come from that same file (a token is never sent to
+servers named elsewhere).
 
 A directory given as config means DIR/config.  The namespace is -n, else the
 config file's `namespace`, else "default".
@@ -119,9 +121,10 @@ def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
     namespace = namespace_arg or (data.get("namespace") if isinstance(data.get("namespace"), str)
                                   else None) or "default"
     token = token_arg or env.get("SHEPHERD_TOKEN", "").strip() or None
-    if token is None and "token" in data:
+    if token is None and "token" in data and source == path:
         if not isinstance(data["token"], str) or not data["token"].strip():
-            raise ConfigError("config file %s: `token` must be a non-empty string" % path)
+            raise ConfigError("config file %s: `token` must be a non-empty string (quote it if it is all "
+                              "digits)" % path)
         token = data["token"].strip()
     return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
                     config=data, token=token)

@@ -27,7 +27,7 @@ def _global_options(parser, suppress):
                    help="replica API URLs (default: $SHEPHERD_SERVERS, then the config file)")
     g.add_argument("--token", metavar="TOKEN", default=d(None),
                    help="bearer token for replicas that require one (default: $SHEPHERD_TOKEN, then the "
-                        "config file's `token`)")
+                        "config file's `token`; prefer those: a flag shows in `ps`)")
     g.add_argument("--config", metavar="FILE", default=d(None),
                    help="config file (default: $SHEPHERD_CONFIG, then ~/.shepherd/config)")
     g.add_argument("-n", "--namespace", default=d(None), help="namespace (default: from config, "

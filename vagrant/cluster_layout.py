@@ -91,11 +91,25 @@ class ClusterLayout:
     def api_urls(self):
         return [self.api_url(h) for h in self.control_planes]
 
-    def sheepctl_config(self):
+    def sheepctl_config(self, token=None):
         lines = ["# Written by vagrant/cluster_layout.py: the VM cluster's replicas", "servers:"]
         lines += [f"- {url}" for url in self.api_urls()]
         lines.append("namespace: default")
+        if token:
+            lines.append(f"token: {token}")
         return "\n".join(lines) + "\n"
+
+
+def admin_token(env=None):
+    """The admin's API token prepare-artifacts.sh generated, or None before it ran."""
+    env = os.environ if env is None else env
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.join(env.get("ARTIFACTS") or os.path.join(here, ".artifacts"), "secrets", "admin-token")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read().strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def main(argv=None):
@@ -107,8 +121,10 @@ def main(argv=None):
         return 2
     if argv[:1] == ["sheepctl-config"] and len(argv) == 2:
         os.makedirs(os.path.dirname(os.path.abspath(argv[1])), exist_ok=True)
-        with open(argv[1], "w", encoding="utf-8") as out:
-            out.write(layout.sheepctl_config())
+        fd = os.open(argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # it holds the admin token
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(layout.sheepctl_config(admin_token()))
         print(f"sheepctl config written to {argv[1]}")
         return 0
     if argv == ["show"]:

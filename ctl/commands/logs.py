@@ -245,7 +245,7 @@ def run(args, ctx):
     a = ctx.args
     deadline = a.retry_deadline if getattr(a, "retry_deadline", None) is not None else LOGS_RETRY_DEADLINE
     client = Client(ctx.settings.servers, timeout=getattr(a, "request_timeout", None) or 5.0,
-                    retry_deadline=deadline, user_agent="sheepctl/%s" % _ctl_version)
+                    retry_deadline=deadline, user_agent="sheepctl/%s" % _ctl_version, token=ctx.settings.token)
     try:
         stream_logs(client, ctx.namespace, name, ctx.out, container=args.container, follow=args.follow,
                     tail=None if args.tail is None or args.tail < 0 else args.tail, previous=args.previous,

@@ -22,10 +22,11 @@ log = logging.getLogger("shepherd_ha.api")
 
 def create_app(replica, tokens=None, peer_token=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
-    peer_token: what this replica sends when it asks the others for their status."""
+    peer_token: what this replica shows the other replicas (their status) and the agents
+    (pod logs)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica)
+    objects = ObjectApi(replica, peer_token)
     metrics = ApiMetrics(replica)
     app.extensions["shepherd_metrics"] = metrics
 

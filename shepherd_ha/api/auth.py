@@ -13,13 +13,17 @@ Groups decide what a user may do:
 Anything else is authenticated but refused (403). /healthz, /readyz and /version
 answer without a token, as in Kubernetes, so probes and load balancers need none.
 
-Replicas ask each other for their status (the cluster view) with a token derived
-from the Raft password they share: no extra secret to distribute.
+Replicas show a token derived from the Raft password they share when they ask each
+other for their status (the cluster view) and when they fetch pod logs from an agent
+(which checks it with the API, agent/log_access.py): no extra secret to distribute,
+and the caller's own token never leaves the replica. That token may only read replica
+status and single pods.
 """
 import csv
 import dataclasses
 import hashlib
 import hmac
+import re
 
 from flask import request
 
@@ -36,6 +40,7 @@ READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
+_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/api/v1/namespaces/[^/]+/pods/[^/]+")
 _PEER_TOKEN_CONTEXT = b"shepherd-ha replica status token v1"
 
 
@@ -44,8 +49,11 @@ class User:
     name: str
     uid: str
     groups: tuple
+    paths: object = None          # a compiled pattern the whole path must match, or None: any path
 
-    def may(self, method):
+    def may(self, method, path=None):
+        if self.paths is not None and (path is None or not self.paths.fullmatch(path)):
+            return False
         allowed = READ_GROUPS if method in READ_METHODS else WRITE_GROUPS
         return any(g in allowed for g in self.groups)
 
@@ -101,13 +109,16 @@ def parse_token_lines(lines, source):
 def load_token_file(path, raft_password=None):
     """The TokenTable for --token-file, plus the replicas' own status token."""
     try:
-        with open(path, newline="") as fh:
+        with open(path, newline="", encoding="utf-8-sig") as fh:     # -sig: a BOM is not part of a token
             users = parse_token_lines(fh, path)
     except OSError as exc:
         raise ConfigError("cannot read --token-file %s: %s" % (path, exc.strerror))
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ConfigError("--token-file %s is not a UTF-8 file of lines token,user,uid,\"groups\": %s"
+                          % (path, exc))
     table = TokenTable(users)
     if raft_password:
-        table.add(peer_token(raft_password), User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,)))
+        table.add(peer_token(raft_password), User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
     return table
 
 
@@ -138,8 +149,8 @@ def install(app, table):
         if user is None:
             raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
                            "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
-        if not user.may(request.method):
-            need = WRITE_GROUPS if user.may("GET") else READ_GROUPS
+        if not user.may(request.method, request.path):
+            need = WRITE_GROUPS if user.may("GET", request.path) else READ_GROUPS
             raise ApiError(403, "user %s (groups: %s) may not %s %s: that needs one of the groups %s"
                            % (user.name, ", ".join(user.groups) or "none", request.method, request.path,
                               ", ".join(sorted(need))), "Forbidden")

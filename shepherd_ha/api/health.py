@@ -51,7 +51,9 @@ def _ask(peer, token=None):
         return dict(base, error="no API address configured for this peer")
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
-        reply = requests.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
+        with requests.Session() as session:
+            session.trust_env = False   # no proxy or ~/.netrc from the environment: the token goes to the peer only
+            reply = session.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()
         return dict(reply.json(), reachable=True)
     except (requests.RequestException, ValueError) as exc:

@@ -198,11 +198,18 @@ def _agent_error(resp, node_name, where):
         text = " ".join(body.decode("utf-8", "replace").split())[:300]
         return ApiError(503, "the agent of node %s at %s answered %d: %s" % (node_name, where, resp.status_code,
                                                                               text or "(no body)"))
-    code = resp.status_code if resp.status_code in (400, 401, 403, 404, 410, 503) else 503
+    if resp.status_code in (401, 403):
+        # The agent refused this replica, not the caller: a set-up problem, not the caller's to fix.
+        return ApiError(503, "the agent of node %s refused this replica: %s (an agent with a --token-file "
+                        "needs replicas run with --token-file)" % (node_name, message))
+    code = resp.status_code if resp.status_code in (400, 404, 410, 503) else 503
     return ApiError(code, message)
 
 
-def pod_log(replica, target):
+def pod_log(replica, target, agent_token=None):
+    """Stream a container's log from its node's agent. `agent_token`: the replica's own
+    token (replicas with --token-file), which agents check with the API; the caller's
+    token never leaves the replica."""
     if request.method != "GET":
         raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
     options = _options()
@@ -232,9 +239,8 @@ def pod_log(replica, target):
     session = requests.Session()
     session.trust_env = False      # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
-    if request.headers.get("Authorization"):
-        # The agent checks the caller's own token with the API (agent/log_access.py).
-        agent_headers["Authorization"] = request.headers["Authorization"]
+    if agent_token:
+        agent_headers["Authorization"] = "Bearer " + agent_token
     try:
         resp = session.get(url, params=params, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                            headers=agent_headers)

@@ -71,7 +71,7 @@ def cmd_up(args, cluster):
     if not cluster.exists and args.netns:
         cluster = NetnsCluster(args.dir)
         print("creating a %d-replica cluster in network namespaces in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas)
+        cluster.create(args.replicas, auth=args.auth)
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
         cluster.create(args.replicas, args.base_port, auth=args.auth)
@@ -83,8 +83,9 @@ def cmd_up(args, cluster):
     if cluster.token():
         print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it), the agents' in %s"
               % (config, cluster.node_token_file))
-    elif not isinstance(cluster, NetnsCluster):
-        print("  the API answers without a token (created with --no-auth): keep it on loopback")
+    else:
+        print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
+              "keep it on a trusted network, or make a new one")
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
     failed = _start_agents(cluster, args.agents, args.agent_prefix,

@@ -106,10 +106,7 @@ class LocalCluster:
                     "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
         spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port}
         if auth:
-            spec["admin_token"], spec["node_token"] = secrets.token_hex(16), secrets.token_hex(16)
-            write_private(self.token_file, '%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
-                          '"system:nodes"\n' % (spec["admin_token"], spec["node_token"]))
-            write_private(self.node_token_file, spec["node_token"] + "\n")
+            spec.update(self._new_tokens())
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
@@ -144,6 +141,15 @@ class LocalCluster:
     @property
     def node_token_file(self):
         return os.path.join(self.dir, "node-token")
+
+    def _new_tokens(self):
+        """Generate the admin and node tokens and write the replicas' token file and the
+        agents' token file; returns them for the spec."""
+        tokens = {"admin_token": secrets.token_hex(16), "node_token": secrets.token_hex(16)}
+        write_private(self.token_file, '%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
+                      '"system:nodes"\n' % (tokens["admin_token"], tokens["node_token"]))
+        write_private(self.node_token_file, tokens["node_token"] + "\n")
+        return tokens
 
     def token(self):
         """The admin's bearer token, or None when the API needs none."""

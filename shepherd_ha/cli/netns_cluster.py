@@ -99,8 +99,9 @@ class NetnsCluster(LocalCluster):
         spec = self.spec()
         return list(spec["replicas"]) + [a for a in spec.get("agents") or [] if a.get("netns")]
 
-    def create(self, replicas=3, server_options=None, subnet=None):
-        """Write the layout (network and processes are made by setup_network / start)."""
+    def create(self, replicas=3, server_options=None, subnet=None, auth=False):
+        """Write the layout (network and processes are made by setup_network / start);
+        `auth` as in LocalCluster.create."""
         netns.require_root()
         if replicas < 1:
             raise NetnsClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
@@ -121,6 +122,7 @@ class NetnsCluster(LocalCluster):
                             "netns": "shepherd%d-%s" % (index, ident), "address": address,
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
+        tokens = self._new_tokens() if auth else {}
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
@@ -129,10 +131,13 @@ class NetnsCluster(LocalCluster):
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
                       "raft_password_file": os.path.join(self.dir, "raft-password")}
+            if auth:
+                server["token_file"] = self.token_file
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
-        self._write_spec({"replicas": members, "raft_password": password, "base_port": None, "network": net})
+        self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net},
+                              **tokens))
         self.write_client_config()
 
     def _write_password(self):

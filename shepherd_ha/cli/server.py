@@ -12,7 +12,7 @@ import waitress
 
 from shepherd_ha import config
 from shepherd_ha.api import auth
-from shepherd_ha.api.app import create_app
+from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -62,6 +62,9 @@ YOUNG_GC_THRESHOLD = 20000
 
 WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_limit=1000,
                         clear_untrusted_proxy_headers=True,
+                        # waitress would buffer up to 1 GB of body before Flask (and the token check) see
+                        # it; bodies a little over the API's limit still get its 413 Status from Flask
+                        max_request_body_size=4 * MAX_BODY_BYTES,
                         # lets a stream notice that its client left (pod logs -f on a quiet container)
                         channel_request_lookahead=1, _quiet=True)
 

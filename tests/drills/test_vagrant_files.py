@@ -62,3 +62,30 @@ def test_sheepctl_config_lists_every_replica(tmp_path):
     for i in range(1, 6):
         assert f"- http://192.168.56.{10 + i}:8001" in text
     assert "namespace: default" in text
+
+
+def test_sheepctl_config_carries_the_admin_token_privately(tmp_path):
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "secrets").mkdir(parents=True)
+    (artifacts / "secrets" / "admin-token").write_text("a" * 32 + "\n")
+    out = tmp_path / "config"
+    env = dict(os.environ, ARTIFACTS=str(artifacts))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "vagrant", "cluster_layout.py"),
+                           "sheepctl-config", str(out)], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "token: " + "a" * 32 in out.read_text().splitlines()
+    assert oct(os.stat(out).st_mode & 0o777) == "0o600"
+
+
+def test_provisioning_wires_the_tokens_and_keeps_them_apart():
+    def read(*parts):
+        with open(os.path.join(ROOT, "vagrant", *parts), encoding="utf-8") as f:
+            return f.read()
+    assert "token_file: /etc/shepherd/tokens.csv" in read("provision", "control-plane.sh")
+    assert "token_file: /etc/shepherd/node-token" in read("provision", "worker.sh")
+    vagrantfile = read("Vagrantfile")
+    # workers never get the Raft password or the token table; control planes never the node token
+    assert '["secrets/raft-password", "secrets/tokens.csv", "secrets/admin-token"]' in vagrantfile
+    assert '"secrets/node-token", "secrets/admin-token"]' in vagrantfile
+    artifacts = read("scripts", "prepare-artifacts.sh")
+    assert '"system:masters"' in artifacts and '"system:nodes"' in artifacts and "umask 077" in artifacts

@@ -178,6 +178,10 @@ def test_local_up_starts_agents_and_down_keeps_or_purges_their_containers(tmp_pa
         logs = requests.get(settings["servers"][1] + "/api/v1/namespaces/default/pods/p/log",
                             headers={"Authorization": "Bearer " + settings["token"]}, timeout=10)
         assert logs.status_code == 200, logs.text
+        ctl = subprocess.run([sys.executable, "-m", "ctl", "--config", config, "logs", "p"], capture_output=True,
+                             text=True, timeout=60, env={k: v for k, v in os.environ.items()
+                                                         if not k.startswith("SHEPHERD_")})
+        assert ctl.returncode == 0, ctl.stdout + ctl.stderr
         host, port = agent_endpoint(client.get("nodes", "%s-1" % prefix))
         direct = requests.get("http://%s:%d/containerLogs/default/p/%s" % (host, port, SLEEPER["name"]), timeout=10)
         assert direct.status_code == 401, direct.text

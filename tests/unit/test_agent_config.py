@@ -206,3 +206,10 @@ def test_token_file_gives_the_bearer_token(tmp_path):
         resolve(base + ["--token-file", str(token)])
     with pytest.raises(config.ConfigError, match="cannot read --token-file"):
         resolve(base + ["--token-file", str(tmp_path / "missing")])
+
+
+def test_a_token_table_is_not_a_token(tmp_path):
+    table = tmp_path / "tokens.csv"
+    table.write_text("%s,admin,admin,system:masters\n%s,node,node,system:nodes\n" % ("a" * 32, "n" * 32))
+    with pytest.raises(config.ConfigError, match="must hold one token"):
+        resolve(["--servers", "127.0.0.1:8001", "--node-name", "n1", "--token-file", str(table)])

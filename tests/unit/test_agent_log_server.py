@@ -335,7 +335,9 @@ def test_with_access_checks_a_token_is_needed_and_asked_about(runtime):
     try:
         assert get(server, "/healthz").status_code == 200            # probes need no token
         r = get(server, "/containerLogs/default/web/app")
-        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized" and "bearer token" in r.json()["message"]
+        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized" and "show a token" in r.json()["message"]
+        r = get(server, "/containerLogs/default/a..b/app", headers={"Authorization": "Bearer good"})
+        assert r.status_code == 400       # names are checked before the API is asked about them
         r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer bad"})
         assert r.status_code == 403 and "default/web" in r.json()["message"]
         r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer down"})

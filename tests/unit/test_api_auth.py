@@ -46,7 +46,12 @@ def test_load_token_file_adds_the_replicas_status_token(tmp_path):
     loaded = auth.load_token_file(str(path), raft_password="secret")
     assert len(loaded) == 2
     replica = loaded.authenticate(auth.peer_token("secret"))
-    assert replica.name == auth.REPLICA_USER and replica.may("GET") and not replica.may("POST")
+    assert replica.name == auth.REPLICA_USER and not replica.may("POST", "/shepherd/v1/replica")
+    # it reads replica status and single pods (what agents check it with), nothing else
+    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/api/v1/namespaces/ns/pods/web")
+    for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web/log", "/api/v1/namespaces/ns/configmaps/c",
+                 "/shepherd/v1/cluster", "/metrics"):
+        assert not replica.may("GET", path), path
     assert auth.peer_token("secret") != auth.peer_token("other")
     with pytest.raises(ConfigError, match="cannot read --token-file"):
         auth.load_token_file(str(tmp_path / "missing.csv"))
@@ -96,3 +101,12 @@ def test_groups_decide_who_may_read_and_write(client):
     assert "user bob" in resp.json["message"] and "system:masters" in resp.json["message"]
     resp = client.get("/api/v1/pods", headers=bearer(NOBODY))
     assert resp.status_code == 403 and "shepherd:view" in resp.json["message"]
+
+
+def test_a_token_file_that_is_not_text_is_a_config_error_and_a_bom_is_ignored(tmp_path):
+    path = tmp_path / "tokens.csv"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match="not a UTF-8 file"):
+        auth.load_token_file(str(path))
+    path.write_bytes(("\ufeff%s,alice,u1,system:masters\n" % ADMIN).encode("utf-8"))
+    assert auth.load_token_file(str(path)).authenticate(ADMIN).name == "alice"

@@ -122,6 +122,9 @@ def test_token_flag_beats_env_beats_config_file(files):
     assert resolve(env={"SHEPHERD_TOKEN": "from-env"}, home_config=home, token_arg="flag").token == "flag"
     plain = write(files["arg"], ["http://arg:1"])
     assert resolve(config_arg=plain, env={}, home_config=home).token is None
+    # the file's token never goes to servers named elsewhere
+    assert resolve(server_arg="http://other:1", env={}, home_config=home).token is None
+    assert resolve(env={"SHEPHERD_SERVERS": "other:1"}, home_config=home).token is None
     bad = write(files["env"], text=yaml.safe_dump({"servers": ["http://e:1"], "token": 12}))
     with pytest.raises(ConfigError, match="`token` must be a non-empty string"):
         resolve(config_arg=bad, env={}, home_config=home)

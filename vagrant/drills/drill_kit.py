@@ -61,7 +61,8 @@ def wait_for(what, predicate, timeout, interval=0.1):
 def replica_state(target, host):
     """/shepherd/v1/replica of control-plane `host`, or None when it does not answer."""
     try:
-        reply = requests.get(target.api_url(host) + "/shepherd/v1/replica", timeout=PROBE_TIMEOUT)
+        reply = requests.get(target.api_url(host) + "/shepherd/v1/replica", headers=target.headers(),
+                             timeout=PROBE_TIMEOUT)
         return reply.json() if reply.ok else None
     except (requests.RequestException, ValueError):
         return None
@@ -101,7 +102,7 @@ def linearizable_read_ok(target, host):
     """True when `host` serves a linearizable read (it needs a leader it can reach)."""
     try:
         return requests.get(target.api_url(host) + "/api/v1/namespaces/" + WRITE_NAMESPACE,
-                            timeout=3.0).status_code == 200
+                            headers=target.headers(), timeout=3.0).status_code == 200
     except requests.RequestException:
         return False
 
@@ -123,7 +124,7 @@ def same_digest(target, hosts, timeout):
         for host in hosts:
             try:
                 state = requests.get(target.api_url(host) + "/shepherd/v1/replica", params={"digest": "1"},
-                                     timeout=PROBE_TIMEOUT).json()
+                                     headers=target.headers(), timeout=PROBE_TIMEOUT).json()
             except (requests.RequestException, ValueError):
                 return None
             seen.add((state.get("revision"), state.get("digest")))

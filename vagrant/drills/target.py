@@ -98,8 +98,16 @@ class Target:
         """The API URL of control-plane `host` (api_urls() is in control_planes order)."""
         return dict(zip(self.control_planes, self.api_urls()))[host]
 
+    def token(self):
+        """The bearer token the drills use (None: the API wants none)."""
+        return None
+
+    def headers(self):
+        token = self.token()
+        return {"Authorization": "Bearer " + token} if token else {}
+
     def client(self, timeout=3.0, retry_deadline=15.0):
-        return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline)
+        return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline, token=self.token())
 
 
 def load_target(name):

@@ -43,7 +43,8 @@ class NetnsTarget(Target):
         self.cluster = NetnsCluster(self.dir)
         progress("netns target: creating %d replicas and %d workers in %s" % (
             len(self.control_planes), len(self.workers), self.dir))
-        self.cluster.create(len(self.control_planes), server_options=SERVER_OPTIONS)
+        # With tokens, as `local up` and the VM cluster run: the drills must pass them.
+        self.cluster.create(len(self.control_planes), server_options=SERVER_OPTIONS, auth=True)
         self.subnet = self.cluster.network()["prefix"] + ".0/24"
         for worker in self.workers:
             self.cluster.add_agent(worker, "hollow", ["--lease-interval", str(LEASE_INTERVAL)])
@@ -81,6 +82,9 @@ class NetnsTarget(Target):
         if self.cluster is None:
             raise TargetError("netns target: call setup() first")
         return self.cluster
+
+    def token(self):
+        return self._need_cluster().token()
 
     def api_urls(self):
         return self._need_cluster().api_urls()

@@ -19,7 +19,7 @@ for path in (HERE, VAGRANT_DIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from cluster_layout import ClusterLayout  # noqa: E402
+from cluster_layout import ClusterLayout, admin_token  # noqa: E402
 
 try:  # the drills helper's interface; the class works without it too
     from target import Target  # noqa: E402
@@ -97,6 +97,9 @@ class VagrantTarget(Target):
     # -- names and addresses ------------------------------------------------
     def api_urls(self):
         return self.layout.api_urls()
+
+    def token(self):
+        return admin_token(self.env)
 
     def replica_id(self, host):
         return self.layout.replica_id(host)

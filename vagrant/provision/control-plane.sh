@@ -10,11 +10,15 @@ RAFT_ADDRESS=${2:?raft address missing}
 API_ADDRESS=${3:?api address missing}
 PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
+TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 
-[ -s "$SECRET" ] || { echo "error: $SECRET is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+for f in "$SECRET" "$TOKENS"; do
+  [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+done
 install -d -m 755 /etc/shepherd
 install -d -m 700 /var/lib/shepherd
 install -m 600 "$SECRET" /etc/shepherd/raft-password
+install -m 600 "$TOKENS" /etc/shepherd/tokens.csv
 
 cat >/etc/shepherd/server.yaml <<EOT
 # Written by vagrant/provision/control-plane.sh
@@ -25,6 +29,7 @@ api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
+token_file: /etc/shepherd/tokens.csv
 heartbeat: ${RAFT_HEARTBEAT:-0.2}
 election_timeout_min: ${RAFT_ELECTION_MIN:-1.5}
 election_timeout_max: ${RAFT_ELECTION_MAX:-3.0}

@@ -37,6 +37,8 @@ if [ -e "$DIST/images/busybox.tar" ]; then
 fi
 
 install -d -m 755 /etc/shepherd
+[ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
 servers: $SERVERS
@@ -44,6 +46,7 @@ node_name: $NODE
 address: $ADDRESS
 port: $PORT
 runtime: docker
+token_file: /etc/shepherd/node-token
 EOT
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'

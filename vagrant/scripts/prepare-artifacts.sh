@@ -68,4 +68,14 @@ if [ ! -s "$ARTIFACTS/secrets/raft-password" ]; then
   chmod 700 "$ARTIFACTS/secrets"
   (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$ARTIFACTS/secrets/raft-password")
 fi
+if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
+  log "generating the API tokens (admin for sheepctl and the drills, node for the agents)"
+  mkdir -p "$ARTIFACTS/secrets"
+  chmod 700 "$ARTIFACTS/secrets"
+  (umask 077
+   "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/admin-token"
+   "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/node-token"
+   printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
+     "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
+fi
 log "ready in $ARTIFACTS"

@@ -9,7 +9,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))        # cluster_layout
 sys.path.insert(0, os.path.join(HERE, "..", ".."))  # the project, when it is not installed
-from cluster_layout import ClusterLayout  # noqa: E402
+from cluster_layout import ClusterLayout, admin_token  # noqa: E402
 from shepherd_ha.client import Client  # noqa: E402
 
 
@@ -24,7 +24,7 @@ def missing(layout):
     leaders = set()
     for host, url in zip(layout.control_planes, layout.api_urls()):
         try:
-            with Client([url], timeout=3, retry_deadline=0) as one:
+            with Client([url], timeout=3, retry_deadline=0, token=admin_token()) as one:
                 view = one.cluster()
             if view.get("leader"):
                 leaders.add(view["leader"])
@@ -35,7 +35,7 @@ def missing(layout):
     if len(leaders) > 1:
         gaps.append(f"replicas disagree on the leader: {sorted(leaders)}")
     if layout.workers and not gaps:
-        with Client(layout.api_urls(), timeout=3, retry_deadline=5) as client:
+        with Client(layout.api_urls(), timeout=3, retry_deadline=5, token=admin_token()) as client:
             nodes = {n["metadata"]["name"]: n for n in client.list("nodes").get("items", [])}
         for worker in layout.workers:
             if worker not in nodes:
