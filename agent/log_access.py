@@ -1,10 +1,11 @@
 """Who may read container logs from this agent, when the API wants tokens.
 
-The replicas pass the caller's bearer token along with a `pods/{name}/log` request.
-The agent holds no token table of its own: it asks the API whether that token may
-read the pod (the token's own GET of the pod, served from a replica's local state),
-as the kubelet asks the API server to review tokens. A token found good is trusted
-for a short while, so a follower that reconnects does not cost a request each time.
+A replica asking for `pods/{name}/log` shows its own token (derived from the Raft
+password; shepherd_ha/api/auth.py). The agent holds no token table of its own: it asks
+the API whether the token it was shown may read the pod (that token's own GET of the
+pod, served from a replica's local state), as the kubelet asks the API server to review
+tokens. A token found good is trusted for a short while, so a follower that reconnects
+does not cost a request each time.
 """
 import hashlib
 import threading
@@ -22,7 +23,6 @@ class CannotCheck(Exception):
 
 class LogAccess:
     def __init__(self, servers, clock=time.monotonic, client_factory=None):
-        self._servers = servers
         self._clock = clock
         self._client_factory = client_factory or (lambda token: Client(servers, timeout=2.0, retry_deadline=4.0,
                                                                        token=token))

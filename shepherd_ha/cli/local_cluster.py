@@ -127,8 +127,9 @@ class LocalCluster:
     def write_client_config(self):
         path = os.path.join(self.dir, "config")
         config = {"servers": self.api_urls(), "namespace": "default"}
-        if self.token():
-            config["token"] = self.token()
+        token = self.token()
+        if token:
+            config["token"] = token
         write_private(path, yaml.safe_dump(config, sort_keys=False))
         return path
 
