@@ -181,11 +181,7 @@ def settings(values):
         state_dir = os.path.abspath(state_dir)     # Docker bind mounts need absolute paths
     token = None
     if values.get("token_file"):
-        try:
-            with open(values["token_file"]) as fh:
-                token = fh.read().strip()
-        except OSError as exc:
-            raise ConfigError("cannot read --token-file %s: %s" % (values["token_file"], exc.strerror))
+        token = options_module.read_secret_file(values["token_file"], "--token-file")
         if not token:
             raise ConfigError("--token-file %s is empty: put the node's bearer token in it" % values["token_file"])
         if len(token) < 16 or any(c.isspace() for c in token):

@@ -3,7 +3,7 @@
 One table describes every option, so --help, the environment and the file agree.
 """
 from shepherd_ha import options as options_module
-from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
+from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import Peer
 
@@ -83,12 +83,7 @@ def server_settings(values):
                                                             "SHEPHERD_" + required.upper()))
     password = values.get("raft_password")
     if not password and values.get("raft_password_file"):
-        try:
-            with open(values["raft_password_file"]) as fh:
-                password = fh.read().strip()
-        except OSError as exc:
-            raise ConfigError("cannot read --raft-password-file %s: %s" % (values["raft_password_file"],
-                                                                           exc.strerror))
+        password = read_secret_file(values["raft_password_file"], "--raft-password-file")
     peers = parse_peers(values.get("peers"))
     if values["id"] in {p.id for p in peers}:
         raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])

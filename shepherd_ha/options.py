@@ -27,6 +27,16 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+def read_secret_file(path, flag):
+    """The stripped text of a file holding a secret (a password, a token); ConfigError
+    naming the flag when it cannot be read."""
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError as exc:
+        raise ConfigError("cannot read %s %s: %s" % (flag, path, exc.strerror))
+
+
 def add_arguments(parser, options, config_env):
     parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
                         "with _ or -); env %s" % config_env)
