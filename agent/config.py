@@ -11,6 +11,7 @@ import socket
 import urllib.parse
 
 from shepherd_ha import options as options_module
+from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
 from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
@@ -30,7 +31,7 @@ AGENT_OPTIONS = (
            "always set)"),
     Option("runtime", str, "docker", "docker (real containers) or hollow (simulated pods for scale tests and "
            "benchmarks; the node is labelled shepherd.io/runtime=hollow)"),
-    Option("lease_interval", float, 5.0, "seconds between node lease renewals (the node lifecycle controller "
+    Option("lease_interval", float, LEASE_INTERVAL, "seconds between node lease renewals (the node lifecycle controller "
            "marks the node NotReady when the lease stops moving)"),
     Option("status_interval", float, 30.0, "seconds between node status posts with psutil usage (sooner when "
            "cpu or memory moves by 20 points)"),
@@ -61,6 +62,8 @@ AGENT_OPTIONS = (
            "meanwhile); 0 posts none"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
+
+AGENT_DEFAULTS = options_module.defaults(AGENT_OPTIONS)
 
 
 def add_arguments(parser, options=AGENT_OPTIONS):

@@ -24,20 +24,25 @@ import time
 
 from shepherd_ha import __version__
 from shepherd_ha.client import ApiError, ClientError
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.model.quantity import parse_cpu, parse_memory
 
 from . import usage as U
+from .config import AGENT_DEFAULTS
 from .status import rfc3339, rfc3339_micro
 
 log = logging.getLogger(__name__)
 
-LEASE_NAMESPACE = "kube-node-lease"
 AGENT_VERSION = "shepherd-agent/%s" % __version__
+_D = AGENT_DEFAULTS     # the options' defaults (agent/config.py), for callers that pass none
 
 
 class NodeManager:
     def __init__(self, client, runtime, node_name, address, stop, labels=None, port=0, cpu_millicores=None,
-                 memory_bytes=None, reserved_cpu=100, reserved_memory=256 << 20, max_pods=110,
-                 lease_interval=5.0, status_interval=30.0, containers=None, hostname=None, runtime_error=None):
+                 memory_bytes=None, reserved_cpu=parse_cpu(_D["reserved_cpu"]),
+                 reserved_memory=parse_memory(_D["reserved_memory"]), max_pods=_D["max_pods"],
+                 lease_interval=_D["lease_interval"], status_interval=_D["status_interval"], containers=None,
+                 hostname=None, runtime_error=None):
         self.client = client
         self.runtime = runtime
         self.name = node_name

@@ -1,11 +1,32 @@
 """Settings of `shepherd-ha server`: command line > SHEPHERD_* environment > YAML file > default.
 
 One table describes every option, so --help, the environment and the file agree.
+A default that a settings class also holds is read from that class (RAFT, CONTROLLERS,
+the replica's constants), never written twice.
 """
+import dataclasses
+
 from shepherd_ha import options as options_module
+from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
 from shepherd_ha.store.raft_node import RaftSettings
-from shepherd_ha.store.replica import Peer
+from shepherd_ha.store.replica import WRITE_TIMEOUT, Peer
+from shepherd_ha.store.watch_log import WatchLog
+
+
+def field_defaults(settings_class):
+    """{field name: default} of a settings dataclass (fields with a default only)."""
+    return {f.name: f.default for f in dataclasses.fields(settings_class)
+            if f.default is not dataclasses.MISSING}
+
+
+def fields_from(values, settings_class):
+    """The resolved values that are fields of settings_class, by name."""
+    return {f.name: values[f.name] for f in dataclasses.fields(settings_class) if f.name in values}
+
+
+RAFT = field_defaults(RaftSettings)
+CONTROLLERS = field_defaults(ControllerSettings)
 
 
 CONFIG_ENV = "SHEPHERD_SERVER_CONFIG"
@@ -26,26 +47,30 @@ SERVER_OPTIONS = (
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
            "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
            "unset, anyone who reaches the API may do anything"),
-    Option("heartbeat", float, 0.05, "seconds between leader heartbeats"),
-    Option("election_timeout_min", float, 0.3, "lower bound of the random election timeout (s); must "
-           "exceed 3 x heartbeat"),
-    Option("election_timeout_max", float, 0.6, "upper bound of the random election timeout (s)"),
-    Option("leader_fallback", float, 1.0, "a leader that hears from no majority for this long steps down (s)"),
-    Option("log_compaction_entries", int, 20000, "snapshot the store and trim the Raft log after this many "
-           "entries (also every 10 minutes)"),
-    Option("write_timeout", float, 2.0, "seconds a write or linearizable read may wait for Raft before 503"),
-    Option("watch_log_size", int, 10000, "changes kept in memory for watches to resume from"),
+    Option("heartbeat", float, RAFT["heartbeat"], "seconds between leader heartbeats"),
+    Option("election_timeout_min", float, RAFT["election_timeout_min"], "lower bound of the random election "
+           "timeout (s); must exceed 3 x heartbeat"),
+    Option("election_timeout_max", float, RAFT["election_timeout_max"], "upper bound of the random election "
+           "timeout (s)"),
+    Option("leader_fallback", float, RAFT["leader_fallback"], "a leader that hears from no majority for this long "
+           "steps down (s)"),
+    Option("log_compaction_entries", int, RAFT["log_compaction_entries"], "snapshot the store and trim the Raft "
+           "log after this many entries (also every %d minutes)" % (RAFT["log_compaction_seconds"] // 60)),
+    Option("write_timeout", float, WRITE_TIMEOUT, "seconds a write or linearizable read may wait for Raft before "
+           "503"),
+    Option("watch_log_size", int, WatchLog.CAPACITY, "changes kept in memory for watches to resume from"),
     Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
-    Option("node_grace_period", float, 15.0, "a node whose lease has not changed for this long becomes "
-           "NotReady (s); at least 2 x --node-lease-interval"),
-    Option("pod_eviction_timeout", float, 10.0, "pods of a node NotReady this much longer are deleted so their "
-           "owners recreate them elsewhere (s)"),
-    Option("node_lease_interval", float, 5.0, "how often agents renew their node lease (s); checked against "
-           "the grace period"),
-    Option("orphan_pod_grace", float, 40.0, "pods bound to a node that does not exist are deleted once it has "
-           "been missing this long (s): a deleted node whose agent registers it again keeps its pods"),
-    Option("event_ttl", float, 3600.0, "events older than this are deleted (s)"),
-    Option("event_max", int, 10000, "at most this many events are kept; the oldest go first"),
+    Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed for "
+           "this long becomes NotReady (s); at least 2 x --node-lease-interval"),
+    Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "
+           "longer are deleted so their owners recreate them elsewhere (s)"),
+    Option("node_lease_interval", float, CONTROLLERS["node_lease_interval"], "how often agents renew their node "
+           "lease (s); checked against the grace period"),
+    Option("orphan_pod_grace", float, CONTROLLERS["orphan_pod_grace"], "pods bound to a node that does not exist "
+           "are deleted once it has been missing this long (s): a deleted node whose agent registers it again "
+           "keeps its pods"),
+    Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
+    Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -87,12 +112,10 @@ def server_settings(values):
     peers = parse_peers(values.get("peers"))
     if values["id"] in {p.id for p in peers}:
         raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])
+    # data_dir and the timings share their names with RaftSettings' fields.
     settings = RaftSettings(
-        self_address=values["raft_address"], peer_addresses=[p.raft for p in peers],
-        data_dir=values["data_dir"], password=password, bind_address=values.get("raft_bind"),
-        heartbeat=values["heartbeat"], election_timeout_min=values["election_timeout_min"],
-        election_timeout_max=values["election_timeout_max"], leader_fallback=values["leader_fallback"],
-        log_compaction_entries=values["log_compaction_entries"])
+        self_address=values["raft_address"], peer_addresses=[p.raft for p in peers], password=password,
+        bind_address=values.get("raft_bind"), **fields_from(values, RaftSettings))
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")
     if not host or not (port.isascii() and port.isdigit()):

@@ -27,6 +27,11 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
 
+def defaults(options):
+    """{option name: default}, for code that needs an option's default outside the parser."""
+    return {opt.name: opt.default for opt in options}
+
+
 def read_secret_file(path, flag):
     """The stripped text of a file holding a secret (a password, a token); ConfigError
     naming the flag when it cannot be read."""

@@ -6,7 +6,13 @@ and the sheepctl config writer need no running Vagrant to know them:
 cpN runs replica rN at PRIVATE_NET.(10+N); wN is the Node wN at PRIVATE_NET.(50+N).
 
     python3 vagrant/cluster_layout.py sheepctl-config PATH   # write a sheepctl config
+    python3 vagrant/cluster_layout.py server-options PATH    # the VMs' server options (YAML)
     python3 vagrant/cluster_layout.py show                   # print the layout
+
+It is also the one source of the server options the VMs run with where they differ
+from `shepherd-ha server`'s defaults (VM_SERVER_OPTIONS): prepare-artifacts.sh writes
+them to the artifacts, control-plane.sh appends them to each server.yaml, and the
+drills read back what the VMs got.
 """
 import os
 import re
@@ -16,6 +22,27 @@ from dataclasses import dataclass, field
 RAFT_PORT = 7000
 API_PORT = 8001
 AGENT_PORT = 10250
+
+
+# An emulated VM on a busy host can stall for a second: Raft's timings are longer than
+# the server's defaults, and the node grace period with them. Only what differs; the
+# rest is the server's default. Each can be overridden from the environment.
+VM_SERVER_OPTIONS = {
+    "heartbeat": 0.2,
+    "election_timeout_min": 1.5,
+    "election_timeout_max": 3.0,
+    "leader_fallback": 4.0,
+    "node_grace_period": 20.0,
+}
+SERVER_OPTION_ENV = {     # option -> the host environment variable overriding it
+    "heartbeat": "RAFT_HEARTBEAT",
+    "election_timeout_min": "RAFT_ELECTION_MIN",
+    "election_timeout_max": "RAFT_ELECTION_MAX",
+    "leader_fallback": "RAFT_LEADER_FALLBACK",
+    "node_grace_period": "NODE_GRACE_PERIOD",
+    "pod_eviction_timeout": "POD_EVICTION_TIMEOUT",
+}
+SERVER_OPTIONS_FILE = "server-vm.yaml"     # in the artifacts directory, synced to the control planes
 
 
 class LayoutError(ValueError):
@@ -100,11 +127,54 @@ class ClusterLayout:
         return "\n".join(lines) + "\n"
 
 
+def vm_server_options(env=None):
+    """VM_SERVER_OPTIONS with the environment's overrides, as {option: float}."""
+    env = os.environ if env is None else env
+    out = dict(VM_SERVER_OPTIONS)
+    for option, name in SERVER_OPTION_ENV.items():
+        raw = env.get(name)
+        if raw in (None, ""):
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            value = None
+        if value is None or not value >= 0:
+            raise LayoutError(f"{name}={raw!r} must be a number of seconds (the server's {option})")
+        out[option] = value
+    return out
+
+
+def server_options_yaml(options):
+    lines = ["# Written by vagrant/cluster_layout.py: server options of the VMs that differ from the defaults"]
+    return "\n".join(lines + [f"{key}: {value}" for key, value in options.items()]) + "\n"
+
+
+def artifacts_dir(env=None):
+    env = os.environ if env is None else env
+    return env.get("ARTIFACTS") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".artifacts")
+
+
+def provisioned_server_options(env=None):
+    """The options the control planes were provisioned with (the artifacts' file), or,
+    before prepare-artifacts.sh ran, what it would write now."""
+    path = os.path.join(artifacts_dir(env), SERVER_OPTIONS_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return vm_server_options(env)
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = float(value)
+    return out
+
+
 def admin_token(env=None):
     """The admin's API token prepare-artifacts.sh generated, or None before it ran."""
-    env = os.environ if env is None else env
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(env.get("ARTIFACTS") or os.path.join(here, ".artifacts"), "secrets", "admin-token")
+    path = os.path.join(artifacts_dir(env), "secrets", "admin-token")
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read().strip() or None
@@ -127,12 +197,22 @@ def main(argv=None):
             out.write(layout.sheepctl_config(admin_token()))
         print(f"sheepctl config written to {argv[1]}")
         return 0
+    if argv[:1] == ["server-options"] and len(argv) == 2:
+        try:
+            text = server_options_yaml(vm_server_options())
+        except LayoutError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        with open(argv[1], "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"server options for the VMs written to {argv[1]}")
+        return 0
     if argv == ["show"]:
         for host in layout.hosts:
             role = "control-plane " + layout.replica_id(host) if host in layout.control_planes else "worker"
             print(f"{host:5} {layout.address(host):16} {role}")
         return 0
-    print("usage: cluster_layout.py sheepctl-config PATH | show", file=sys.stderr)
+    print("usage: cluster_layout.py sheepctl-config PATH | server-options PATH | show", file=sys.stderr)
     return 2
 
 

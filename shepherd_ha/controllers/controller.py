@@ -10,6 +10,7 @@ import collections
 import logging
 import threading
 
+from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.store.raft_node import Unavailable
 
 from shepherd_ha.workqueue import WorkQueue
@@ -37,7 +38,7 @@ def key_of(obj):
 class Controller:
     name = "controller"
     watches = ()             # resource plurals whose changes this controller sees
-    resync_period = 30.0     # seconds between full re-queues (what changes missed)
+    resync_period = ControllerSettings.resync_period   # seconds between full re-queues (what changes missed)
     workers = 1
 
     def __init__(self, store, events=None):

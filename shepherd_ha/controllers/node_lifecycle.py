@@ -20,11 +20,10 @@ never a ticker over all nodes.
 import copy
 import threading
 
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.store.stamping import now_rfc3339
 
 from .controller import Controller, Retry
-
-LEASE_NAMESPACE = "kube-node-lease"
 
 
 def ready_condition(obj):

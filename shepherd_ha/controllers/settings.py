@@ -2,6 +2,7 @@
 interval, which the node lifecycle controller must tolerate)."""
 import dataclasses
 
+from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.options import ConfigError
 
 
@@ -9,11 +10,11 @@ from shepherd_ha.options import ConfigError
 class ControllerSettings:
     node_grace_period: float = 15.0      # lease unchanged this long -> node NotReady
     pod_eviction_timeout: float = 10.0   # NotReady this much longer -> its pods are deleted
-    node_lease_interval: float = 5.0     # how often agents renew their lease
+    node_lease_interval: float = LEASE_INTERVAL   # how often agents renew their lease
     orphan_pod_grace: float = 40.0       # a pod's node missing this long -> the pod is deleted
     event_ttl: float = 3600.0            # events older than this are deleted
     event_max: int = 10000               # at most this many events are kept
-    resync_period: float = 30.0
+    resync_period: float = 30.0          # seconds between a controller's full re-queues
 
     def validate(self):
         if self.node_lease_interval <= 0:

@@ -7,13 +7,16 @@ import dataclasses
 import threading
 import uuid
 
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+
 from .group_commit import GroupCommitter
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
 from .stamping import now_rfc3339
 from .watch_log import WatchLog
 
-BOOTSTRAP_NAMESPACES = ("default", "kube-node-lease")
+BOOTSTRAP_NAMESPACES = ("default", LEASE_NAMESPACE)
+WRITE_TIMEOUT = 2.0      # seconds a write or linearizable read may wait for Raft before 503
 
 
 @dataclasses.dataclass
@@ -24,8 +27,8 @@ class Peer:
 
 
 class Replica:
-    def __init__(self, replica_id, settings, peers, api_url=None, write_timeout=2.0,
-                 watch_log_size=10000, on_leadership=None):
+    def __init__(self, replica_id, settings, peers, api_url=None, write_timeout=WRITE_TIMEOUT,
+                 watch_log_size=WatchLog.CAPACITY, on_leadership=None):
         self.id = replica_id
         self.api_url = api_url
         self.peers = list(peers)                    # the other replicas

@@ -20,7 +20,9 @@ class WatchExpired(Exception):
 
 
 class WatchLog:
-    def __init__(self, capacity=10000):
+    CAPACITY = 10000      # changes kept by default for watches to resume from
+
+    def __init__(self, capacity=CAPACITY):
         self._cond = threading.Condition()
         self._entries = collections.deque(maxlen=capacity)
         self._last = 0          # newest revision applied on this replica

@@ -6,6 +6,7 @@ destroy` (the VM's power cable), power_on is `virsh start` and waits for ssh and
 the host's systemd unit, isolate/heal are iptables rules inside the VM reached
 over ssh with the configuration `vagrant ssh-config` prints.
 """
+import dataclasses
 import os
 import shlex
 import shutil
@@ -19,7 +20,8 @@ for path in (HERE, VAGRANT_DIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from cluster_layout import ClusterLayout, admin_token  # noqa: E402
+from cluster_layout import ClusterLayout, admin_token, provisioned_server_options  # noqa: E402
+from shepherd_ha.controllers.settings import ControllerSettings  # noqa: E402
 
 try:  # the drills helper's interface; the class works without it too
     from target import Target  # noqa: E402
@@ -68,8 +70,10 @@ class VagrantTarget(Target):
         for tool, package in (("vagrant", "vagrant"), ("virsh", "libvirt-clients"), ("ssh", "openssh-client")):
             if shutil.which(tool) is None:
                 raise VagrantError(f"{tool} is missing; apt-get install -y {package}")
-        self.node_grace_period = float(self.env.get("NODE_GRACE_PERIOD", "20"))
-        self.pod_eviction_timeout = float(self.env.get("POD_EVICTION_TIMEOUT", "10"))
+        # What the control planes were provisioned with; the rest is the server's default.
+        options = {**dataclasses.asdict(ControllerSettings()), **provisioned_server_options(self.env)}
+        self.node_grace_period = float(options["node_grace_period"])
+        self.pod_eviction_timeout = float(options["pod_eviction_timeout"])
         self.node_not_ready_timeout = self.node_grace_period + 100.0
         # Five emulated VMs booting at once on a busy 2-core host take minutes.
         self.boot_timeout = float(self.env.get("BOOT_TIMEOUT", "600"))

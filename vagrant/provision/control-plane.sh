@@ -2,8 +2,9 @@
 # A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
 # Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
-# Env: RAFT_HEARTBEAT RAFT_ELECTION_MIN RAFT_ELECTION_MAX RAFT_LEADER_FALLBACK
-#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT
+# The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
+# by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
+# server's default.
 set -euo pipefail
 ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
 RAFT_ADDRESS=${2:?raft address missing}
@@ -11,8 +12,9 @@ API_ADDRESS=${3:?api address missing}
 PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
+OPTIONS=/opt/shepherd-dist/server-vm.yaml
 
-for f in "$SECRET" "$TOKENS"; do
+for f in "$SECRET" "$TOKENS" "$OPTIONS"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -30,13 +32,8 @@ api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
 token_file: /etc/shepherd/tokens.csv
-heartbeat: ${RAFT_HEARTBEAT:-0.2}
-election_timeout_min: ${RAFT_ELECTION_MIN:-1.5}
-election_timeout_max: ${RAFT_ELECTION_MAX:-3.0}
-leader_fallback: ${RAFT_LEADER_FALLBACK:-4.0}
-node_grace_period: ${NODE_GRACE_PERIOD:-20}
-pod_eviction_timeout: ${POD_EVICTION_TIMEOUT:-10}
 EOT
+cat "$OPTIONS" >>/etc/shepherd/server.yaml
 
 cat >/etc/systemd/system/shepherd-server.service <<'EOT'
 [Unit]

@@ -4,8 +4,12 @@
 #   debs/     Docker's .deb files for the workers: what docker.io needs beyond the box
 #   images/   the local busybox image (docker save), since no registry is reachable
 #   secrets/  the generated Raft password (control-plane VMs only)
+#   server-vm.yaml  the server options of the VMs that differ from the defaults
+#             (vagrant/cluster_layout.py, with RAFT_HEARTBEAT ... overrides), rewritten every run
 # Idempotent: a part that exists is kept; FORCE=1 redoes wheels, debs and images.
-# Env: ARTIFACTS (vagrant/.artifacts), BUILD_DIR (vagrant/.build), PYTHON (python3).
+# Env: ARTIFACTS (vagrant/.artifacts), BUILD_DIR (vagrant/.build), PYTHON (python3),
+#      RAFT_HEARTBEAT RAFT_ELECTION_MIN RAFT_ELECTION_MAX RAFT_LEADER_FALLBACK
+#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT (see vagrant/cluster_layout.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PROJECT=$(cd "$HERE/../.." && pwd)
@@ -78,4 +82,6 @@ if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
    printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
      "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
 fi
+"$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
+log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"
