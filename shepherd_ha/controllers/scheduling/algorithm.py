@@ -10,12 +10,7 @@ counts every node.
 """
 import collections
 
-from .filters import FILTERS
-from .scorers import SCORERS
-
-# Copies taken at import: a caller extending the module lists does not make its own
-# functions count as built-in.
-_BUILTIN = frozenset(FILTERS) | frozenset(SCORERS)
+from .pod_reads import shared_fields, signature_function
 
 MIN_FEASIBLE_NODES = 100
 
@@ -55,12 +50,11 @@ class NodePicker:
     Within a pass, a node's verdict for a pod (first refusing filter, or average
     score) is kept until that node gets another pod (`NodeInfo.version`) or the
     most pods any node has of the pod's owner changes (the spread scorer's scale).
-    With the built-in filters and scorers, which read only the pod's signature
-    (requests, selector, host ports, owner) and the node, pods with the same
-    signature share verdicts: placing the 500 replicas of a deployment re-checks
-    only the node that changed, not every node, for each replica. With any other
-    function in the lists, every pod checks every node it visits (such a function
-    may read anything).
+    Pods equal in every PodInfo field the filters and scorers declare they read
+    (`signature_fields`, pod_reads.py) share verdicts: placing the 500 replicas of a
+    deployment re-checks only the node that changed, not every node, for each
+    replica. With a function that declares nothing in the lists, every pod checks
+    every node it visits (such a function may read anything).
     """
 
     def __init__(self, filters, scorers, percentage=0, minimum=MIN_FEASIBLE_NODES):
@@ -69,7 +63,9 @@ class NodePicker:
         self.percentage = percentage
         self.minimum = minimum
         self.next_start = 0
-        self.share_verdicts = all(f in _BUILTIN for f in self.filters + self.scorers)
+        self.signature_fields = shared_fields(self.filters + self.scorers)    # None: nothing is shared
+        self.share_verdicts = self.signature_fields is not None
+        self._signature = signature_function(self.signature_fields or ())
         self._view = None
         self._verdicts = {}
 
@@ -78,7 +74,7 @@ class NodePicker:
             return {}                        # nothing is known to be shared between pods
         if view is not self._view:           # a new pass: nothing carries over
             self._view, self._verdicts = view, {}
-        key = pod.signature
+        key = self._signature(pod)
         cache = self._verdicts.get(key)
         if cache is None:
             cache = self._verdicts[key] = {}

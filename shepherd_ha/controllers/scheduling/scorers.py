@@ -5,7 +5,11 @@ another list to the Scheduler to change it.
 
 Usage for scoring counts a container without requests as 100m cpu and 200 MiB
 (as kube-scheduler does), so pods that request nothing still spread by load.
+Each declares the PodInfo fields it reads (`@reads`, pod_reads.py).
 """
+from .pod_reads import reads
+
+_FRACTION_FIELDS = ("nonzero_cpu", "nonzero_memory")      # what _fractions reads
 
 
 def _fractions(pod, node):
@@ -17,12 +21,14 @@ def _fractions(pod, node):
     return (cpu if cpu < 1.0 else 1.0), (memory if memory < 1.0 else 1.0)
 
 
+@reads(*_FRACTION_FIELDS)
 def least_allocated(pod, node):
     """Prefer nodes with the most cpu and memory left: mean of the free fractions."""
     cpu, memory = _fractions(pod, node)
     return (2.0 - cpu - memory) * 50.0
 
 
+@reads(*_FRACTION_FIELDS)
 def balanced_allocation(pod, node):
     """Prefer nodes whose cpu and memory would be used in the same proportion
     (100 minus the standard deviation of the two fractions, in percent)."""
@@ -30,6 +36,7 @@ def balanced_allocation(pod, node):
     return (1.0 - abs(cpu - memory) / 2.0) * 100.0
 
 
+@reads("owner_uid")
 def spread_by_owner(pod, node):
     """Prefer nodes with fewer pods of the same owner (controller ownerReference uid):
     100 on a node with none, 0 on the node(s) that have the most."""

@@ -6,7 +6,8 @@ bindings this pass has made so far (`ClusterView.assume`); never from what an
 agent last reported, which lags behind the bindings.
 
 `PodInfo` and `NodeInfo` are plain objects with the fields filters and scorers
-read, computed once per pod and per node version (quantities are parsed once).
+read, computed once per pod and per node version (quantities are parsed once);
+which PodInfo fields each filter and scorer reads is declared (pod_reads.py).
 
 The scheduler does not walk the pods to know that usage: `usage.UsageIndex` keeps
 it per node (`NodeUsage`) from the store's changes, and a pass's `NodeInfo` starts
@@ -77,9 +78,10 @@ def _quantity(parse, value, what, where):
 
 
 class PodInfo:
-    """A pod as the filters and scorers see it."""
+    """A pod as the filters and scorers see it. Each filter and scorer declares the
+    fields it reads (pod_reads.reads); pods equal in those share its verdicts."""
     __slots__ = ("key", "obj", "cpu", "memory", "nonzero_cpu", "nonzero_memory", "node_selector",
-                 "host_ports", "owner_uid", "_signature")
+                 "host_ports", "owner_uid")
 
     def __init__(self, obj, requests=None):
         meta = obj.get("metadata") or {}
@@ -91,16 +93,6 @@ class PodInfo:
         selector = spec.get("nodeSelector")
         self.node_selector = selector if isinstance(selector, dict) else {}
         self.owner_uid = controller_owner_uid(obj)
-        self._signature = None
-
-    @property
-    def signature(self):
-        """Every field the built-in filters and scorers read: pods with equal signatures
-        (replicas of one deployment) get the same verdict from them on the same node state."""
-        if self._signature is None:
-            self._signature = (self.cpu, self.memory, self.nonzero_cpu, self.nonzero_memory, self.host_ports,
-                               tuple(sorted(self.node_selector.items())), self.owner_uid)
-        return self._signature
 
 
 def pod_requests(obj):
