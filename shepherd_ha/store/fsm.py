@@ -10,30 +10,17 @@ here would stall PySyncObj's apply loop on every replica forever.
 Stored objects are never mutated in place (copy on write), so readers may hold
 references to them outside the store lock.
 
-Commands (plain dicts, pickled into the Raft log):
-  {"type": "write", "key": str|None, "epoch": [term, replica]|None, "ops": [op, ...]}
-      ops are applied atomically: all or none.
-  {"type": "group", "commands": [command, ...]}
-      independent commands sharing one log entry (group commit); one result each.
-  {"type": "claim", "term": int, "replica": str}   controller epoch (fencing)
-  {"type": "barrier"}                               linearizable-read marker
-
-Ops:
-  {"op": "create", "resource": plural, "object": obj}
-  {"op": "update", "resource": plural, "namespace": ns, "name": name,
-   "object": obj, "subresource": None|"status", "precondition": {...}}
-  {"op": "delete", "resource": plural, "namespace": ns, "name": name,
-   "precondition": {...}, "propagationPolicy": "Orphan"|..., 
-   "graceful": {"deletionTimestamp": ts, "gracePeriodSeconds": n|None}}
-      a graceful delete of a pod bound to a node only marks it terminating (None:
-      the pod's terminationGracePeriodSeconds; 0 deletes at once).
-Preconditions: {"resourceVersion": "12", "uid": "..."}; either may be absent.
+Commands and ops (plain dicts, pickled into the Raft log) are built by
+store/commands.py, which documents them; `apply` checks a command's shape there
+first and refuses a malformed one with that message (a value, like every outcome).
 """
 import collections
 import hashlib
 import json
 
 from shepherd_ha.model.resources import RESOURCES
+
+from .commands import shape_error
 
 DEFAULT_DEDUP_LIMIT = 50000
 
@@ -112,20 +99,14 @@ class StoreFSM:
         """Apply one command; return (result, [Change, ...]). Never raises."""
         changes = []
         try:
-            result = self._dispatch(command, changes)
-        except Exception as exc:  # a bug or a malformed command: refuse it, keep going
-            self.malformed_commands += 1
+            error = shape_error(command)
+            if error is None:
+                return getattr(self, "_apply_" + command["type"])(command, changes), changes
+        except Exception as exc:  # a bug or a command the shape check let through: refuse it, keep going
             del changes[:]
-            result = _failure(400, "BadRequest", "malformed command refused by the store: %s: %s"
-                              % (type(exc).__name__, exc))
-        return result, changes
-
-    def _dispatch(self, command, changes):
-        kind = command.get("type") if isinstance(command, dict) else None
-        handler = getattr(self, "_apply_" + kind, None) if isinstance(kind, str) else None
-        if handler is None:
-            raise ValueError("unknown command type %r" % (kind,))
-        return handler(command, changes)
+            error = "%s: %s" % (type(exc).__name__, exc)
+        self.malformed_commands += 1
+        return _failure(400, "BadRequest", "malformed command refused by the store: %s" % error), changes
 
     def _apply_barrier(self, command, changes):
         return {"ok": True, "revision": self.revision}

@@ -1,0 +1,141 @@
+"""The store's command language: every command and op the Raft log carries is built
+here, and `shape_error` says what is wrong with one that is not well formed (the FSM
+asks before applying, so a bad command is refused with that message, never applied
+in part).
+
+Commands (plain dicts, pickled into the Raft log; `version` is the log format):
+  write    {"type": "write", "version": 1, "key": str|None, "epoch": [term, replica]|None,
+            "ops": [op, ...]}                 ops applied atomically: all or none
+  group    {"type": "group", "version": 1, "commands": [command, ...]}
+            independent commands sharing one log entry (group commit); one result each
+  claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
+  barrier  {"type": "barrier", "version": 1}                             read marker
+Ops:
+  create   {"op": "create", "resource": plural, "object": obj}
+  update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
+            "subresource": "status"?, "precondition": {"resourceVersion"?, "uid"?}?}
+  delete   {"op": "delete", "resource": plural, "namespace": ns, "name": name,
+            "precondition"?, "propagationPolicy"?, "deletionTimestamp"?, "graceful"?}
+Optional fields are left out when unset (the FSM reads them with .get). A command
+logged before the version field existed has none: it is version 1.
+"""
+from shepherd_ha.model.resources import RESOURCES
+
+VERSION = 1            # the newest command format this code writes and applies
+
+
+# ---- commands ----
+
+def write(ops, key=None, epoch=None):
+    """An atomic write of `ops`; `key` makes a retry idempotent, `epoch` fences a controller."""
+    return {"type": "write", "version": VERSION, "key": key, "epoch": None if epoch is None else list(epoch),
+            "ops": list(ops)}
+
+
+def group(commands):
+    return {"type": "group", "version": VERSION, "commands": list(commands)}
+
+
+def claim(term, replica):
+    return {"type": "claim", "version": VERSION, "term": term, "replica": replica}
+
+
+def barrier():
+    return {"type": "barrier", "version": VERSION}
+
+
+# ---- ops ----
+
+def create(resource, obj):
+    return {"op": "create", "resource": resource, "object": obj}
+
+
+def update(resource, namespace, name, obj, precondition=None, subresource=None, **extra):
+    op = {"op": "update", "resource": resource, "namespace": namespace, "name": name, "object": obj}
+    return _with(op, precondition=precondition, subresource=subresource, **extra)
+
+
+def delete(resource, namespace, name, precondition=None, propagation_policy=None, **extra):
+    op = {"op": "delete", "resource": resource, "namespace": namespace, "name": name}
+    return _with(op, precondition=precondition, propagationPolicy=propagation_policy, **extra)
+
+
+def _with(op, **optional):
+    for field, value in optional.items():
+        if value is not None:
+            op[field] = value
+    return op
+
+
+# ---- the shape check ----
+
+def shape_error(command):
+    """None if `command` is well formed, else what is wrong (a sentence). A group's
+    commands are checked one by one when applied (each has its own result)."""
+    if not isinstance(command, dict):
+        return "a command is a mapping, not %s" % type(command).__name__
+    version = command.get("version", 1)
+    if version != VERSION or isinstance(version, bool):
+        return ("command format version %r is not %d, the one this replica applies: run the same "
+                "version of Shepherd HA on every replica" % (version, VERSION))
+    kind = command.get("type")
+    check = _COMMAND_CHECKS.get(kind) if isinstance(kind, str) else None
+    if check is None:
+        return "unknown command type %r (known: %s)" % (command.get("type"), ", ".join(sorted(_COMMAND_CHECKS)))
+    return check(command)
+
+
+def _check_write(command):
+    key, epoch, ops = command.get("key"), command.get("epoch"), command.get("ops")
+    if key is not None and not isinstance(key, str):
+        return "a write's key is a string or None, not %s" % type(key).__name__
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a write's epoch is [term, replica] or None, not %r" % (epoch,)
+    if not isinstance(ops, list) or not ops:
+        return "a write needs a non-empty list of ops"
+    for index, op in enumerate(ops):
+        error = _op_error(op)
+        if error:
+            return "op %d: %s" % (index, error)
+    return None
+
+
+def _op_error(op):
+    if not isinstance(op, dict):
+        return "an op is a mapping, not %s" % type(op).__name__
+    kind, resource = op.get("op"), op.get("resource")
+    if kind not in ("create", "update", "delete"):
+        return "unknown op %r (known: create, update, delete)" % (kind,)
+    if not isinstance(resource, str) or resource not in RESOURCES:
+        return "unknown resource %r" % (resource,)
+    if kind == "create":
+        obj = op.get("object")
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+            return "a create needs an object with metadata.name"
+        return None
+    if not isinstance(op.get("name"), str):
+        return "a%s needs the object's name" % ("n update" if kind == "update" else " delete")
+    if kind == "update" and not isinstance(op.get("object"), dict):
+        return "an update needs an object"
+    for field in ("precondition", "graceful"):
+        if op.get(field) is not None and not isinstance(op[field], dict):
+            return "%s is a mapping, not %s" % (field, type(op[field]).__name__)
+    return None
+
+
+def _check_group(command):
+    if not isinstance(command.get("commands"), list):
+        return "a group needs a list of commands"
+    return None
+
+
+def _check_claim(command):
+    term, replica = command.get("term"), command.get("replica")
+    if not isinstance(term, int) or isinstance(term, bool) or not isinstance(replica, str):
+        return "a claim needs an integer term and a replica id, not %r and %r" % (term, replica)
+    return None
+
+
+_COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
+                   "barrier": lambda command: None}
