@@ -35,6 +35,7 @@ import time
 
 from shepherd_ha.model.selectors import LabelSelector, SelectorError
 from shepherd_ha.model.validation import describe_causes, validate_object
+from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_object_op
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
@@ -300,16 +301,14 @@ class _Pass:
         history_deletes = self._history_to_delete(after, target_hash)
         status, outcome = self._status(after, spec_hash, target_hash)
 
-        writes = [[{"op": "create", "resource": "pods", "object": p}] for p in created]
+        writes = [[commands.create("pods", p)] for p in created]
         writes += [[self._release_op(p)] for p in release]
         writes += [[self._delete_op("pods", p)] for p in delete + finished]
         writes += [[self._delete_op("controllerrevisions", r)] for r in history_deletes]
         status_changed = status != (self.d.get("status") or None)
         if status_changed:
-            writes.append([{"op": "update", "resource": "deployments", "namespace": self.namespace,
-                            "name": self.name, "subresource": "status",
-                            "object": dict(self.d, status=status),
-                            "precondition": {"uid": self.meta["uid"]}}])
+            writes.append([commands.update("deployments", self.namespace, self.name, dict(self.d, status=status),
+                                           precondition={"uid": self.meta["uid"]}, subresource="status")])
         results = self.ctl.write_batch(writes) if writes else []
         self._report(results, created, release, delete, finished, history_deletes, status_changed,
                      len(after))
@@ -358,7 +357,7 @@ class _Pass:
                 meta["annotations"] = {CHANGE_CAUSE_ANNOTATION: cause}
             revision = stamp_new({"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": meta,
                                   "revision": number, "data": {"template": template}})
-            ops.append({"op": "create", "resource": "controllerrevisions", "object": revision})
+            ops.append(commands.create("controllerrevisions", revision))
             self.done.append("recorded revision %d" % number)
         else:
             number = current.get("revision", 0)
@@ -372,14 +371,13 @@ class _Pass:
                 new_meta = dict(rmeta)
                 if cause:
                     new_meta["annotations"] = dict(rmeta.get("annotations") or {}, **{CHANGE_CAUSE_ANNOTATION: cause})
-                ops.append({"op": "update", "resource": "controllerrevisions", "namespace": self.namespace,
-                            "name": rmeta["name"], "object": dict(current, metadata=new_meta, revision=number),
-                            "precondition": {"resourceVersion": rmeta["resourceVersion"]}})
+                ops.append(commands.update("controllerrevisions", self.namespace, rmeta["name"],
+                                           dict(current, metadata=new_meta, revision=number),
+                                           precondition={"resourceVersion": rmeta["resourceVersion"]}))
         if str(annotations.get(REVISION_ANNOTATION)) != str(number):
             meta = dict(self.meta, annotations=dict(annotations, **{REVISION_ANNOTATION: str(number)}))
-            ops.append({"op": "update", "resource": "deployments", "namespace": self.namespace, "name": self.name,
-                        "object": dict(self.d, metadata=meta),
-                        "precondition": {"resourceVersion": self.meta["resourceVersion"]}})
+            ops.append(commands.update("deployments", self.namespace, self.name, dict(self.d, metadata=meta),
+                                       precondition={"resourceVersion": self.meta["resourceVersion"]}))
         if not ops:
             return
         result = self._write(ops)
@@ -431,9 +429,8 @@ class _Pass:
         new_meta = dict(meta, ownerReferences=refs)
         if not refs:
             new_meta.pop("ownerReferences")
-        return {"op": "update", "resource": "pods", "namespace": self.namespace, "name": meta["name"],
-                "object": dict(pod, metadata=new_meta),
-                "precondition": {"resourceVersion": meta["resourceVersion"]}}
+        return commands.update("pods", self.namespace, meta["name"], dict(pod, metadata=new_meta),
+                               precondition={"resourceVersion": meta["resourceVersion"]})
 
     def _delete_op(self, resource, obj):
         return delete_object_op(resource, obj)     # pods on a node: gracefully, through their agent

@@ -15,6 +15,7 @@ import copy
 from shepherd_ha.model.defaults import apply_defaults
 from shepherd_ha.model.selectors import SelectorError, selector_from_labels
 from shepherd_ha.model.validation import describe_causes, validate_object
+from shepherd_ha.store import commands
 from shepherd_ha.store.stamping import stamp_new
 
 from .controller import Controller, Retry
@@ -191,8 +192,8 @@ class EndpointsController(Controller):
         if service is None:
             if current is None or not _owned_by_a_service(current, name):
                 return None
-            self.write([{"op": "delete", "resource": "endpoints", "namespace": namespace, "name": name,
-                         "precondition": {"uid": current["metadata"]["uid"]}}])
+            self.write([commands.delete("endpoints", namespace, name,
+                                        precondition={"uid": current["metadata"]["uid"]})])
             return "deleted endpoints %s/%s: its service is gone" % (namespace, name)
         selector = self._selector(service)
         if selector is None:
@@ -214,7 +215,7 @@ class EndpointsController(Controller):
             if causes:
                 raise Retry("endpoints %s/%s would be invalid: %s" % (namespace, name, describe_causes(causes)),
                             delay=self.resync_period)
-            self.write([{"op": "create", "resource": "endpoints", "object": obj}])
+            self.write([commands.create("endpoints", obj)])
             return "created endpoints %s/%s: %s" % (namespace, name, summary)
         meta = current["metadata"]
         refs = meta.get("ownerReferences") or []
@@ -232,8 +233,9 @@ class EndpointsController(Controller):
         if causes:
             raise Retry("endpoints %s/%s would be invalid: %s" % (namespace, name, describe_causes(causes)),
                         delay=self.resync_period)
-        self.write([{"op": "update", "resource": "endpoints", "namespace": namespace, "name": name, "object": obj,
-                     "precondition": {"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}}])
+        self.write([commands.update("endpoints", namespace, name, obj,
+                                    precondition={"resourceVersion": meta["resourceVersion"],
+                                                  "uid": meta.get("uid")})])
         return "updated endpoints %s/%s: %s" % (namespace, name, summary)
 
 

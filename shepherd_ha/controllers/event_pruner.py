@@ -19,6 +19,8 @@ import heapq
 import threading
 import time
 
+from shepherd_ha.store import commands
+
 from .controller import Controller
 
 KEY = "prune"
@@ -109,8 +111,8 @@ class EventPruner(Controller):
         doomed = expired + excess
         deleted = 0
         if doomed:
-            writes = [[{"op": "delete", "resource": "events", "namespace": k[0], "name": k[1],
-                        "precondition": {"resourceVersion": rv}}] for _, k, rv in doomed]
+            writes = [[commands.delete("events", k[0], k[1], precondition={"resourceVersion": rv})]
+                      for _, k, rv in doomed]
             results = []
             for start in range(0, len(writes), BATCH):
                 results.extend(self.write_many(writes[start:start + BATCH]))

@@ -9,6 +9,7 @@ A failed event write is logged and dropped: events never block a controller.
 import hashlib
 import logging
 
+from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
@@ -53,11 +54,11 @@ class EventRecorder:
                     "involvedObject": ref, "reason": reason, "message": message, "type": type_,
                     "count": 1, "firstTimestamp": now, "lastTimestamp": now,
                     "source": {"component": self.component}})
-                op = {"op": "create", "resource": "events", "object": event}
+                op = commands.create("events", event)
             else:
                 event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
-                op = {"op": "update", "resource": "events", "namespace": namespace, "name": name,
-                      "object": event, "precondition": {"resourceVersion": existing["metadata"]["resourceVersion"]}}
+                op = commands.update("events", namespace, name, event,
+                                     precondition={"resourceVersion": existing["metadata"]["resourceVersion"]})
             try:
                 result = self.store.write([op])
             except Unavailable as exc:

@@ -29,6 +29,7 @@ remove everything in the namespace there too, so neither needs anything here.
 import threading
 
 from shepherd_ha.model.resources import RESOURCES, resource_for_kind
+from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
 
@@ -182,9 +183,9 @@ class GarbageCollector(Controller):
         if alive:
             return None     # dependents still terminating: their deletion re-queues this key
         finalizers = [f for f in meta.get("finalizers") or [] if f != FOREGROUND_FINALIZER]
-        result = self.write_many([[{"op": "update", "resource": resource, "namespace": namespace or None,
-                                     "name": name, "object": dict(owner, metadata=dict(meta, finalizers=finalizers)),
-                                     "precondition": {"uid": uid, "resourceVersion": meta.get("resourceVersion")}}]])[0]
+        result = self.write_many([[commands.update(
+            resource, namespace or None, name, dict(owner, metadata=dict(meta, finalizers=finalizers)),
+            precondition={"uid": uid, "resourceVersion": meta.get("resourceVersion")})]])[0]
         if not result.get("ok"):
             if result.get("reason") == "NotFound":
                 return None
@@ -220,9 +221,9 @@ class GarbageCollector(Controller):
                 doomed.append(dkey)
             else:
                 kept = [r for r, present in zip(refs, presence) if present]
-                writes.append([{"op": "update", "resource": resource, "namespace": namespace or None,
-                                "name": name, "object": dict(obj, metadata=dict(meta, ownerReferences=kept)),
-                                "precondition": precondition}])
+                writes.append([commands.update(resource, namespace or None, name,
+                                               dict(obj, metadata=dict(meta, ownerReferences=kept)),
+                                               precondition=precondition)])
                 trimmed.append(dkey)
         if not writes:
             return None

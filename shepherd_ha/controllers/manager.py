@@ -10,6 +10,7 @@ import logging
 import threading
 import time
 
+from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 
 from .informer import Informer
@@ -76,8 +77,7 @@ class ControllerManager:
 
     def _claim(self, term):
         try:
-            result = self.replica.committer.call({"type": "claim", "term": term, "replica": self.replica.id},
-                                                 self.replica.write_timeout)
+            result = self.replica.committer.call(commands.claim(term, self.replica.id), self.replica.write_timeout)
         except Unavailable as exc:
             log.info("controller claim for term %d not committed: %s", term, exc)
             return False

@@ -21,6 +21,7 @@ import copy
 import threading
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.store import commands
 from shepherd_ha.store.stamping import now_rfc3339
 
 from .controller import Controller, Retry
@@ -138,9 +139,9 @@ class NodeLifecycleController(Controller):
 
     def _write_node_status(self, node, status):
         meta = node["metadata"]
-        self.write([{"op": "update", "resource": "nodes", "name": meta["name"], "subresource": "status",
-                     "object": {"status": status},
-                     "precondition": {"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}}])
+        self.write([commands.update("nodes", None, meta["name"], {"status": status}, subresource="status",
+                                    precondition={"resourceVersion": meta["resourceVersion"],
+                                                  "uid": meta.get("uid")})])
 
     def _mark_ready(self, node, seen):
         cond = ready_condition(node)
@@ -181,9 +182,9 @@ class NodeLifecycleController(Controller):
                 continue
             meta = pod["metadata"]
             status = with_ready_condition(pod, "False", "NodeNotReady", "node %s is not ready" % name, self.now())
-            writes.append([{"op": "update", "resource": "pods", "namespace": meta.get("namespace"),
-                            "name": meta["name"], "subresource": "status", "object": {"status": status},
-                            "precondition": {"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}}])
+            writes.append([commands.update(
+                "pods", meta.get("namespace"), meta["name"], {"status": status}, subresource="status",
+                precondition={"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")})])
         if not writes:
             return 0
         # Best effort: a pod that changed meanwhile is left to its agent (or to eviction).
@@ -194,9 +195,8 @@ class NodeLifecycleController(Controller):
         pods = self._pods_on(name)
         if not pods:
             return None
-        writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
-                    "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
-                  for p in pods]
+        writes = [[commands.delete("pods", p["metadata"].get("namespace"), p["metadata"]["name"],
+                                   precondition={"uid": p["metadata"].get("uid")})] for p in pods]
         results = self.write_many(writes)
         evicted, failed = [], []
         for pod, result in zip(pods, results):

@@ -8,6 +8,8 @@ node registered is not collected at once. No agent will ever stop or confirm suc
 pod, so the delete is immediate (not graceful), guarded by the pod's uid. Keys are
 node names.
 """
+from shepherd_ha.store import commands
+
 from .controller import Controller, Retry
 
 
@@ -49,9 +51,8 @@ class PodGarbageCollector(Controller):
         if now - since < self.grace:
             raise Retry("node %s missing for %.1fs of %.1fs" % (node_name, now - since, self.grace),
                         delay=since + self.grace - now)
-        writes = [[{"op": "delete", "resource": "pods", "namespace": p["metadata"].get("namespace"),
-                    "name": p["metadata"]["name"], "precondition": {"uid": p["metadata"].get("uid")}}]
-                  for p in pods]
+        writes = [[commands.delete("pods", p["metadata"].get("namespace"), p["metadata"]["name"],
+                                   precondition={"uid": p["metadata"].get("uid")})] for p in pods]
         results = self.write_many(writes)
         deleted = [p for p, r in zip(pods, results) if r.get("ok")]
         refused = [r for r in results if not r.get("ok") and r.get("reason") != "NotFound"]

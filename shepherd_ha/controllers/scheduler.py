@@ -40,6 +40,7 @@ import logging
 import queue
 import threading
 
+from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.stamping import now_rfc3339
 
@@ -377,11 +378,10 @@ class Scheduler(Controller):
         bound = {k: v for k, v in pod.items() if k != "status"}
         bound["spec"] = dict(pod["spec"], nodeName=node_name)
         condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
-        ops = [{"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
-                "object": bound, "precondition": {"resourceVersion": meta["resourceVersion"],
-                                                  "uid": meta.get("uid")}},
-               {"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
-                "subresource": "status", "object": {"status": _with_condition(pod, condition)}}]
+        ops = [commands.update("pods", meta["namespace"], meta["name"], bound,
+                               precondition={"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}),
+               commands.update("pods", meta["namespace"], meta["name"], {"status": _with_condition(pod, condition)},
+                               subresource="status")]
         if self.events is not None:
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "Scheduled",
                                 "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name),
@@ -399,9 +399,8 @@ class Scheduler(Controller):
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                      "lastTransitionTime": since or now}
         meta = pod["metadata"]
-        ops = [{"op": "update", "resource": "pods", "namespace": meta["namespace"], "name": meta["name"],
-                "subresource": "status", "object": {"status": _with_condition(pod, condition)},
-                "precondition": {"resourceVersion": meta["resourceVersion"]}}]
+        ops = [commands.update("pods", meta["namespace"], meta["name"], {"status": _with_condition(pod, condition)},
+                               subresource="status", precondition={"resourceVersion": meta["resourceVersion"]})]
         if self.events is not None:
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "FailedScheduling", message, "Warning",
                                 now=event_now))

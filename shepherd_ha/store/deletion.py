@@ -5,16 +5,15 @@ Pods bound to a node are deleted gracefully: the FSM only marks them terminating
 containers (SIGTERM, the grace period, SIGKILL) before deleting the pod for good
 with `force`. Everything else, and forced deletes, go at once.
 """
+from . import commands
 from .stamping import now_rfc3339
 
 def delete_op(resource, namespace, name, precondition=None, force=False, grace=None,
               propagation_policy=None):
     """A delete op. Pods go gracefully unless `force` (or grace 0); `grace` None means
     the pod's own terminationGracePeriodSeconds, read by the FSM from the stored pod."""
-    op = {"op": "delete", "resource": resource, "namespace": namespace, "name": name,
-          "precondition": precondition or {}, "deletionTimestamp": now_rfc3339()}
-    if propagation_policy:
-        op["propagationPolicy"] = propagation_policy
+    op = commands.delete(resource, namespace, name, precondition or None, propagation_policy or None,
+                         deletionTimestamp=now_rfc3339())
     if resource == "pods" and not force and (grace is None or int(grace) > 0):
         op["graceful"] = {"deletionTimestamp": now_rfc3339(),
                           "gracePeriodSeconds": None if grace is None else int(grace)}

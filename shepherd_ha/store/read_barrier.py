@@ -8,6 +8,7 @@ barrier carries everyone who arrived meanwhile.
 """
 import threading
 
+from . import commands
 from .raft_node import Unavailable
 
 
@@ -46,7 +47,7 @@ class ReadBarrier:
                 batch, self._waiting = self._waiting, None
             try:
                 self.barriers_sent += 1
-                self._submit({"type": "barrier"}, self._timeout)
+                self._submit(commands.barrier(), self._timeout)
             except Unavailable as exc:
                 batch.error = Unavailable("linearizable read failed: %s; use resourceVersion=0 for a "
                                           "possibly stale local read" % exc, "not-applied")

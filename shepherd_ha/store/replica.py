@@ -9,6 +9,7 @@ import uuid
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 
+from . import commands
 from .group_commit import GroupCommitter
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
@@ -84,7 +85,7 @@ class Replica:
     # ---- writes ----
 
     def write(self, ops, key=None, epoch=None, timeout=None):
-        command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": epoch, "ops": ops}
+        command = commands.write(ops, key or uuid.uuid4().hex, epoch)
         return self.committer.call(command, timeout or self.write_timeout)
 
     def recall(self, key):
@@ -143,7 +144,7 @@ class Replica:
                        "metadata": {"name": name, "uid": str(uuid.uuid4()),
                                     "creationTimestamp": now_rfc3339()},
                        "spec": {}, "status": {"phase": "Active"}}
-                self.write([{"op": "create", "resource": "namespaces", "object": obj}],
+                self.write([commands.create("namespaces", obj)],
                            key="bootstrap-namespace-%s-term-%d" % (name, self.node.term()), timeout=5.0)
             except Unavailable:
                 pass  # the next leader tries again

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store import commands
 from shepherd_ha.store.read_barrier import ReadBarrier
 
 
@@ -17,7 +18,7 @@ class SlowRaft:
         self.lock = threading.Lock()
 
     def submit(self, command, timeout):
-        assert command == {"type": "barrier"}
+        assert command == commands.barrier()
         with self.lock:
             self.sent.append(time.monotonic())
         time.sleep(self.delay)

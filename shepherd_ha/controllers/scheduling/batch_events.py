@@ -7,6 +7,7 @@ when the binding does. Names and aggregation are the recorder's own
 (`event_name`: same object, reason, message and type -> same event, `count` + 1).
 """
 from shepherd_ha.controllers.events import EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS, event_name, involved_reference
+from shepherd_ha.store import commands
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
 
@@ -27,7 +28,7 @@ def event_op(store, recorder, obj, reason, message, type_="Normal", now=None):
             "involvedObject": ref, "reason": reason, "message": message, "type": type_,
             "count": 1, "firstTimestamp": now, "lastTimestamp": now,
             "source": {"component": component}})
-        return {"op": "create", "resource": "events", "object": event}
+        return commands.create("events", event)
     event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
-    return {"op": "update", "resource": "events", "namespace": namespace, "name": name, "object": event,
-            "precondition": {"resourceVersion": existing["metadata"]["resourceVersion"]}}
+    return commands.update("events", namespace, name, event,
+                           precondition={"resourceVersion": existing["metadata"]["resourceVersion"]})
