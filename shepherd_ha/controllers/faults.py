@@ -7,7 +7,7 @@ bug) must cost that object only. Whoever catches the exception reports it here:
   (`shepherd_controller_errors_total`); at most MAX_OBJECTS series, the rest are
   folded into one `name="(others)"` series per controller and stage;
 - reported as a Warning `ControllerError` Event on the object, at most once per
-  EVENT_INTERVAL per object and stage and EVENT_BURST in a row overall (a
+  EVENT_INTERVAL per object and controller, and EVENT_BURST in a row overall (a
   poisoned object retried with backoff or seen on every resync does not flood the
   events). Events are written by one background thread: the reporter may hold a
   lock (the scheduler's usage index) or be the informer, which must not wait for
@@ -30,7 +30,7 @@ from shepherd_ha.store.stamping import now_rfc3339
 log = logging.getLogger("shepherd_ha.controllers")
 
 MAX_OBJECTS = 256
-EVENT_INTERVAL = 300.0       # seconds between two events about one object (and stage)
+EVENT_INTERVAL = 300.0       # seconds between two events about one object from one controller
 EVENT_BURST = 20             # events in a row; then one per EVENT_REFILL seconds
 EVENT_REFILL = 3.0
 OTHERS = "(others)"
@@ -58,7 +58,7 @@ class ControllerFaults:
         self._counts = collections.OrderedDict()   # (controller, stage, resource, namespace, name) -> n
         self.total = 0
         self.recent = collections.deque(maxlen=5)  # the newest failures, for the replica status
-        self._evented = collections.OrderedDict()  # same key -> clock of its last event
+        self._evented = collections.OrderedDict()  # (controller, resource, ns, name) -> clock of its last event
         self._tokens, self._refilled = float(EVENT_BURST), clock()
         self._events = queue.Queue(maxsize=100)
         self._emitter = None
@@ -84,7 +84,7 @@ class ControllerFaults:
             self._count(key)
             self.recent.append({"controller": controller, "stage": stage, "resource": resource,
                                 "namespace": namespace, "name": name, "error": error, "at": self.now()})
-            due = recorder is not None and isinstance(obj, dict) and self._event_due(key)
+            due = recorder is not None and isinstance(obj, dict) and self._event_due((controller,) + key[2:])
         if due:
             self._queue_event(recorder, controller, stage, resource, obj, error)
 
