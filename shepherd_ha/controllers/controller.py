@@ -111,6 +111,18 @@ class Controller:
         """This controller skipped `obj` (a `resource` object) because processing it raised."""
         self.faults.object_failed(self.name, stage, resource, obj, exc, self.events)
 
+    def select(self, resource, objects, predicate, stage="reconcile"):
+        """The objects for which predicate(obj) is true; one it cannot read (it raises) is
+        left out and reported, instead of failing the key of every object it sits beside."""
+        chosen = []
+        for obj in objects:
+            try:
+                if predicate(obj):
+                    chosen.append(obj)
+            except Exception as exc:
+                self.object_failed(stage, resource, obj, exc)
+        return chosen
+
     def key_failed(self, key, exc):
         """reconcile(key) raised: report it on the key's object (of the first watched resource)."""
         resource = self.watches[0] if self.watches else self.name

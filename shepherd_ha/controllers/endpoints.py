@@ -220,13 +220,8 @@ class EndpointsController(Controller):
         selector = self._selector(service)
         if selector is None:
             return None       # no selector: the user manages these endpoints
-        pods = []
-        for pod in self.store.list("pods", namespace):
-            try:
-                if selector.matches((pod.get("metadata") or {}).get("labels") or {}):
-                    pods.append(pod)
-            except Exception as exc:
-                self._bad_pod(pod, exc)
+        pods = self.select("pods", self.store.list("pods", namespace),
+                           lambda p: selector.matches((p.get("metadata") or {}).get("labels") or {}))
         subsets = desired_subsets(service, pods, self._bad_pod)
         owner = _owner_reference(service)
         labels = dict(service["metadata"].get("labels") or {})

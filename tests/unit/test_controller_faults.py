@@ -209,3 +209,42 @@ def test_the_endpoints_of_a_pod_without_status_object_are_skipped_cleanly():
     write(h.store, {"op": "delete", "resource": "pods", "namespace": "default", "name": "web-bad"})
     h.settle()
     assert endpoint_ips(h.store, "web") == ["10.0.0.1"]
+
+
+# ---- bystanders: a poisoned object listed beside the ones a key is about ----
+
+def test_a_poisoned_pod_beside_a_deployments_pods_does_not_stop_it():
+    from shepherd_ha.controllers.deployments import DeploymentController
+    h = ControllerHarness(lambda store: [DeploymentController(store, EventRecorder(store, "test"))])
+    plant(h.store, "pods", {"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": "junk", "namespace": "default", "ownerReferences": 1},
+                            "spec": 1})
+    create(h.store, "deployments", {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}})
+    h.settle()
+    owned = [p for p in h.store.list("pods", "default") if p["metadata"]["name"].startswith("web-")]
+    assert len(owned) == 2
+    assert h.store.get("deployments", "default", "web")["status"]["replicas"] == 2
+    assert ("deployments", "pods", "default", "junk") in failed_objects(h.controller.faults)
+
+
+def test_garbage_collection_resyncs_past_unreadable_owner_references():
+    from shepherd_ha.controllers.garbage_collector import GarbageCollector
+    h = ControllerHarness(lambda store: [GarbageCollector(store, EventRecorder(store, "test"))])
+    plant(h.store, "configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "junk", "namespace": "default",
+                                               "ownerReferences": [{"uid": ["x"], "kind": "Pod", "name": "p"}]}})
+    owner = create(h.store, "configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                           "metadata": {"name": "owner", "namespace": "default"}})
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    create(h.store, "configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "dependent", "namespace": "default", "ownerReferences": [ref]}})
+    h.controller.resync()
+    h.settle()
+    write(h.store, {"op": "delete", "resource": "configmaps", "namespace": "default", "name": "owner"})
+    h.settle()
+    assert h.store.get("configmaps", "default", "dependent") is None, "collected as ever"
+    assert h.store.get("configmaps", "default", "junk") is not None
