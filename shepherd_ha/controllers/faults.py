@@ -76,8 +76,9 @@ class ControllerFaults:
         with self._lock:
             first = key not in self._counts
         # The first failure with its traceback; repeats (backoff, resyncs) are counted.
-        log.log(logging.ERROR if first else logging.DEBUG, "%s: skipped %s %s%s at %s: %s", controller, resource,
-                namespace + "/" if namespace else "", name, stage, error,
+        what = "skipped %s %s%s at %s" % (resource, namespace + "/" if namespace else "", name, stage) if name \
+            else "%s failed" % stage
+        log.log(logging.ERROR if first else logging.DEBUG, "%s: %s: %s", controller, what, error,
                 exc_info=exc if first and isinstance(exc, BaseException) else None)
         with self._lock:
             self.total += 1

@@ -166,7 +166,7 @@ class Scheduler(Controller):
         return []
 
     def _left_out_of_index(self, resource, obj, exc):
-        self.object_failed("usage index", resource, obj, exc)
+        self.object_failed("usage-index", resource, obj, exc)
 
     def _skip(self, key, pod, exc):
         """A pod this pass cannot place because reading it raised: reported, left alone until it changes."""
