@@ -78,8 +78,12 @@ def test_wrong_status_types_are_refused_naming_the_field(cluster):
     # The leader's controllers are active with every thread up, and schedule as ever.
     wait_for("p-good scheduled", lambda: expect(call("GET", url + POD.format(ns="default", name="p-good")),
                                                 200)["spec"].get("nodeName") == "n-good", 15)
-    state = expect(call("GET", cluster.url(cluster.leader()) + "/shepherd/v1/replica"), 200)["controllers"]
+    leader_url = cluster.url(cluster.leader())
+    state = expect(call("GET", leader_url + "/shepherd/v1/replica"), 200)["controllers"]
     assert state["active"] and state["deadThreads"] == [] and state["threadRestarts"] == 0, state
+    metrics = call("GET", leader_url + "/metrics").text
+    assert "shepherd_controllers_active 1.0" in metrics and "shepherd_controller_dead_threads 0.0" in metrics
+    assert "# TYPE shepherd_controller_errors_total counter" in metrics
 
 
 # ---------------------------------------------------------------- planted past validation
