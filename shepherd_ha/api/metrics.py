@@ -29,6 +29,29 @@ class ReplicaCollector:
                                   value=status["malformedCommands"])
         yield CounterMetricFamily("shepherd_read_barriers", "Read barriers sent through Raft",
                                   value=self.replica.barrier.barriers_sent)
+        yield from self._controllers()
+
+    def _controllers(self):
+        """What the controllers skipped and which of their threads were restarted (controllers/faults.py)."""
+        report = getattr(self.replica, "controller_status", None)
+        status = report(counts=True) if report else None
+        if not status:
+            return
+        errors = CounterMetricFamily("shepherd_controller_errors",
+                                     "Objects a controller skipped because processing them raised",
+                                     labels=["controller", "stage", "resource", "namespace", "name"])
+        for controller, stage, resource, namespace, name, n in status.get("errorCounts", ()):
+            errors.add_metric([controller, stage, resource, namespace, name], n)
+        yield errors
+        restarts = CounterMetricFamily("shepherd_controller_thread_restarts",
+                                       "Controller threads restarted after they died", labels=["thread"])
+        for thread, n in sorted(status.get("restartCounts", {}).items()):
+            restarts.add_metric([thread], n)
+        yield restarts
+        yield GaugeMetricFamily("shepherd_controller_dead_threads", "Controller threads of this epoch not running",
+                                value=len(status.get("deadThreads") or ()))
+        yield GaugeMetricFamily("shepherd_controllers_active", "1 if this replica's controllers run, all threads up",
+                                value=int(bool(status.get("active"))))
 
 
 class ApiMetrics:

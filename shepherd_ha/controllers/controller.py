@@ -5,15 +5,22 @@ affects (`keys_for`), and converges one key at a time (`reconcile`), returning a
 sentence saying what it did, or None when nothing needed doing. A transient
 failure (no quorum, a lost race) re-queues the key with backoff; a periodic
 resync re-queues every key, catching anything a change did not.
+
+Any other exception costs one key only: it is counted and reported on the key's
+object (`faults.py`), and the key is retried with backoff. `thread_specs` names
+the threads a controller runs, so the manager can restart one that died.
 """
 import collections
 import logging
 import threading
 
 from shepherd_ha.controllers.settings import ControllerSettings
+from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.raft_node import Unavailable
 
 from shepherd_ha.workqueue import WorkQueue
+
+from .faults import ControllerFaults
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -47,6 +54,7 @@ class Controller:
         self.queue = WorkQueue(clock=store.clock)
         self.sentences = collections.deque(maxlen=500)   # what it did, newest last (tests read it)
         self._last_resync = store.clock()
+        self.faults = ControllerFaults()   # the manager gives every controller its own, longer-lived one
 
     # ---- what subclasses write ----
 
@@ -100,6 +108,38 @@ class Controller:
             raise Retry("fenced: %s" % fenced[0].get("message"))
         return results
 
+    def object_failed(self, stage, resource, obj, exc):
+        """This controller skipped `obj` (a `resource` object) because processing it raised."""
+        self.faults.object_failed(self.name, stage, resource, obj, exc, self.events)
+
+    def select(self, resource, objects, predicate, stage="reconcile"):
+        """The objects for which predicate(obj) is true; one it cannot read (it raises) is
+        left out and reported, instead of failing the key of every object it sits beside."""
+        chosen = []
+        for obj in objects:
+            try:
+                if predicate(obj):
+                    chosen.append(obj)
+            except Exception as exc:
+                self.object_failed(stage, resource, obj, exc)
+        return chosen
+
+    def key_failed(self, key, exc):
+        """reconcile(key) raised: report it on the key's object (of the first watched resource)."""
+        resource = self.watches[0] if self.watches else self.name
+        namespace, name = key if isinstance(key, tuple) and len(key) == 2 else (None, key)
+        obj = None
+        try:
+            if resource in RESOURCES:
+                obj = self.store.get(resource, namespace or None, name)
+        except Exception:         # a key that names no object (e.g. "prune") is reported without one
+            obj = None
+        if isinstance(obj, dict):
+            self.object_failed("reconcile", resource, obj, exc)
+        else:
+            stub = {"metadata": {"namespace": namespace or "", "name": str(name)}}
+            self.faults.object_failed(self.name, "reconcile", resource, stub, exc)
+
     def record(self, sentence):
         self.sentences.append(sentence)
         log.info("%s: %s", self.name, sentence)
@@ -120,8 +160,8 @@ class Controller:
                 self.queue.add_after(key, exc.delay)
             else:
                 self.queue.add_with_backoff(key)
-        except Exception:
-            log.exception("%s: reconcile of %s failed; retrying with backoff", self.name, key)
+        except Exception as exc:
+            self.key_failed(key, exc)
             self.queue.add_with_backoff(key)
         finally:
             self.queue.done(key)
@@ -138,9 +178,18 @@ class Controller:
         while not stop.is_set():
             self.process_one(timeout=0.1)
 
+    def thread_specs(self):
+        """[(thread name, target(stop))]: what start() runs, and what the manager restarts."""
+        return [("%s-%d" % (self.name, i), self.run) for i in range(self.workers)]
+
+    def thread_restarted(self, name):
+        """The manager restarted thread `name` after it died: re-check every key, as
+        whatever it was doing may be lost."""
+        self.resync()
+
     def start(self, stop):
-        threads = [threading.Thread(target=self.run, args=(stop,), name="%s-%d" % (self.name, i), daemon=True)
-                   for i in range(self.workers)]
+        threads = [threading.Thread(target=target, args=(stop,), name=name, daemon=True)
+                   for name, target in self.thread_specs()]
         for t in threads:
             t.start()
         return threads

@@ -140,8 +140,9 @@ class DeploymentController(Controller):
         uid = deployment["metadata"]["uid"]
         all_pods = self.store.list("pods", namespace)
         # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
-        pods = [p for p in all_pods if owned_by(p, uid) and not p["metadata"].get("deletionTimestamp")]
-        revisions = [r for r in self.store.list("controllerrevisions", namespace) if owned_by(r, uid)]
+        pods = self.select("pods", all_pods, lambda p: owned_by(p, uid) and not p["metadata"].get("deletionTimestamp"))
+        revisions = self.select("controllerrevisions", self.store.list("controllerrevisions", namespace),
+                                lambda r: owned_by(r, uid))
         taken = {p["metadata"]["name"] for p in all_pods}
         return _Pass(self, key, deployment, pods, revisions, taken).run()
 

@@ -72,7 +72,10 @@ def _endpoint_relevant(pod):
 
 def _address(pod):
     meta = pod["metadata"]
-    address = {"ip": pod["status"]["podIP"]}
+    ip = pod["status"]["podIP"]
+    if not isinstance(ip, str):
+        raise TypeError("status.podIP is %r, not a string" % (ip,))
+    address = {"ip": ip}
     node = (pod.get("spec") or {}).get("nodeName")
     if node:
         address["nodeName"] = node
@@ -81,31 +84,47 @@ def _address(pod):
     return address
 
 
-def desired_subsets(service, pods):
+def _pod_entry(pod, service_ports):
+    """(ports signature, ports, ready, address) of one selected pod; None when it serves nothing."""
+    status = pod.get("status") or {}
+    if not status.get("podIP") or status.get("phase") in TERMINAL_PHASES:
+        return None
+    if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        return None
+    ports = []
+    for sp in service_ports:
+        number = resolve_target_port(sp, pod)
+        if number is None:
+            continue
+        port = {"port": number, "protocol": sp.get("protocol") or "TCP"}
+        if sp.get("name"):
+            port["name"] = sp["name"]
+        ports.append(port)
+    if service_ports and not ports:
+        return None         # the pod serves none of the service's ports
+    signature = tuple((p.get("name") or "", p["port"], p["protocol"]) for p in ports)
+    return signature, ports, pod_is_ready(pod), _address(pod)
+
+
+def desired_subsets(service, pods, on_bad_pod=None):
     """Subsets for `service` over the (already selected) pods: pods are grouped by the
-    ports they resolve to, as a named targetPort may map to different ports per pod."""
+    ports they resolve to, as a named targetPort may map to different ports per pod.
+    A pod that cannot be read (wrong types) is left out and given to on_bad_pod(pod, exc)."""
     service_ports = [p for p in (service.get("spec") or {}).get("ports") or [] if isinstance(p, dict)]
     groups = {}
     for pod in pods:
-        status = pod.get("status") or {}
-        if not status.get("podIP") or status.get("phase") in TERMINAL_PHASES:
+        try:
+            entry = _pod_entry(pod, service_ports)
+        except Exception as exc:
+            if on_bad_pod is None:
+                raise
+            on_bad_pod(pod, exc)
             continue
-        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+        if entry is None:
             continue
-        ports = []
-        for sp in service_ports:
-            number = resolve_target_port(sp, pod)
-            if number is None:
-                continue
-            port = {"port": number, "protocol": sp.get("protocol") or "TCP"}
-            if sp.get("name"):
-                port["name"] = sp["name"]
-            ports.append(port)
-        if service_ports and not ports:
-            continue        # the pod serves none of the service's ports
-        signature = tuple((p.get("name") or "", p["port"], p["protocol"]) for p in ports)
+        signature, ports, ready, address = entry
         group = groups.setdefault(signature, {"addresses": [], "notReadyAddresses": [], "ports": ports})
-        group["addresses" if pod_is_ready(pod) else "notReadyAddresses"].append(_address(pod))
+        group["addresses" if ready else "notReadyAddresses"].append(address)
     subsets = []
     for signature in sorted(groups):
         group = groups[signature]
@@ -185,6 +204,10 @@ class EndpointsController(Controller):
 
     # ---- reconcile ----
 
+    def _bad_pod(self, pod, exc):
+        """A pod the endpoints cannot show: left out, the service's other pods still are."""
+        self.object_failed("reconcile", "pods", pod, exc)
+
     def reconcile(self, key):
         namespace, name = key
         service = self.store.get("services", namespace, name)
@@ -198,9 +221,9 @@ class EndpointsController(Controller):
         selector = self._selector(service)
         if selector is None:
             return None       # no selector: the user manages these endpoints
-        pods = [p for p in self.store.list("pods", namespace)
-                if selector.matches((p.get("metadata") or {}).get("labels") or {})]
-        subsets = desired_subsets(service, pods)
+        pods = self.select("pods", self.store.list("pods", namespace),
+                           lambda p: selector.matches((p.get("metadata") or {}).get("labels") or {}))
+        subsets = desired_subsets(service, pods, self._bad_pod)
         owner = _owner_reference(service)
         labels = dict(service["metadata"].get("labels") or {})
         summary = "%d ready, %d not ready" % (_count(subsets, "addresses"), _count(subsets, "notReadyAddresses"))

@@ -40,7 +40,9 @@ BATCH = 500     # dependents per Raft entry
 
 def _refs(obj):
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
-    return [r for r in refs if isinstance(r, dict) and r.get("uid")]
+    if not isinstance(refs, list):       # stored past validation: it names no owner we can judge
+        return []
+    return [r for r in refs if isinstance(r, dict) and isinstance(r.get("uid"), str) and r["uid"]]
 
 
 def _ref_map(obj):
@@ -126,14 +128,20 @@ class GarbageCollector(Controller):
         dependents, owners_of = {}, {}
         for resource, objects in state.items():
             for obj in objects:
-                refs = _ref_map(obj)
+                try:
+                    refs = _ref_map(obj)
+                except Exception as exc:
+                    self.object_failed("resync", resource, obj, exc)
+                    continue
                 if refs:
                     dkey = _dkey(resource, obj)
                     owners_of[dkey] = set(refs)
                     for uid, ref in refs.items():
                         dependents.setdefault(uid, {})[dkey] = ref
-        foreground = {obj["metadata"].get("uid"): ("foreground",) + _dkey(resource, obj)
-                      for resource, objects in state.items() for obj in objects if _deleting_in_foreground(obj)}
+        foreground = {}
+        for resource, objects in state.items():
+            for obj in self.select(resource, objects, _deleting_in_foreground, "resync"):
+                foreground[obj["metadata"].get("uid")] = ("foreground",) + _dkey(resource, obj)
         with self._lock:
             self._dependents, self._owners_of, self._foreground = dependents, owners_of, foreground
         return sorted(dependents) + sorted(foreground.values())

@@ -4,24 +4,35 @@ No controller polls the store: the informer starts from an atomic snapshot
 (revision R), has every controller queue all its keys, then hands each change
 after R to the controllers that watch its resource. If the watch log cannot
 serve the next change (the replica installed a snapshot), it starts over.
+
+One thread serves every controller, so nothing a controller does with a change
+may stop it: an exception from a controller's handle() costs that change for
+that controller only, and is reported on the changed object (`faults.py`).
 """
 import logging
+import time
 
 from shepherd_ha.store.watch_log import WatchExpired
+
+from .faults import ControllerFaults
 
 log = logging.getLogger("shepherd_ha.controllers")
 
 
 class Informer:
-    def __init__(self, store, controllers):
+    def __init__(self, store, controllers, faults=None):
         self.store = store
         self.controllers = list(controllers)
         self.revision = None
+        self.faults = faults or ControllerFaults()
 
     def start_from_snapshot(self):
         _, self.revision = self.store.snapshot([])
         for controller in self.controllers:
-            controller.resync()
+            try:
+                controller.resync()
+            except Exception as exc:
+                self._failed(controller.name, "resync", exc, controller)
 
     def pump(self, wait=0.0):
         """Dispatch every change applied since the last call. Returns how many."""
@@ -40,11 +51,26 @@ class Informer:
             self.revision = change.revision
             for controller in self.controllers:
                 if change.resource in controller.watches:
-                    controller.handle(change)
+                    try:
+                        controller.handle(change)
+                    except Exception as exc:
+                        controller.object_failed("informer", change.resource, change.object or change.previous,
+                                                 exc)
         return len(changes)
 
     def run(self, stop):
         while not stop.is_set():
-            self.pump(wait=0.1)
+            try:
+                self.pump(wait=0.1)
+            except Exception as exc:     # not about one change (those are caught above): start over
+                self._failed("informer", "pump", exc)
+                self.revision = None
+                time.sleep(0.1)
             for controller in self.controllers:
-                controller.maybe_resync()
+                try:
+                    controller.maybe_resync()
+                except Exception as exc:
+                    self._failed(controller.name, "resync", exc, controller)
+
+    def _failed(self, who, stage, exc, controller=None):
+        (controller.faults if controller is not None else self.faults).object_failed(who, stage, "", None, exc)

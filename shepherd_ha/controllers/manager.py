@@ -5,6 +5,11 @@ the highest claim as the controller epoch and refuses controller writes from any
 other epoch. Controllers start only once the claim is applied here, and stop
 within one tick (0.1 s) of this replica losing leadership; any write a deposed
 leader still had queued is refused by the FSM, whatever the timing.
+
+The same tick restarts any controller thread (informer, workers) that died
+(`threads.py`); `status()` claims the controllers active only while every thread
+of the epoch runs, and carries what `faults.py` counted (objects skipped,
+threads restarted), which `/metrics` exports.
 """
 import logging
 import threading
@@ -13,8 +18,10 @@ import time
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 
+from .faults import ControllerFaults
 from .informer import Informer
 from .store_access import StoreAccess
+from .threads import SupervisedThreads
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -31,6 +38,8 @@ class ControllerManager:
         self.active_epoch = None
         self.controllers = []
         self.activations = 0
+        self.faults = ControllerFaults()     # for as long as the process lives: counts survive leader changes
+        self._threads = None                 # SupervisedThreads of the running epoch
         node = replica.node
         self._led_term = node.term() if node.is_leader() else None
         threading.Thread(target=self._supervise, name="controller-manager", daemon=True).start()
@@ -50,30 +59,40 @@ class ControllerManager:
         return led if led is not None and node.is_leader() and node.term() == led else None
 
     def _supervise(self):
-        stop = None
-        epoch = None
+        self._stop, self._epoch = None, None
         while True:
             self._wake.wait(TICK)
             self._wake.clear()
-            term = self._leading_term()
-            leading = term is not None
-            if stop is not None and (not leading or term != epoch[0]):
-                log.info("controllers stopping: replica %s no longer leads term %d", self.replica.id, epoch[0])
-                stop.set()
-                stop, epoch = None, None
-                with self._lock:
-                    self.active_epoch, self.controllers = None, []
-            if stop is None and leading:
-                if self._claim(term):
-                    epoch = [term, self.replica.id]
-                    stop = threading.Event()
-                    try:
-                        self._start(epoch, stop)
-                    except Exception:
-                        log.exception("controllers failed to start for epoch %s; retrying", epoch)
-                        stop.set()
-                        stop, epoch = None, None
-                        time.sleep(1.0)
+            try:
+                self._tick()
+            except Exception:        # this thread must outlive anything one tick meets
+                log.exception("controller manager tick failed; trying again")
+                time.sleep(1.0)
+
+    def _tick(self):
+        term = self._leading_term()
+        leading = term is not None
+        if self._stop is not None and (not leading or term != self._epoch[0]):
+            log.info("controllers stopping: replica %s no longer leads term %d", self.replica.id, self._epoch[0])
+            self._stop.set()
+            self._stop, self._epoch = None, None
+            with self._lock:
+                self.active_epoch, self.controllers, self._threads = None, [], None
+        if self._stop is None and leading:
+            if self._claim(term):
+                epoch = [term, self.replica.id]
+                stop = threading.Event()
+                self._stop, self._epoch = stop, epoch
+                try:
+                    self._start(epoch, stop)
+                except Exception:
+                    log.exception("controllers failed to start for epoch %s; retrying", epoch)
+                    stop.set()
+                    self._stop, self._epoch = None, None
+                    time.sleep(1.0)
+        threads = self._threads
+        if threads is not None:
+            threads.check()
 
     def _claim(self, term):
         try:
@@ -92,18 +111,33 @@ class ControllerManager:
         store = StoreAccess(node.lock, lambda: node.fsm, self.replica.watch_log, self.replica.committer.call,
                             epoch, self.clock, self.replica.write_timeout)
         controllers = [c for factory in self.factories for c in factory(store)]
-        informer = Informer(store, controllers)
-        informer.start_from_snapshot()
-        threading.Thread(target=informer.run, args=(stop,), name="informer", daemon=True).start()
         for controller in controllers:
-            controller.start(stop)
+            controller.faults = self.faults
+        informer = Informer(store, controllers, self.faults)
+        informer.start_from_snapshot()
+        threads = SupervisedThreads(stop, self.faults, self.clock)
+        # A restarted informer starts over from a snapshot: the change it died on may be lost.
+        threads.spawn("informer", informer.run, lambda name: setattr(informer, "revision", None))
+        for controller in controllers:
+            for name, target in controller.thread_specs():
+                threads.spawn(name, target, controller.thread_restarted)
         with self._lock:
-            self.active_epoch, self.controllers = epoch, controllers
+            self.active_epoch, self.controllers, self._threads = epoch, controllers, threads
             self.activations += 1
         log.info("controllers started on %s with epoch %s: %s", self.replica.id, epoch,
                  ", ".join(c.name for c in controllers) or "none")
 
-    def status(self):
+    def status(self, counts=False):
+        """What /shepherd/v1/replica shows; with counts, what /metrics exports as well."""
         with self._lock:
-            return {"active": self.active_epoch is not None, "epoch": self.active_epoch,
-                    "controllers": [c.name for c in self.controllers], "activations": self.activations}
+            epoch, names, threads = self.active_epoch, [c.name for c in self.controllers], self._threads
+            activations = self.activations
+        dead = threads.dead() if threads is not None else []
+        status = {"active": epoch is not None and not dead, "epoch": epoch, "controllers": names,
+                  "activations": activations, "threads": len(threads) if threads is not None else 0,
+                  "deadThreads": dead}
+        status.update(self.faults.summary())
+        if counts:
+            status["errorCounts"] = self.faults.counts()
+            status["restartCounts"] = dict(self.faults.restarts)
+        return status

@@ -172,7 +172,7 @@ class NodeLifecycleController(Controller):
             name, "lease not renewed" if has_lease else "no lease seen", _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
 
     def _pods_on(self, name):
-        return [p for p in self.store.list("pods") if (p.get("spec") or {}).get("nodeName") == name]
+        return self.select("pods", self.store.list("pods"), lambda p: (p.get("spec") or {}).get("nodeName") == name)
 
     def _mark_pods_not_ready(self, name):
         writes = []

@@ -36,13 +36,14 @@ class PodGarbageCollector(Controller):
 
     def all_keys(self):
         nodes = {n["metadata"]["name"] for n in self.store.list("nodes")}
-        return sorted({_node_of(p) for p in self.store.list("pods")} - nodes - {None})
+        bound = self.select("pods", self.store.list("pods"), lambda p: isinstance(_node_of(p), str), "resync")
+        return sorted({_node_of(p) for p in bound} - nodes)
 
     def reconcile(self, node_name):
         if self.store.get("nodes", None, node_name) is not None:
             self._missing_since.pop(node_name, None)
             return None
-        pods = [p for p in self.store.list("pods") if _node_of(p) == node_name]
+        pods = self.select("pods", self.store.list("pods"), lambda p: _node_of(p) == node_name)
         if not pods:
             self._missing_since.pop(node_name, None)
             return None

@@ -122,7 +122,7 @@ class Scheduler(Controller):
         self.scorers = list(SCORERS if scorers is None else scorers)
         self.batch_size = batch_size
         self.picker = NodePicker(self.filters, self.scorers, percentage_of_nodes_to_score, min_feasible_nodes)
-        self.index = UsageIndex(store)   # per node: what is bound there, from the changes
+        self.index = UsageIndex(store, on_fault=self._left_out_of_index)   # per node: what is bound there
         self._lock = threading.Lock()
         self.unschedulable = set()    # keys of pods that fit no node at their last attempt
         self.passes = 0               # passes that wrote something (tests and benchmarks read these)
@@ -166,6 +166,16 @@ class Scheduler(Controller):
             return self._waiting()                    # finished: its room is free again
         return []
 
+    def _left_out_of_index(self, resource, obj, exc):
+        self.object_failed("usage-index", resource, obj, exc)
+
+    def _skip(self, key, pod, exc):
+        """A pod this pass cannot place because reading it raised: reported, left alone until it changes."""
+        with self._lock:
+            self.unschedulable.discard(key)
+        self.object_failed("schedule", "pods", pod if isinstance(pod, dict) else
+                           {"metadata": {"namespace": key[0], "name": key[1]}}, exc)
+
     def _waiting(self):
         with self._lock:
             return list(self.unschedulable)
@@ -188,16 +198,19 @@ class Scheduler(Controller):
 
     # ---- one pass over many keys ----
 
-    def start(self, stop):
+    def thread_specs(self):
         """Worker thread plus, when pipelined, a writer thread: the next pass is planned
         while the last one's writes are in Raft."""
-        threads = super().start(stop)
+        specs = super().thread_specs()
         if self.pipelined:
-            writer = threading.Thread(target=self._write_loop, args=(stop,), name="scheduler-writer", daemon=True)
             self._writer_alive = True
-            writer.start()
-            threads.append(writer)
-        return threads
+            specs.append(("scheduler-writer", self._write_loop))
+        return specs
+
+    def thread_restarted(self, name):
+        if name == "scheduler-writer":
+            self._writer_alive = True
+        super().thread_restarted(name)
 
     def process_one(self, timeout=0.2):
         """Take every ready key (up to batch_size) and schedule them in one pass."""
@@ -227,13 +240,16 @@ class Scheduler(Controller):
         return True
 
     def _write_loop(self, stop):
-        while not stop.is_set():
-            try:
-                job = self._jobs.get(timeout=0.1)
-            except queue.Empty:
-                continue
-            self._commit_and_release(job)
-        self._writer_alive = False
+        try:
+            while not stop.is_set():
+                try:
+                    job = self._jobs.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+                self._commit_and_release(job)
+        finally:
+            # Stopping, or dying: the worker then commits its passes itself, until a restart.
+            self._writer_alive = False
         while True:                      # stopping: give back what was never written
             try:
                 job = self._jobs.get_nowait()
@@ -302,8 +318,11 @@ class Scheduler(Controller):
         read = []
         for key in dict.fromkeys(keys):
             pod = self.store.get("pods", key[0], key[1])
-            if pod is not None and is_pending(pod):
-                read.append((pod, self.index.pod_info(pod)))
+            try:
+                if pod is not None and is_pending(pod):
+                    read.append((pod, self.index.pod_info(pod)))
+            except Exception as exc:
+                self._skip(key, pod, exc)
         view, pending = self.index.view(read, assumed)
         with self._lock:
             for key in keys:
@@ -316,38 +335,48 @@ class Scheduler(Controller):
             found = pending.get(key)
             if found is None:
                 continue
-            pod, info = found
-            uid = pod["metadata"]["uid"]
-            earlier = [n for _, n in assumed.get(uid, ()) if n in view.by_name]
-            if earlier:
-                # A binding whose write had an unknown outcome: its room is still counted
-                # there, so write the same decision again (once applied, either wins).
-                job.writes.append(self._binding(pod, earlier[0], now, event_now))
-                job.plans.append(("bind", key, earlier[0]))
-                job.assumed[(uid, earlier[0])] = assumed[uid][0][0]
-                continue
-            node, diagnosis = self.picker.pick(info, view)
-            if node is not None:
-                view.assume(info, node)
-                job.writes.append(self._binding(pod, node.name, now, event_now))
-                job.plans.append(("bind", key, node.name))
-                job.assumed[(uid, node.name)] = info
-                continue
-            with self._lock:
-                self.unschedulable.add(key)
-            if not view.nodes:
-                job.waiting.append(key)
-                continue
-            message = diagnosis.message()
-            ops = self._unschedulable(pod, message, now, event_now)
-            if ops:
-                job.writes.append(ops)
-                job.plans.append(("unschedulable", key, message))
+            try:
+                self._place(job, key, found, view, assumed, now, event_now)
+            except Exception as exc:
+                self._skip(key, found[0], exc)
         if job.assumed:
             with self._lock:
                 for entry, info in job.assumed.items():
                     self._assumed[entry] = (info, None)
         return job
+
+    def _place(self, job, key, found, view, assumed, now, event_now):
+        """Plan one pending pod into the job: bound, unschedulable or waiting."""
+        pod, info = found
+        uid = pod["metadata"]["uid"]
+        earlier = [n for _, n in assumed.get(uid, ()) if n in view.by_name]
+        if earlier:
+            # A binding whose write had an unknown outcome: its room is still counted
+            # there, so write the same decision again (once applied, either wins).
+            job.writes.append(self._binding(pod, earlier[0], now, event_now))
+            job.plans.append(("bind", key, earlier[0]))
+            job.assumed[(uid, earlier[0])] = assumed[uid][0][0]
+            return
+        node, diagnosis = self.picker.pick(info, view)
+        if node is not None:
+            ops = self._binding(pod, node.name, now, event_now)     # first: it raises on a malformed pod
+            view.assume(info, node)
+            job.writes.append(ops)
+            job.plans.append(("bind", key, node.name))
+            job.assumed[(uid, node.name)] = info
+            return
+        if not view.nodes:
+            with self._lock:
+                self.unschedulable.add(key)
+            job.waiting.append(key)
+            return
+        message = diagnosis.message()
+        ops = self._unschedulable(pod, message, now, event_now)
+        with self._lock:
+            self.unschedulable.add(key)
+        if ops:
+            job.writes.append(ops)
+            job.plans.append(("unschedulable", key, message))
 
     def commit(self, job):
         """Write a planned pass in one Raft entry; returns its sentence."""

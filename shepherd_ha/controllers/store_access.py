@@ -75,10 +75,12 @@ class MemoryStore(StoreAccess):
                 "spec": {}, "status": {"phase": "Active"}}}]})
 
     def apply(self, command):
+        # Appended under the lock: writers on several threads (workers, the scheduler's
+        # writer, fault events) must reach the watch log in revision order.
         with self._lock:
             result, changes = self.fsm.apply_with_changes(command)
-        if changes:
-            self.watch_log.append(changes)
+            if changes:
+                self.watch_log.append(changes)
         return result
 
     def _apply(self, command, timeout):

@@ -11,6 +11,7 @@ from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
 from .resources import RESOURCES
 from .selectors import LabelSelector, SelectorError
+from .status_validation import validate_status
 from .update_validation import validate_update
 
 __all__ = ["Cause", "validate_object", "validate_update", "validate_scale", "describe_causes"]
@@ -48,6 +49,7 @@ def validate_object(resource_plural, obj):
                        % (show(value), resource_plural, expected))
     _metadata(causes, resource, obj.get("metadata"))
     _VALIDATORS[resource_plural](causes, obj)
+    validate_status(causes, resource_plural, obj)
     return list(causes)
 
 
@@ -89,12 +91,13 @@ def _metadata(causes, resource, meta):
         for key in ("apiVersion", "uid"):
             causes.string("%s.%s" % (f, key), ref.get(key))
         causes.boolean(f + ".controller", ref.get("controller"))
+        causes.boolean(f + ".blockOwnerDeletion", ref.get("blockOwnerDeletion"))
 
 
 def _pod(causes, obj):
     validate_pod_spec(causes, "spec", obj.get("spec"))
-    status = causes.dict("status", obj.get("status"))
-    if status is not None:
+    status = obj.get("status")
+    if isinstance(status, dict):
         causes.enum("status.phase", status.get("phase"), POD_PHASES)
 
 
@@ -228,7 +231,6 @@ def _node(causes, obj):
     spec = causes.dict("spec", obj.get("spec"))
     if spec is not None:
         causes.boolean("spec.unschedulable", spec.get("unschedulable"))
-    causes.dict("status", obj.get("status"))
 
 
 def _event(causes, obj):
@@ -242,6 +244,11 @@ def _event(causes, obj):
     causes.string("message", obj.get("message"))
     causes.enum("type", obj.get("type"), ("Normal", "Warning"))
     causes.integer("count", obj.get("count"), 0)
+    for key in ("firstTimestamp", "lastTimestamp", "eventTime"):
+        causes.string(key, obj.get(key))
+    source = causes.dict("source", obj.get("source"))
+    for key in ("component", "host"):
+        causes.string("source." + key, (source or {}).get(key))
 
 
 def _endpoints(causes, obj):
@@ -255,6 +262,11 @@ def _endpoints(causes, obj):
                 fa = "%s.%s[%d]" % (f, group, j)
                 if isinstance(addr, dict):
                     causes.string(fa + ".ip", addr.get("ip"), required=True, non_empty=True)
+                    for key in ("nodeName", "hostname"):
+                        causes.string(fa + "." + key, addr.get(key))
+                    ref = causes.dict(fa + ".targetRef", addr.get("targetRef"))
+                    for key in ("kind", "name", "namespace", "uid"):
+                        causes.string(fa + ".targetRef." + key, (ref or {}).get(key))
                 else:
                     causes.add(fa, "must be an object with an ip, got %s" % show(addr))
         for j, port in enumerate(causes.list(f + ".ports", subset.get("ports")) or []):

@@ -62,3 +62,56 @@ class ControllerHarness:
     def advance(self, seconds):
         self.clock.now += seconds
         self.settle()
+
+
+def plant(store, resource, obj):
+    """Store `obj` as it is, past the API's validation (as an older server, or a bug, might
+    have): only stamped with a uid and a creation time."""
+    return write(store, {"op": "create", "resource": resource, "object": stamp_new(obj)})
+
+
+def wait_for(what, check, timeout=10.0, interval=0.02):
+    """Poll check() until it returns something true (bounded); returns that."""
+    import time
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        time.sleep(interval)
+
+
+class MemoryReplica:
+    """What ControllerManager needs of a replica, over a MemoryStore: a leader of `term`
+    until `leading` is set False (the manager then stops its controllers)."""
+
+    class _Node:
+        def __init__(self, replica):
+            self._replica = replica
+            self.lock = replica.store._lock
+
+        @property
+        def fsm(self):
+            return self._replica.store.fsm
+
+        def is_leader(self):
+            return self._replica.leading
+
+        def term(self):
+            return self._replica.term
+
+    class _Committer:
+        def __init__(self, store):
+            self.call = store._apply
+
+    def __init__(self, store, term=2, ident="r1"):
+        self.store = store
+        self.id = ident
+        self.term = term
+        self.leading = True
+        self.write_timeout = 2.0
+        self.watch_log = store.watch_log
+        self.node = self._Node(self)
+        self.committer = self._Committer(store)

@@ -12,6 +12,10 @@ scheduling pass costs O(its pods + nodes) instead of O(every pod in the store).
 - which pods are bound (uid -> node, requests, owner) and which are pending (uid ->
   key, requests once parsed), which a pass needs to count its assumed bindings.
 
+A pod or node the index cannot read (a wrong type stored past validation) is left
+out of it, as if absent, and reported through `on_fault(resource, obj, exc)`: one
+bad object must not stop every pass.
+
 It changes in two ways, both under its lock, both idempotent by revision (a change
 at or below `revision` is already in):
 
@@ -46,7 +50,7 @@ def _ident(pod):
     same name is another pod)."""
     meta = pod.get("metadata") or {}
     uid = meta.get("uid")
-    return uid if uid else ("no-uid", meta.get("namespace") or "", meta.get("name"))
+    return uid if isinstance(uid, str) and uid else ("no-uid", meta.get("namespace") or "", meta.get("name"))
 
 
 def _key(pod):
@@ -62,8 +66,9 @@ def _revision_of(pod):
 
 
 class UsageIndex:
-    def __init__(self, store):
+    def __init__(self, store, on_fault=None):
         self.store = store
+        self.on_fault = on_fault    # (resource, object, exception): an object left out
         self.lock = threading.Lock()
         self.revision = None        # every change up to here is in; None: never built
         self._resets = None         # the watch log's reset count when last built
@@ -102,7 +107,10 @@ class UsageIndex:
             self.nodes[node["metadata"]["name"]] = node
         self._statics = {name: s for name, s in self._statics.items() if name in self.nodes}
         for pod in objects["pods"]:
-            self._add_pod(pod, parsed.get(_ident(pod)))
+            try:
+                self._add_pod(pod, parsed.get(_ident(pod)))
+            except Exception as exc:
+                self._left_out("pods", pod, exc)
         self.revision, self._resets = revision, resets
         self.rebuilds += 1
         self.pods_walked += len(objects["pods"])
@@ -114,7 +122,7 @@ class UsageIndex:
         with self.lock:
             if self.revision is None or change.revision <= self.revision or self._resets != self._watch_resets():
                 return                       # not built yet, already in, or a reset: sync() rebuilds
-            self._apply(change)
+            self._apply_or_leave_out(change)
             self.revision = change.revision
 
     def sync(self):
@@ -138,8 +146,24 @@ class UsageIndex:
             if change.revision <= self.revision:
                 continue
             if change.resource in WATCHED:
-                self._apply(change)
+                self._apply_or_leave_out(change)
             self.revision = change.revision
+
+    def _apply_or_leave_out(self, change):
+        try:
+            self._apply(change)
+        except Exception as exc:
+            # Neither version of the pod counts now (pod_requests raises before counting).
+            for pod in (change.previous, change.object):
+                if pod is not None and change.resource == "pods":
+                    self._forget(_ident(pod))
+            self._left_out(change.resource, change.object or change.previous, exc)
+
+    def _left_out(self, resource, obj, exc):
+        if self.on_fault is not None:
+            self.on_fault(resource, obj, exc)
+        else:
+            log.error("scheduler: left %s %s out of the usage index: %r", resource, _key(obj), exc)
 
     def _apply(self, change):
         self.changes_applied += 1
@@ -260,8 +284,14 @@ class UsageIndex:
                 if cached is not None and cached[0] == rv:
                     static = cached[1]
                 else:
-                    static = NodeStatic(obj)
+                    try:
+                        static = NodeStatic(obj)
+                    except Exception as exc:     # left out of every pass until it changes
+                        static = None
+                        self._left_out("nodes", obj, exc)
                     statics[name] = (rv, static)
+                if static is None:
+                    continue
                 usage = usages.get(name)
                 if usage is not None:
                     usage.shared = True

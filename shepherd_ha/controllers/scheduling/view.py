@@ -49,7 +49,7 @@ def occupies_node(pod):
 
 def controller_owner_uid(obj):
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
-        if isinstance(ref, dict) and ref.get("controller") and ref.get("uid"):
+        if isinstance(ref, dict) and ref.get("controller") and isinstance(ref.get("uid"), str) and ref["uid"]:
             return ref["uid"]
     return None
 
@@ -97,7 +97,10 @@ class PodInfo:
 
 def pod_requests(obj):
     """(cpu millicores, memory bytes, the same with the scoring minimum per container,
-    host ports as a tuple of (protocol, port)). Absent requests count as 0."""
+    host ports as a tuple of (protocol, port)). Absent requests count as 0.
+
+    Raises (TypeError, AttributeError...) on a pod of the wrong shape, before the
+    caller has counted anything of it: the caller skips such a pod."""
     spec = obj.get("spec") or {}
     where = "pod %s/%s" % ((obj.get("metadata") or {}).get("namespace"), (obj.get("metadata") or {}).get("name"))
     cpu = memory = nz_cpu = nz_memory = 0
@@ -118,7 +121,11 @@ def pod_requests(obj):
                 continue
             number = port.get("hostPort") or (port.get("containerPort") if host_network else None)
             if number:
-                ports.append((port.get("protocol") or "TCP", number))
+                protocol = port.get("protocol") or "TCP"
+                if not isinstance(number, int) or not isinstance(protocol, str):
+                    raise TypeError("%s: a container port is %r/%r, not a port number and a protocol name"
+                                    % (where, number, protocol))
+                ports.append((protocol, number))
     return cpu, memory, nz_cpu, nz_memory, tuple(ports)
 
 
