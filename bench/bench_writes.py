@@ -178,7 +178,7 @@ def raft_node_conf(self_address, peers, data_dir, password):
     captured = {}
 
     class Capture:
-        def __init__(self, address, partners, conf, consumers=None):
+        def __init__(self, address, partners, conf, consumers=None, **extras):
             captured["conf"] = conf
 
     # Stand in for SyncObj and any subclass raft_node.py defines (e.g. a patched one).
