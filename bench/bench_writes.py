@@ -197,6 +197,7 @@ def raft_node_conf(self_address, peers, data_dir, password):
         raise RuntimeError("could not capture RaftNode's SyncObjConf: raft_node.py changed shape")
     conf = captured["conf"]
     conf.onStateChanged = None              # RaftNode's hook; nothing to notify here
+    conf.onReady = None                     # RaftNode's GC freeze: the raw store keeps no objects
     return conf
 
 

@@ -30,6 +30,7 @@ from shepherd_ha.options import ConfigError
 
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
+from . import gc_tuning
 from .tick_gaps import TickGapMeter
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,7 @@ class RaftNode:
             commandsWaitLeader=True,
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
+            onReady=gc_tuning.freeze_survivors,     # the journal replayed: out of the collector's way
         )
         snapshot_child.install()
         self.tick_gaps = TickGapMeter()
