@@ -4,7 +4,7 @@
 For each N (a fresh interpreter each), a StoreFSM is filled the way a replica fills
 it: N pod creates in group-commit-sized commands, each command pickled and unpickled
 as it would be through the Raft log, then a status update per pod (bound, Running,
-with conditions). With the server's young threshold (gc_tuning.YOUNG_GC_THRESHOLD)
+with conditions). With the server's thresholds (gc_tuning.THRESHOLDS)
 it prints, in milliseconds:
 
 - build: the longest collection pause while the store grows, full collections seen;
@@ -23,6 +23,7 @@ it prints, in milliseconds:
 """
 import argparse
 import gc
+import itertools
 import json
 import os
 import pickle
@@ -40,6 +41,7 @@ from shepherd_ha.store import gc_tuning  # noqa: E402
 from shepherd_ha.store.fsm import StoreFSM  # noqa: E402
 from shepherd_ha.store.stamping import stamp_new  # noqa: E402
 
+_KEYS = itertools.count()
 BATCH = 100          # creates per Raft entry, about what group commit puts together at 32 clients
 
 
@@ -101,18 +103,24 @@ def running_status(i, restarts=0):
 def build(pods):
     fsm = StoreFSM()
     fsm.apply(through_log({"type": "write", "key": "ns", "epoch": None, "ops": [namespace_op("default")]}))
-    template = json.loads(common.pod_template(1024, name_len=20))
     with Pauses() as pauses:
-        for start in range(0, pods, BATCH):
-            ops = []
-            for i in range(start, min(pods, start + BATCH)):
-                pod = json.loads(json.dumps(template))
-                pod["metadata"]["name"], pod["metadata"]["namespace"] = "pod-%015d" % i, "default"
-                pod["spec"]["nodeName"] = "node-%04d" % (i % 1000)
-                ops.append({"op": "create", "resource": "pods", "object": stamp_new(apply_defaults("pods", pod))})
-            fsm.apply(through_log({"type": "write", "key": "c%d" % start, "epoch": None, "ops": ops}))
+        create(fsm, 0, pods)
         update(fsm, range(pods))
     return fsm, pauses
+
+
+def create(fsm, first, end):
+    template = json.loads(common.pod_template(1024, name_len=20))
+    for start in range(first, end, BATCH):
+        ops = []
+        for i in range(start, min(end, start + BATCH)):
+            pod = json.loads(json.dumps(template))
+            pod["metadata"]["name"], pod["metadata"]["namespace"] = "pod-%015d" % i, "default"
+            pod["spec"]["nodeName"] = "node-%04d" % (i % 1000)
+            ops.append({"op": "create", "resource": "pods", "object": stamp_new(apply_defaults("pods", pod))})
+        result = fsm.apply(through_log({"type": "write", "key": "c%d-%d" % (start, next(_KEYS)), "epoch": None,
+                                        "ops": ops}))
+        assert result["ok"], result
 
 
 def update(fsm, indexes, restarts=0):
@@ -122,7 +130,7 @@ def update(fsm, indexes, restarts=0):
         ops = [{"op": "update", "resource": "pods", "namespace": "default", "name": "pod-%015d" % i,
                 "subresource": "status", "object": {"status": running_status(i, restarts)}}
                for i in indexes[start:start + BATCH]]
-        result = fsm.apply(through_log({"type": "write", "key": "u%d-%d-%d" % (restarts, start, indexes[0]),
+        result = fsm.apply(through_log({"type": "write", "key": "u%d-%d" % (start, next(_KEYS)),
                                         "epoch": None, "ops": ops}))
         assert result["ok"] and not result["results"][0].get("unchanged"), result
 
@@ -148,7 +156,7 @@ def load(blob, bulk):
     return fsm, seconds, pauses
 
 
-def one(pods, updates, thresholds):
+def one(pods, updates, thresholds, growth):
     builds = []
     for setting in thresholds:
         gc.set_threshold(*setting)
@@ -156,7 +164,7 @@ def one(pods, updates, thresholds):
         builds.append([list(setting)] + pauses.longest_by_generation_ms() + [pauses.total_ms()])
         del fsm
         gc.collect()
-    gc.set_threshold(gc_tuning.YOUNG_GC_THRESHOLD, 10, 10)
+    gc.set_threshold(*gc_tuning.THRESHOLDS)
     fsm, pauses = build(pods)
     tracked = len(gc.get_objects())
     row = {"pods": pods, "tracked": tracked, "builds": builds, "build_longest": pauses.longest_ms(), "build_full": pauses.full(),
@@ -182,6 +190,20 @@ def one(pods, updates, thresholds):
     gc_tuning.freeze_survivors()
     row["freeze_survivors"] = (time.perf_counter() - t) * 1e3
     row["full_refrozen"] = full_collection_ms()
+    # Growth between two periodic freezes: `growth` new pods (created, then Running) on
+    # top of the frozen store, under each threshold setting.
+    row["growth"] = []
+    for setting in thresholds:
+        gc.set_threshold(*setting)
+        with Pauses() as pauses:
+            create(fsm, pods, pods + growth)
+            update(fsm, range(pods, pods + growth))
+        full = full_collection_ms(1)
+        row["growth"].append([list(setting)] + pauses.longest_by_generation_ms() + [pauses.full(), full])
+        for i in range(pods, pods + growth):
+            del fsm.objects["pods"][("default", "pod-%015d" % i)]
+        gc.collect()
+    gc.set_threshold(*gc_tuning.THRESHOLDS)
     # Storage form: what the collector tracks per pod, and a full list as dicts vs from bytes.
     bucket = fsm.objects["pods"]
     sample = next(iter(bucket.values()))
@@ -205,19 +227,22 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", default="10000,20000,30000", help="comma-separated store sizes")
     parser.add_argument("--updates", type=int, default=5000, help="status updates after the freeze")
-    parser.add_argument("--thresholds", default="700,10,10;20000,10,10;20000,2,10;5000,10,10;5000,2,10",
+    parser.add_argument("--thresholds", default="700,10,10;20000,10,10;20000,2,10",
                         help="gc.set_threshold settings to build the store under, ';'-separated")
+    parser.add_argument("--growth", type=int, default=15000,
+                        help="pods added on top of the frozen store (30 s of creates at 500/s)")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
     thresholds = [tuple(int(x) for x in t.split(",")) for t in args.thresholds.split(";")]
     if args.one:
-        return one(args.one, args.updates, thresholds)
+        return one(args.one, args.updates, thresholds, args.growth)
     common.print_machine()
     common.print_background_load()
     rows = []
     for pods in [int(p) for p in args.pods.split(",")]:
         out = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", str(pods),
-                              "--updates", str(args.updates), "--thresholds", args.thresholds], capture_output=True, text=True, check=True,
+                              "--updates", str(args.updates), "--thresholds", args.thresholds,
+                              "--growth", str(args.growth)], capture_output=True, text=True, check=True,
                              cwd=common.ROOT)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         common.progress("%d pods done" % pods)
@@ -247,6 +272,13 @@ def main():
     common.table(["pods", "longest", "full GCs", "freeze_survivors"],
                  [[r["pods"], "%.1f" % r["steady_longest"], r["steady_full"], "%.1f" % r["freeze_survivors"]]
                   for r in rows])
+    say()
+    say("%d pods more on top of the frozen store, no freeze in between: longest pause per generation (ms),"
+        % args.growth)
+    say("full collections seen, then one full collection (ms)")
+    common.table(["pods", "thresholds", "gen 0", "gen 1", "gen 2", "full GCs", "full then"],
+                 [[r["pods"], "/".join(str(x) for x in g[0])] + ["%.0f" % v for v in g[1:4]] + [g[4], "%.0f" % g[5]]
+                  for r in rows for g in r["growth"]])
     say()
     say("Storage form: a full list of every pod (ms): stored dicts vs decoding each from pickled bytes")
     common.table(["pods", "dicts", "from bytes", "ratio"],
