@@ -20,6 +20,15 @@ def _metric(url, name):
     raise AssertionError("%s not in %s/metrics" % (name, url))
 
 
+def _all_threads_stopped(pid):
+    """SIGSTOP is delivered asynchronously: the stop counts from when every thread is in state T."""
+    states = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/stat" % (pid, task)) as fh:
+            states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    return all(state == "T" for state in states)
+
+
 def test_a_stopped_replica_reports_a_tick_gap_as_long_as_the_stop(make_cluster):
     cluster = make_cluster()
     cluster.start()
@@ -32,6 +41,10 @@ def test_a_stopped_replica_reports_a_tick_gap_as_long_as_the_stop(make_cluster):
     pid = cluster.lc.pid(follower)
     os.kill(pid, signal.SIGSTOP)
     try:
+        deadline = time.monotonic() + 10
+        while not _all_threads_stopped(pid):
+            assert time.monotonic() < deadline, "replica %s did not stop" % follower
+            time.sleep(0.01)
         time.sleep(STOPPED)
     finally:
         os.kill(pid, signal.SIGCONT)
