@@ -167,7 +167,8 @@ def one(pods, updates, thresholds, growth):
     gc.set_threshold(*gc_tuning.THRESHOLDS)
     fsm, pauses = build(pods)
     tracked = len(gc.get_objects())
-    row = {"pods": pods, "tracked": tracked, "builds": builds, "build_longest": pauses.longest_ms(), "build_full": pauses.full(),
+    row = {"pods": pods, "tracked": tracked, "builds": builds,
+           "build_longest": pauses.longest_ms(), "build_full": pauses.full(),
            "full_before": full_collection_ms()}
     blob = pickle.dumps(fsm, protocol=pickle.HIGHEST_PROTOCOL)
     del fsm

@@ -37,6 +37,9 @@ OVERRIDES = ((PipelinedSyncObj, SyncObj), (FSMConsumer, SyncObjConsumer), (Durab
 compat.check_names([syncobj, journal], OVERRIDES)
 
 
+PySyncObjMismatch = compat.PySyncObjMismatch
+
+
 def checked_conf(**options):
     """SyncObjConf(**options); PySyncObjMismatch for an option it does not know (it would ignore it)."""
     return compat.checked_conf(SyncObjConf, **options)
@@ -45,4 +48,3 @@ def checked_conf(**options):
 __all__ = ["FAIL_REASON", "SyncObj", "DUMP_FILE", "ROLES", "FSMConsumer", "PipelinedSyncObj", "durable_journals",
            "raft_clock", "DurableFileJournal", "align_journal_to_dump", "cut_torn_tail", "snapshot_child",
            "checked_conf", "PySyncObjMismatch"]
-PySyncObjMismatch = compat.PySyncObjMismatch

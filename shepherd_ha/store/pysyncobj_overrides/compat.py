@@ -183,7 +183,8 @@ def bad_overrides(cls, base):
         if name in declared or name.startswith("__") or not hasattr(base, name):
             continue
         if callable(value) or isinstance(value, property):
-            problems.append("%s replaces %s.%s without declaring it in _OVERRIDES" % (cls.__name__, base.__name__, name))
+            problems.append("%s replaces %s.%s without declaring it in _OVERRIDES"
+                            % (cls.__name__, base.__name__, name))
     return problems
 
 
