@@ -178,7 +178,7 @@ def raft_node_conf(self_address, peers, data_dir, password):
     captured = {}
 
     class Capture:
-        def __init__(self, address, partners, conf, consumers=None):
+        def __init__(self, address, partners, conf, consumers=None, **extras):
             captured["conf"] = conf
 
     # Stand in for SyncObj and any subclass raft_node.py defines (e.g. a patched one).
@@ -197,6 +197,7 @@ def raft_node_conf(self_address, peers, data_dir, password):
         raise RuntimeError("could not capture RaftNode's SyncObjConf: raft_node.py changed shape")
     conf = captured["conf"]
     conf.onStateChanged = None              # RaftNode's hook; nothing to notify here
+    conf.onReady = None                     # RaftNode's GC freeze: the raw store keeps no objects
     return conf
 
 

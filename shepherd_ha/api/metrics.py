@@ -1,7 +1,7 @@
 """Prometheus metrics: request counts and latencies, plus Raft and store gauges read
 at scrape time (one registry per app, so several replicas can share a process)."""
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 
 class ReplicaCollector:
@@ -27,6 +27,16 @@ class ReplicaCollector:
                                   value=status["fencedRejections"])
         yield CounterMetricFamily("shepherd_fsm_malformed_commands", "Commands the store refused as malformed",
                                   value=status["malformedCommands"])
+        gaps = self.replica.node.tick_gaps.snapshot()
+        yield GaugeMetricFamily("shepherd_raft_tick_gap_max_seconds",
+                                "Longest wall time between two starts of the Raft tick in the last %d-%d s, "
+                                "a late tick now included" % (gaps["windowSeconds"], 2 * gaps["windowSeconds"]),
+                                value=gaps["maxSeconds"])
+        yield HistogramMetricFamily("shepherd_raft_tick_gap_seconds", "Wall time between two starts of the Raft tick",
+                                    buckets=[(_le(bound), count) for bound, count in gaps["buckets"]],
+                                    sum_value=gaps["sumSeconds"])
+        yield GaugeMetricFamily("shepherd_gc_frozen_objects", "Objects moved out of the garbage collector's way",
+                                value=status["gc"]["frozenObjects"])
         yield CounterMetricFamily("shepherd_read_barriers", "Read barriers sent through Raft",
                                   value=self.replica.barrier.barriers_sent)
         yield from self._controllers()
@@ -52,6 +62,10 @@ class ReplicaCollector:
                                 value=len(status.get("deadThreads") or ()))
         yield GaugeMetricFamily("shepherd_controllers_active", "1 if this replica's controllers run, all threads up",
                                 value=int(bool(status.get("active"))))
+
+
+def _le(bound):
+    return "+Inf" if bound == float("inf") else repr(bound)
 
 
 class ApiMetrics:

@@ -1,5 +1,4 @@
 """`shepherd-ha server`: run one control-plane replica until SIGTERM/SIGINT."""
-import gc
 import logging
 import os
 import signal
@@ -17,6 +16,7 @@ from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
+from shepherd_ha.store import gc_tuning
 from shepherd_ha.store.replica import Replica
 
 log = logging.getLogger("shepherd_ha.server")
@@ -39,25 +39,6 @@ def _benign_truncation_filter(record):
         record.levelno, record.levelname = logging.DEBUG, "DEBUG"
         return logging.getLogger("pysyncobj.syncobj").isEnabledFor(logging.DEBUG)
     return True
-
-
-def _freeze_long_lived_objects(period=30.0):
-    """Stored objects live long and hold no reference cycles (plain dicts, freed by
-    reference counting), yet every full garbage collection walks them all: 100-230 ms
-    pauses with 10,000-30,000 pods, straight into write latency. Moving what survived
-    to the permanent generation keeps full collections small."""
-    while True:
-        time.sleep(period)
-        gc.collect(1)      # young cycles die here, before anything is frozen
-        gc.freeze()
-
-
-# Young collections every 20,000 allocations instead of 700: a create allocates
-# hundreds of short-lived containers (JSON, pickles), so the default runs a young
-# collection every few requests and an older one every few dozen, in the middle of
-# them. Measured (docs/benchmarks.md, run F): 32-client p99 about 15 % lower in 6 of 6
-# interleaved runs, same CPU per create; idle RSS unchanged.
-YOUNG_GC_THRESHOLD = 20000
 
 
 WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_limit=1000,
@@ -119,8 +100,7 @@ def run(args):
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    gc.set_threshold(YOUNG_GC_THRESHOLD, *gc.get_threshold()[1:])
-    threading.Thread(target=_freeze_long_lived_objects, name="gc-freeze", daemon=True).start()
+    gc_tuning.configure_process()
     manager = ControllerManager(replica, default_factories(controller_settings))
     replica._on_leadership = manager.leadership_changed
     replica.controller_status = manager.status

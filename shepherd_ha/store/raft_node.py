@@ -15,34 +15,25 @@ Lessons measured on our machines are built in here, not left to callers:
 - the FSM lives in a SyncObjConsumer that is fully built before SyncObj starts
   its tick thread (attributes set after the base __init__ are snapshotted, and
   the tick thread may replay the journal before a subclass __init__ returns).
+
+Everything that reaches into PySyncObj's internals (our SyncObj subclass, the
+crash-safe journal, the FSM consumer) is in pysyncobj_overrides, which checks the
+installed PySyncObj at import; this module only configures and drives it.
 """
 import dataclasses
 import logging
 import os
-import random
-import socket
 import threading
 import time
 
-_INET_NTOP, _INET_PTON = socket.inet_ntop, socket.inet_pton
-import pysyncobj.syncobj as _pysyncobj_module  # noqa: E402
-from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf, SyncObjConsumer, replicated  # noqa: E402
-from pysyncobj.monotonic import monotonic as raft_clock  # noqa: E402  (PySyncObj's deadline clock)
-from pysyncobj.syncobj import _RAFT_STATE  # noqa: E402
+from shepherd_ha.options import ConfigError
 
-# PySyncObj's win_inet_pton replaces socket.inet_ntop on every platform with a
-# Windows-only version (psutil.net_connections() then raises): put ours back.
-socket.inet_ntop, socket.inet_pton = _INET_NTOP, _INET_PTON
-
-from shepherd_ha.options import ConfigError  # noqa: E402
-
-from .durable_journal import DurableFileJournal, align_journal_to_dump
-from .fsm import StoreFSM
-from .raft_cipher import RaftCipher
-from . import snapshot_child
+from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
+                                  SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
+from . import gc_tuning
+from .tick_gaps import TickGapMeter
 
 log = logging.getLogger(__name__)
-DUMP_FILE = "raft.dump"
 
 
 @dataclasses.dataclass
@@ -81,160 +72,6 @@ class RaftSettings:
             raise ConfigError("leader fallback (%.3fs) must exceed 2 x heartbeat" % self.leader_fallback)
 
 
-class FSMConsumer(SyncObjConsumer):
-    """Holds the FSM; PySyncObj snapshots and restores `self.fsm`."""
-
-    def __init__(self, lock, on_changes, on_reset):
-        # Set before the base __init__: not part of the snapshot.
-        self.lock = lock
-        self._on_changes = on_changes
-        self._on_reset = on_reset
-        super().__init__()
-        self.fsm = StoreFSM()
-
-    @replicated
-    def apply_command(self, command):
-        with self.lock:
-            result, changes = self.fsm.apply_with_changes(command)
-        if changes:
-            self._on_changes(changes)
-        return result
-
-    def _deserialize(self, data):
-        # A snapshot (ours at start, or the leader's when we lag) replaces the state.
-        with self.lock:
-            super()._deserialize(data)
-        self._on_reset(self.fsm.revision)
-
-
-class _PipelinedSyncObj(SyncObj):
-    """SyncObj that keeps its pipelined appends.
-
-    With appendEntriesUseBatch=False the leader sends entries as they arrive and
-    advances nextIndex optimistically. PySyncObj then moves nextIndex back down to
-    whatever a (late) success acknowledgement covers, so it re-sends entries the
-    follower already has, and the follower drops and re-appends them: double the
-    Raft traffic under load. A success ack only proves the follower holds entries
-    up to its index; appends sent after it are still on their way on the same TCP
-    stream, so nextIndex may stay where it was. A failed append (reset=True) still
-    rewinds it as before.
-    """
-
-    def __init__(self, self_address, peers, conf, consumers):
-        # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
-        # and attributes set later would be part of every snapshot.
-        self._raft_cipher = RaftCipher(conf.password) if conf.password else None
-        self._held_acks = {}               # node -> (next index, term) held until our log is on disk
-        self._batching_commands = False
-        self._append_entries_due = False
-        super().__init__(self_address, peers, conf, consumers=consumers)
-
-    # ---- one journal sync per tick, not two per entry (see durable_journal) ----
-    #
-    # A follower acknowledges appended entries only once they are on disk, and a leader
-    # counts itself towards a commit only for entries on disk. Instead of syncing each
-    # entry as it is added, acks are held back while a tick handles its messages; then
-    # one sync covers every entry of the tick and the acks go out (one per leader,
-    # the latest: an ack covers all entries before it). The leader likewise appends all
-    # commands queued in a tick and sends them in one append_entries per follower.
-
-    def _onTick(self, timeToWait=0.0):
-        self._make_durable()            # before the leader counts its own log
-        super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
-        self._make_durable()
-
-    def _make_durable(self):
-        journal = self._SyncObj__raftLog
-        sync = getattr(journal, "sync", None)
-        if sync is not None:
-            sync()
-        if self._held_acks:
-            acks, self._held_acks = self._held_acks, {}
-            for node, (next_index, term) in acks.items():
-                # PySyncObj's acks carry no term. One held while this node moved on (a new
-                # term, another leader, a truncated log) would tell the old leader about a
-                # log we no longer hold: drop it; the leader asks again with its next append.
-                if (term == self._SyncObj__raftCurrentTerm and node == self._SyncObj__raftLeader
-                        and next_index <= self._SyncObj__getCurrentLogIndex() + 1):
-                    super()._SyncObj__sendNextNodeIdx(node, nextNodeIdx=next_index, success=True)
-
-    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
-        if success and not reset:
-            if nextNodeIdx is None:
-                nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
-            self._held_acks[node] = (nextNodeIdx, self._SyncObj__raftCurrentTerm)
-            return
-        self._make_durable()            # keep the order of what this node says to the leader
-        super()._SyncObj__sendNextNodeIdx(node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
-
-    def _checkCommandsToApply(self):
-        self._batching_commands = True
-        try:
-            super()._checkCommandsToApply()
-        finally:
-            self._batching_commands = False
-        if self._append_entries_due:
-            self._append_entries_due = False
-            super()._SyncObj__sendAppendEntries()
-        # Followers write the new entries while this one syncs them.
-        self._make_durable()
-
-    def _SyncObj__sendAppendEntries(self):
-        if self._batching_commands:
-            self._append_entries_due = True
-            return
-        super()._SyncObj__sendAppendEntries()
-
-    @property
-    def encryptor(self):
-        """AES-GCM instead of PySyncObj's Fernet (see raft_cipher)."""
-        return self._raft_cipher
-
-    def _SyncObj__onMessageReceived(self, node, message):
-        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
-            ahead = self._SyncObj__raftNextIndex.get(node)
-            super()._SyncObj__onMessageReceived(node, message)
-            if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
-                self._SyncObj__raftNextIndex[node] = ahead
-            return
-        super()._SyncObj__onMessageReceived(node, message)
-
-    # Early election after the leader's connection drops. The survivors are staggered
-    # by rank (sorted address) so they do not campaign in the same 50 ms tick and split
-    # the vote: the first campaigns within 50 ms, the next 150 ms later, and so on.
-    EARLY_ELECTION_STEP = 0.15
-    EARLY_ELECTION_JITTER = 0.05
-
-    def _SyncObj__onNodeDisconnected(self, node):
-        super()._SyncObj__onNodeDisconnected(node)
-        # A leader whose process died has its sockets closed by the kernel: there is
-        # no need to wait out the election timeout to notice. (A paused or cut-off
-        # leader keeps its connections and is caught by the timeout as usual.)
-        if node == self._SyncObj__raftLeader and self._SyncObj__raftState != _RAFT_STATE.LEADER:
-            survivors = sorted(n.address for n in (self.otherNodes | {self.selfNode}) if n != node)
-            rank = survivors.index(self.selfNode.address) if self.selfNode.address in survivors else 0
-            soon = raft_clock() + rank * self.EARLY_ELECTION_STEP + random.uniform(0.0, self.EARLY_ELECTION_JITTER)
-            self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, soon)
-
-    def _SyncObj__loadDumpFile(self, clearJournal):
-        # On start, keep the journal entries that follow the dump (see durable_journal).
-        if not clearJournal:
-            try:
-                align_journal_to_dump(self._SyncObj__raftLog, self._SyncObj__serializer.deserialize())
-            except Exception:
-                log.exception("could not align the Raft journal with the dump; PySyncObj decides")
-        super()._SyncObj__loadDumpFile(clearJournal)
-
-
-def _durable_journal(path):
-    if not path:
-        return _ORIGINAL_CREATE_JOURNAL(path)
-    return DurableFileJournal(path, dump_path=os.path.join(os.path.dirname(path), DUMP_FILE))
-
-
-_ORIGINAL_CREATE_JOURNAL = _pysyncobj_module.createJournal
-
-
 class Unavailable(Exception):
     """The write or read barrier could not be confirmed. `outcome` is 'not-applied'
     when the command never reached Raft, 'unknown' when it may still apply."""
@@ -258,7 +95,7 @@ class RaftNode:
         self.lock = threading.RLock()
         self.consumer = FSMConsumer(self.lock, on_changes, on_reset)
         self._on_state_change = on_state_change
-        conf = SyncObjConf(
+        conf = checked_conf(
             password=settings.password,
             bindAddress=settings.bind_address or settings.self_address,
             appendEntriesUseBatch=False,
@@ -278,16 +115,13 @@ class RaftNode:
             commandsWaitLeader=True,
             dynamicMembershipChange=False,
             onStateChanged=self._state_changed,
+            onReady=gc_tuning.freeze_survivors,     # the journal replayed: out of the collector's way
         )
         snapshot_child.install()
-        # PySyncObj builds its journal with a module-level factory: swap in the
-        # crash-safe one for the duration of the constructor.
-        _pysyncobj_module.createJournal = _durable_journal
-        try:
-            self.syncobj = _PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
-                                             consumers=[self.consumer])
-        finally:
-            _pysyncobj_module.createJournal = _ORIGINAL_CREATE_JOURNAL
+        self.tick_gaps = TickGapMeter()
+        with durable_journals():
+            self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
+                                            consumers=[self.consumer], tick_gaps=self.tick_gaps)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""
@@ -303,7 +137,7 @@ class RaftNode:
 
     def _state_changed(self, old, new):
         if self._on_state_change is not None:
-            self._on_state_change(new == _RAFT_STATE.LEADER)
+            self._on_state_change(ROLES.get(new) == "leader")
 
     # ---- state ----
 
@@ -331,8 +165,7 @@ class RaftNode:
         return self.syncobj.raftLastApplied
 
     def role(self):
-        state = self.syncobj._SyncObj__raftState
-        return {_RAFT_STATE.LEADER: "leader", _RAFT_STATE.CANDIDATE: "candidate"}.get(state, "follower")
+        return self.syncobj.role()
 
     def caught_up(self):
         return self.syncobj.isReady() and self.commit_index() - self.applied_index() < 100

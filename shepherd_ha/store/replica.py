@@ -9,7 +9,7 @@ import uuid
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 
-from . import commands
+from . import commands, gc_tuning
 from .group_commit import GroupCommitter
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
@@ -107,8 +107,14 @@ class Replica:
             "groupCommit": {"groups": self.committer.groups_sent, "commands": self.committer.commands_sent},
             "controllers": self.controller_status() if self.controller_status else None,
             "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
+            "tickGap": self._tick_gap(), "gc": gc_tuning.status(),
             "reachable": True,
         }
+
+    def _tick_gap(self):
+        gaps = self.node.tick_gaps.snapshot()
+        return {"maxSeconds": round(gaps["maxSeconds"], 4), "windowSeconds": gaps["windowSeconds"],
+                "longestSeconds": round(gaps["longestSeconds"], 4), "ticks": gaps["count"]}
 
     def ready(self):
         """(ready, reason): knows a leader and has applied what it knows is committed."""

@@ -16,7 +16,7 @@ from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET
 from pysyncobj.syncobj import SyncObj
 
 from shepherd_ha.cli.local_cluster import find_base_port
-from shepherd_ha.store import durable_journal
+from shepherd_ha.store.pysyncobj_overrides import journal as durable_journal
 from shepherd_ha.store.raft_node import RaftNode, RaftSettings
 
 

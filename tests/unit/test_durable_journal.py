@@ -6,8 +6,8 @@ import struct
 import pytest
 from pysyncobj.journal import LAST_RECORD_OFFSET_OFFSET, FileJournal
 
-from shepherd_ha.store import durable_journal
-from shepherd_ha.store.durable_journal import DurableFileJournal, cut_torn_tail
+from shepherd_ha.store.pysyncobj_overrides import journal as durable_journal
+from shepherd_ha.store.pysyncobj_overrides.journal import DurableFileJournal, cut_torn_tail
 
 
 def filled(path, count=5):

@@ -3,7 +3,7 @@ the node moved on (new term, other leader, shorter log) is dropped, never sent s
 import pytest
 from pysyncobj.syncobj import SyncObj
 
-from shepherd_ha.store.raft_node import _PipelinedSyncObj
+from shepherd_ha.store.pysyncobj_overrides import PipelinedSyncObj as _PipelinedSyncObj
 
 
 class FakeLog(list):

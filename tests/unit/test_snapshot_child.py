@@ -10,7 +10,7 @@ import time
 # thread does, the child "writes a dump" for 60 s; the parent prints the child's PID and waits.
 SCRIPT = textwrap.dedent("""
     import os, sys, threading, time
-    from shepherd_ha.store import snapshot_child
+    from shepherd_ha.store.pysyncobj_overrides import snapshot_child
     if sys.argv[1] == "install":
         snapshot_child.install()
     def tick():
@@ -63,7 +63,7 @@ def test_without_the_hook_the_orphan_lives_on():
 
 
 def test_every_raft_node_installs_the_hook(tmp_path):
-    from shepherd_ha.store import snapshot_child
+    from shepherd_ha.store.pysyncobj_overrides import snapshot_child
     from shepherd_ha.store.raft_node import RaftNode, RaftSettings
     from shepherd_ha.cli.local_cluster import find_base_port
     port = find_base_port(1)

@@ -25,7 +25,7 @@ the Vagrant full-restart drill). So here:
    synced, and that happens before PySyncObj acknowledges or counts them: `add`
    only writes the record; `sync` makes everything added so far durable, and the
    Raft node calls it once per tick, before its acks leave and before the leader
-   counts itself (raft_node._PipelinedSyncObj). One sync per batch of entries,
+   counts itself (syncobj.PipelinedSyncObj). One sync per batch of entries,
    not two per entry;
 4. Raft's term and vote are fsynced (file, then directory) before they are used;
 5. the dump is fsynced before the journal entries it replaces are trimmed;
@@ -50,6 +50,8 @@ _ENTRY = struct.Struct("<QQ")
 class DurableMetaStorer(MetaStorer):
     """Term and vote on disk before PySyncObj sends anything that depends on them."""
 
+    _OVERRIDES = ("storeMeta",)
+
     def storeMeta(self, meta):
         path = self.getPath()
         with open(path + ".tmp", "wb") as fh:
@@ -61,6 +63,8 @@ class DurableMetaStorer(MetaStorer):
 
 
 class DurableFileJournal(FileJournal):
+    _OVERRIDES = ("add", "flush", "_destroy", "clear", "deleteEntriesFrom", "deleteEntriesTo")
+
     def __init__(self, path, dump_path=None, sync=True):
         self._path = path
         self._dump_path = dump_path

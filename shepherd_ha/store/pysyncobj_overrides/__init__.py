@@ -1,0 +1,50 @@
+"""Every place where shepherd-ha reaches into PySyncObj's internals (pinned 0.3.17).
+
+- syncobj: PipelinedSyncObj (pipelined appends, one journal sync per tick, held
+  acks, early staggered elections, journal aligned with the dump, our cipher as its
+  encryptor, timed ticks), FSMConsumer, and the createJournal swap;
+- journal: the crash-safe file journal (FileJournal's mangled internals);
+- snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
+- the socket.inet_ntop patch PySyncObj applies on import, undone below.
+
+Importing this package checks (compat) that the installed PySyncObj is the pinned
+version and still has every name the overrides use, and raises PySyncObjMismatch
+with the list otherwise: an upgrade fails loudly instead of silently turning an
+override into a no-op.
+"""
+import _socket
+import socket
+
+from . import compat
+
+compat.check_version()
+
+from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf  # noqa: E402
+from pysyncobj.journal import FileJournal, MetaStorer  # noqa: E402
+from pysyncobj.syncobj import SyncObjConsumer  # noqa: E402
+
+# PySyncObj's win_inet_pton replaces socket.inet_ntop on every platform with a
+# Windows-only version (psutil.net_connections() then raises). Put the C originals
+# back, whichever module imported PySyncObj first.
+socket.inet_ntop, socket.inet_pton = _socket.inet_ntop, _socket.inet_pton
+
+from . import journal, snapshot_child, syncobj  # noqa: E402
+from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
+from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
+
+OVERRIDES = ((PipelinedSyncObj, SyncObj), (FSMConsumer, SyncObjConsumer), (DurableFileJournal, FileJournal),
+             (DurableMetaStorer, MetaStorer))
+compat.check_names([syncobj, journal], OVERRIDES)
+
+
+PySyncObjMismatch = compat.PySyncObjMismatch
+
+
+def checked_conf(**options):
+    """SyncObjConf(**options); PySyncObjMismatch for an option it does not know (it would ignore it)."""
+    return compat.checked_conf(SyncObjConf, **options)
+
+
+__all__ = ["FAIL_REASON", "SyncObj", "DUMP_FILE", "ROLES", "FSMConsumer", "PipelinedSyncObj", "durable_journals",
+           "raft_clock", "DurableFileJournal", "align_journal_to_dump", "cut_torn_tail", "snapshot_child",
+           "checked_conf", "PySyncObjMismatch"]

@@ -1,0 +1,211 @@
+"""Our SyncObj subclass, the FSM's consumer and the journal factory swap.
+
+- PipelinedSyncObj keeps pipelined appends, makes the journal durable once per
+  tick, staggers early elections, aligns the journal with the dump on start, uses
+  our AES-GCM cipher and times its ticks (see each part below).
+- FSMConsumer holds the FSM; PySyncObj snapshots and restores `self.fsm`.
+- durable_journals(): PySyncObj builds its journal with a module-level factory; we
+  swap in the crash-safe one while a SyncObj is constructed.
+"""
+import contextlib
+import logging
+import os
+import random
+
+import pysyncobj.syncobj as _pysyncobj_module
+from pysyncobj import SyncObj, SyncObjConsumer, replicated
+from pysyncobj.monotonic import monotonic as raft_clock   # PySyncObj's deadline clock
+from pysyncobj.syncobj import _RAFT_STATE
+
+from shepherd_ha.store import gc_tuning
+from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.raft_cipher import RaftCipher
+
+from .journal import DurableFileJournal, align_journal_to_dump
+
+log = logging.getLogger("shepherd_ha.store.raft_node")
+DUMP_FILE = "raft.dump"
+ROLES = {_RAFT_STATE.LEADER: "leader", _RAFT_STATE.CANDIDATE: "candidate", _RAFT_STATE.FOLLOWER: "follower"}
+
+
+class FSMConsumer(SyncObjConsumer):
+    """Holds the FSM; PySyncObj snapshots and restores `self.fsm`."""
+
+    _OVERRIDES = ("_deserialize",)
+
+    def __init__(self, lock, on_changes, on_reset):
+        # Set before the base __init__: not part of the snapshot.
+        self.lock = lock
+        self._on_changes = on_changes
+        self._on_reset = on_reset
+        super().__init__()
+        self.fsm = StoreFSM()
+
+    @replicated
+    def apply_command(self, command):
+        with self.lock:
+            result, changes = self.fsm.apply_with_changes(command)
+        if changes:
+            self._on_changes(changes)
+        return result
+
+    def _deserialize(self, data):
+        # A snapshot (ours at start, or the leader's when we lag) replaces the state.
+        with self.lock:
+            super()._deserialize(data)
+        self._on_reset(self.fsm.revision)
+
+
+class PipelinedSyncObj(SyncObj):
+    """SyncObj that keeps its pipelined appends.
+
+    With appendEntriesUseBatch=False the leader sends entries as they arrive and
+    advances nextIndex optimistically. PySyncObj then moves nextIndex back down to
+    whatever a (late) success acknowledgement covers, so it re-sends entries the
+    follower already has, and the follower drops and re-appends them: double the
+    Raft traffic under load. A success ack only proves the follower holds entries
+    up to its index; appends sent after it are still on their way on the same TCP
+    stream, so nextIndex may stay where it was. A failed append (reset=True) still
+    rewinds it as before.
+    """
+
+    # Checked against SyncObj at import (compat.bad_overrides), with the mangled ones.
+    _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
+                  "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
+                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile")
+
+    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None):
+        # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
+        # and attributes set later would be part of every snapshot.
+        self._raft_cipher = RaftCipher(conf.password) if conf.password else None
+        self._held_acks = {}               # node -> (next index, term) held until our log is on disk
+        self._batching_commands = False
+        self._append_entries_due = False
+        self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
+        super().__init__(selfNode, otherNodes, conf, consumers=consumers)
+
+    # ---- state read by RaftNode ----
+
+    def role(self):
+        return ROLES.get(self._SyncObj__raftState, "follower")
+
+    # ---- one journal sync per tick, not two per entry (see journal) ----
+    #
+    # A follower acknowledges appended entries only once they are on disk, and a leader
+    # counts itself towards a commit only for entries on disk. Instead of syncing each
+    # entry as it is added, acks are held back while a tick handles its messages; then
+    # one sync covers every entry of the tick and the acks go out (one per leader,
+    # the latest: an ack covers all entries before it). The leader likewise appends all
+    # commands queued in a tick and sends them in one append_entries per follower.
+
+    def _onTick(self, timeToWait=0.0):
+        if self._tick_gaps is not None:
+            self._tick_gaps.tick()      # what Raft experiences: wall time between tick starts
+        self._make_durable()            # before the leader counts its own log
+        super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
+        self._make_durable()
+
+    def _make_durable(self):
+        journal = self._SyncObj__raftLog
+        sync = getattr(journal, "sync", None)
+        if sync is not None:
+            sync()
+        if self._held_acks:
+            acks, self._held_acks = self._held_acks, {}
+            for node, (next_index, term) in acks.items():
+                # PySyncObj's acks carry no term. One held while this node moved on (a new
+                # term, another leader, a truncated log) would tell the old leader about a
+                # log we no longer hold: drop it; the leader asks again with its next append.
+                if (term == self._SyncObj__raftCurrentTerm and node == self._SyncObj__raftLeader
+                        and next_index <= self._SyncObj__getCurrentLogIndex() + 1):
+                    super()._SyncObj__sendNextNodeIdx(node, nextNodeIdx=next_index, success=True)
+
+    def _SyncObj__sendNextNodeIdx(self, node, reset=False, nextNodeIdx=None, success=False):
+        if success and not reset:
+            if nextNodeIdx is None:
+                nextNodeIdx = self._SyncObj__getCurrentLogIndex() + 1
+            self._held_acks[node] = (nextNodeIdx, self._SyncObj__raftCurrentTerm)
+            return
+        self._make_durable()            # keep the order of what this node says to the leader
+        super()._SyncObj__sendNextNodeIdx(node, reset=reset, nextNodeIdx=nextNodeIdx, success=success)
+
+    def _checkCommandsToApply(self):
+        self._batching_commands = True
+        try:
+            super()._checkCommandsToApply()
+        finally:
+            self._batching_commands = False
+        if self._append_entries_due:
+            self._append_entries_due = False
+            super()._SyncObj__sendAppendEntries()
+        # Followers write the new entries while this one syncs them.
+        self._make_durable()
+
+    def _SyncObj__sendAppendEntries(self):
+        if self._batching_commands:
+            self._append_entries_due = True
+            return
+        super()._SyncObj__sendAppendEntries()
+
+    @property
+    def encryptor(self):
+        """AES-GCM instead of PySyncObj's Fernet (see raft_cipher)."""
+        return self._raft_cipher
+
+    def _SyncObj__onMessageReceived(self, node, message):
+        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
+            ahead = self._SyncObj__raftNextIndex.get(node)
+            super()._SyncObj__onMessageReceived(node, message)
+            if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
+                self._SyncObj__raftNextIndex[node] = ahead
+            return
+        super()._SyncObj__onMessageReceived(node, message)
+
+    # Early election after the leader's connection drops. The survivors are staggered
+    # by rank (sorted address) so they do not campaign in the same 50 ms tick and split
+    # the vote: the first campaigns within 50 ms, the next 150 ms later, and so on.
+    EARLY_ELECTION_STEP = 0.15
+    EARLY_ELECTION_JITTER = 0.05
+
+    def _SyncObj__onNodeDisconnected(self, node):
+        super()._SyncObj__onNodeDisconnected(node)
+        # A leader whose process died has its sockets closed by the kernel: there is
+        # no need to wait out the election timeout to notice. (A paused or cut-off
+        # leader keeps its connections and is caught by the timeout as usual.)
+        if node == self._SyncObj__raftLeader and self._SyncObj__raftState != _RAFT_STATE.LEADER:
+            survivors = sorted(n.address for n in (self.otherNodes | {self.selfNode}) if n != node)
+            rank = survivors.index(self.selfNode.address) if self.selfNode.address in survivors else 0
+            soon = raft_clock() + rank * self.EARLY_ELECTION_STEP + random.uniform(0.0, self.EARLY_ELECTION_JITTER)
+            self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline, soon)
+
+    def _SyncObj__loadDumpFile(self, clearJournal):
+        # Our dump on start, or a leader's snapshot installed on a lagging follower: the
+        # whole store is rebuilt at once, with no collector pauses, then frozen (gc_tuning).
+        with gc_tuning.bulk_load():
+            # On start, keep the journal entries that follow the dump (see journal).
+            if not clearJournal:
+                try:
+                    align_journal_to_dump(self._SyncObj__raftLog, self._SyncObj__serializer.deserialize())
+                except Exception:
+                    log.exception("could not align the Raft journal with the dump; PySyncObj decides")
+            super()._SyncObj__loadDumpFile(clearJournal)
+
+
+def _durable_journal(path):
+    if not path:
+        return _ORIGINAL_CREATE_JOURNAL(path)
+    return DurableFileJournal(path, dump_path=os.path.join(os.path.dirname(path), DUMP_FILE))
+
+
+_ORIGINAL_CREATE_JOURNAL = _pysyncobj_module.createJournal
+
+
+@contextlib.contextmanager
+def durable_journals():
+    """SyncObjs constructed inside get the crash-safe journal (PySyncObj builds its
+    journal with the module-level createJournal)."""
+    _pysyncobj_module.createJournal = _durable_journal
+    try:
+        yield
+    finally:
+        _pysyncobj_module.createJournal = _ORIGINAL_CREATE_JOURNAL

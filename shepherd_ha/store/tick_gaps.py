@@ -1,0 +1,68 @@
+"""The longest pause the Raft tick thread sees, for /metrics and the replica report.
+
+Measured as the wall time between consecutive starts of PySyncObj's tick (on the
+tick thread), nothing subtracted: a tick normally starts every autoTickPeriod
+(50 ms) or sooner; anything that holds the thread back (a garbage collection, the
+GIL held by another thread, the whole process stopped, a slow apply) shows up as a
+longer gap, and a gap near the election timeout costs an election.
+"""
+import bisect
+import threading
+import time
+
+BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0)
+
+
+class TickGapMeter:
+    def __init__(self, window=60.0, clock=time.monotonic):
+        self.window = window
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._last_start = None
+        self._window_start = None
+        self._window_max = 0.0          # this window's longest gap
+        self._previous_max = 0.0        # the window before
+        self._counts = [0] * (len(BUCKETS) + 1)
+        self._sum = 0.0
+        self.longest = 0.0              # since start
+
+    def tick(self):
+        """Called at the start of every tick."""
+        now = self._clock()
+        with self._lock:
+            self._roll(now)
+            if self._last_start is not None:
+                self._observe(now - self._last_start)
+            self._last_start = now
+
+    def _roll(self, now):
+        if self._window_start is None:
+            self._window_start = now
+        elapsed = now - self._window_start
+        if elapsed >= self.window:
+            # After a whole empty window, the previous one is that empty window.
+            self._previous_max = self._window_max if elapsed < 2 * self.window else 0.0
+            self._window_max = 0.0
+            self._window_start = now - elapsed % self.window
+
+    def _observe(self, gap):
+        self._counts[bisect.bisect_left(BUCKETS, gap)] += 1
+        self._sum += gap
+        self._window_max = max(self._window_max, gap)
+        self.longest = max(self.longest, gap)
+
+    def snapshot(self):
+        """Longest gap of the last one to two windows, counting a tick that is late right
+        now (a stuck tick thread must show before it ever ticks again), and a histogram."""
+        now = self._clock()
+        with self._lock:
+            self._roll(now)
+            current = now - self._last_start if self._last_start is not None else 0.0
+            cumulative, total = [], 0
+            for bound, count in zip(BUCKETS + (float("inf"),), self._counts):
+                total += count
+                cumulative.append((bound, total))
+            return {"maxSeconds": max(self._window_max, self._previous_max, current),
+                    "windowSeconds": self.window, "currentSeconds": current,
+                    "longestSeconds": max(self.longest, current),
+                    "buckets": cumulative, "count": total, "sumSeconds": self._sum}

@@ -1,0 +1,80 @@
+"""A store loaded at once (our dump on start, a leader's snapshot) is built with the cyclic
+collector off and then frozen, so full collections never walk it."""
+import gc
+import os
+import time
+
+import pytest
+
+from shepherd_ha.cli.local_cluster import find_base_port
+from shepherd_ha.store import gc_tuning
+from shepherd_ha.store.raft_node import DUMP_FILE, RaftNode, RaftSettings
+
+
+@pytest.fixture(autouse=True)
+def unfrozen():
+    gc.unfreeze()
+    yield
+    gc.unfreeze()
+    gc.enable()
+
+
+def _tracked(obj):
+    return any(o is obj for o in gc.get_objects())
+
+
+def test_a_bulk_load_runs_without_collections_and_freezes_what_it_built():
+    with gc_tuning.bulk_load():
+        assert not gc.isenabled()
+        store = {"pod-%d" % i: {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{}]}}
+                 for i in range(1000)}
+    assert gc.isenabled()
+    assert gc.get_freeze_count() > 3000
+    assert not _tracked(store) and not _tracked(store["pod-7"]["spec"]["containers"])
+
+
+def test_a_bulk_load_leaves_a_disabled_collector_disabled():
+    gc.disable()
+    with gc_tuning.bulk_load():
+        with gc_tuning.bulk_load():
+            pass
+        assert not gc.isenabled()
+    assert not gc.isenabled()
+
+
+def _namespace(name):
+    return {"op": "create", "resource": "namespaces",
+            "object": {"apiVersion": "v1", "kind": "Namespace", "spec": {}, "status": {"phase": "Active"},
+                       "metadata": {"name": name, "uid": "uid-" + name, "creationTimestamp": "2026-01-01T00:00:00Z"}}}
+
+
+def _wait(predicate, timeout=20):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_a_replica_restarted_from_its_dump_has_its_store_frozen(tmp_path):
+    settings = RaftSettings(self_address="127.0.0.1:%d" % (find_base_port(1) + 100), peer_addresses=[],
+                            data_dir=str(tmp_path), password="x")
+    node = RaftNode(settings, lambda changes: None, lambda revision: None)
+    try:
+        _wait(lambda: node.leader_address() is not None)
+        node.submit({"type": "write", "key": "k1", "epoch": None,
+                     "ops": [_namespace("ns-%d" % i) for i in range(200)]}, timeout=10)
+        node.syncobj.forceLogCompaction()
+        _wait(lambda: os.path.exists(os.path.join(str(tmp_path), DUMP_FILE)))
+        time.sleep(0.5)                # the forked writer renames the dump into place when complete
+    finally:
+        node.destroy()
+    _wait(lambda: not node.syncobj.tick_thread_alive())
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    node = RaftNode(settings, lambda changes: None, lambda revision: None)
+    try:
+        _wait(lambda: node.fsm.get("namespaces", None, "ns-199") is not None)
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+        assert not _tracked(node.fsm.get("namespaces", None, "ns-3")["metadata"])
+    finally:
+        node.destroy()

@@ -1,0 +1,99 @@
+"""The longest pause of the Raft tick is measured and reported: a tick held back on purpose
+shows in /metrics and in the replica report as a gap at least as long as the hold."""
+import threading
+import time
+
+import pytest
+
+from shepherd_ha.api.app import create_app
+from shepherd_ha.cli.local_cluster import find_base_port
+from shepherd_ha.store.raft_node import RaftSettings
+from shepherd_ha.store.replica import Replica
+from shepherd_ha.store.tick_gaps import TickGapMeter
+
+
+class Clock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_the_longest_gap_between_tick_starts_is_kept_for_the_window():
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock)
+    for gap in (0.0, 0.05, 0.05, 0.7, 0.05):
+        clock.now += gap
+        meter.tick()
+    shot = meter.snapshot()
+    assert shot["maxSeconds"] == pytest.approx(0.7)
+    assert shot["count"] == 4 and shot["sumSeconds"] == pytest.approx(0.85)
+    assert dict(shot["buckets"])[0.05] == 3 and dict(shot["buckets"])[1.0] == 4
+    clock.now += 70                    # next window: the previous one still counts
+    meter.tick()
+    assert meter.snapshot()["maxSeconds"] == pytest.approx(70)
+    for _ in range(3):                 # two windows of 50 ms ticks later, the long gaps are gone
+        for _ in range(1200):
+            clock.now += 0.05
+            meter.tick()
+    assert meter.snapshot()["maxSeconds"] == pytest.approx(0.05)
+    assert meter.snapshot()["longestSeconds"] == pytest.approx(70)
+
+
+def test_a_tick_late_right_now_counts_before_it_happens():
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock)
+    meter.tick()
+    clock.now += 3.0                   # the tick thread is stuck: no tick since
+    assert meter.snapshot()["maxSeconds"] == pytest.approx(3.0)
+
+
+@pytest.fixture
+def replica(tmp_path):
+    port = find_base_port(1)
+    settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
+                            data_dir=str(tmp_path), password="x")
+    replica = Replica("r1", settings, [])
+    try:
+        deadline = time.monotonic() + 20
+        while replica.node.leader_address() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert replica.node.leader_address() is not None
+        yield replica
+    finally:
+        replica.close()
+
+
+def _metric(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError("%s not in /metrics" % name)
+
+
+def test_a_blocked_tick_thread_shows_in_metrics_and_the_replica_report(replica):
+    hold = 0.4
+    held, released = threading.Event(), threading.Event()
+
+    def block_once():
+        if not held.is_set():
+            held.set()
+            time.sleep(hold)           # on the tick thread: Raft's next tick starts late
+            released.set()
+    replica.node.syncobj.addOnTickCallback(block_once)
+    assert released.wait(10)
+    ticks = replica.node.tick_gaps.snapshot()["count"]
+    deadline = time.monotonic() + 10
+    while replica.node.tick_gaps.snapshot()["count"] < ticks + 3 and time.monotonic() < deadline:
+        time.sleep(0.05)               # a few ticks after the hold
+    client = create_app(replica).test_client()
+    status = client.get("/shepherd/v1/replica").get_json()
+    assert status["tickGap"]["maxSeconds"] >= hold
+    assert status["tickGap"]["longestSeconds"] >= hold
+    metrics = client.get("/metrics").get_data(as_text=True)
+    assert _metric(metrics, "shepherd_raft_tick_gap_max_seconds") >= hold
+    assert _metric(metrics, "shepherd_raft_tick_gap_seconds_count") >= 5
+    # the held tick is above the 0.3 s bucket
+    assert _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="0.3"}') < \
+        _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="+Inf"}')
