@@ -37,6 +37,7 @@ socket.inet_ntop, socket.inet_pton = _INET_NTOP, _INET_PTON
 from shepherd_ha.options import ConfigError  # noqa: E402
 
 from .durable_journal import DurableFileJournal, align_journal_to_dump
+from .entry_size import ENTRY_THRESHOLD
 from .fsm import StoreFSM
 from .raft_cipher import RaftCipher
 from . import snapshot_child
@@ -58,6 +59,9 @@ class RaftSettings:
     leader_fallback: float = 1.0
     log_compaction_entries: int = 20000
     log_compaction_seconds: int = 600
+    # PySyncObj sends an entry this big or bigger in chunks, a path that breaks: above any
+    # command a body the API accepts makes (see entry_size); bigger ones are refused.
+    append_batch_bytes: int = ENTRY_THRESHOLD
 
     def validate(self):
         if not self.password:
@@ -262,6 +266,7 @@ class RaftNode:
             password=settings.password,
             bindAddress=settings.bind_address or settings.self_address,
             appendEntriesUseBatch=False,
+            appendEntriesBatchSizeBytes=settings.append_batch_bytes,
             appendEntriesPeriod=settings.heartbeat,
             raftMinTimeout=settings.election_timeout_min,
             raftMaxTimeout=settings.election_timeout_max,
