@@ -1,5 +1,5 @@
 """Garbage collector against an in-memory store: dependents of deleted owners go,
-everything else stays, and many dependents go in one Raft entry."""
+everything else stays, and many dependents go in one write_many."""
 from controller_kit import ControllerHarness, CountingStore, FakeClock, create, delete, write
 
 from shepherd_ha.controllers.garbage_collector import controllers
