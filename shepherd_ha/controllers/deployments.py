@@ -20,7 +20,7 @@ One pass (`reconcile`) reads the deployment, its pods and revisions from the
 leader's store, records the revision if the template is new, then plans creations
 and deletions (deployment_plan.py) and submits them with the new status, each pod
 an independent write, all in one `write_many` (group commit spreads it over Raft entries
-of at most 128 KiB). Its own writes come
+of at most 64 KiB). Its own writes come
 back as pod changes and queue the next pass, so a rollout moves as far as its
 bounds allow without waiting, then waits for pods to become ready. Time-based
 work (minReadySeconds, the progress deadline) re-queues the key when it is due.

@@ -16,9 +16,11 @@ import pickle
 PYSYNCOBJ_PICKLE_PROTOCOL = 2
 ENTRY_OVERHEAD = 64                 # type byte, method id, tuples: measured 9 bytes, with room to spare
 ENTRY_THRESHOLD = 8 * 1024 * 1024   # RaftSettings.append_batch_bytes' default (appendEntriesBatchSizeBytes)
-# Groups of commands share an entry up to this many bytes; measured in docs/benchmarks.md
-# ("Bounded Raft entries").
-GROUP_BYTES = 128 * 1024
+# Commands share an entry up to this many bytes. Smaller groups let small writes through
+# sooner beside a bulk batch; 32 KiB would split the groups of 32 clients' 1 KiB creates.
+# Measured (docs/benchmarks.md, "Bounded Raft entries"): 32-1024 KiB all commit 5,000 pods
+# in ~2-4 s here; small creates' p99 beside them ~0.2-0.5 s at 64 KiB, ~0.3-0.7 s at 128.
+GROUP_BYTES = 64 * 1024
 
 
 class CommandTooLarge(ValueError):

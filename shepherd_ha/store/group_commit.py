@@ -131,13 +131,14 @@ class GroupCommitter:
                     self._withdraw(pending)
                     raise Unavailable("writes not confirmed within %.1fs (no quorum?); some may still apply"
                                       % timeout, "unknown")
+                if slot.error == LEADERSHIP_LOST:     # no use sending the rest: withdraw them
+                    self._withdraw(pending)
+                    raise Unavailable("this replica stopped leading while the writes were in flight; some "
+                                      "may still apply", "unknown")
             dropped = []
             for index, slot in pending:
                 if slot.error is None:
                     results[index] = slot.result
-                elif slot.error == LEADERSHIP_LOST:
-                    raise Unavailable("this replica stopped leading while the writes were in flight; some "
-                                      "may still apply", "unknown")
                 else:
                     dropped.append((index, slot.command, slot.size))
             if dropped and (not retry or time.monotonic() >= deadline):
@@ -189,9 +190,12 @@ class GroupCommitter:
     def abandon_in_flight(self):
         """This replica stopped leading: what it sent may never be answered (an isolated
         ex-leader hears nothing until the partition heals) or may still commit under the
-        new leader. Wake those writers now with an unknown outcome."""
+        new leader. Wake those writers now with an unknown outcome. Bulk writes not sent yet
+        are the deposed leader's controllers' (fenced anyway): they are dropped."""
         with self._cond:
             batches = list(self._batches.values())
+            batches.append(list(self._bulk))
+            self._bulk.clear()
             self._batches.clear()
             self._in_flight.clear()
             self._cond.notify()

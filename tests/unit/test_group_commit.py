@@ -290,3 +290,16 @@ def test_bulk_writes_not_sent_by_the_deadline_are_withdrawn(raft):
     raft.commit(1)
     time.sleep(0.2)
     assert len(raft.sent) == 1, "nothing withdrawn is sent later"
+
+
+def test_bulk_writes_stop_at_once_when_leadership_is_lost(raft):
+    committer = GroupCommitter(raft, max_group_bytes=1500)
+    out = {}
+    t = call_many_async(committer, [padded(n) for n in range(5)], out, timeout=30)
+    raft.wait_sent(1)
+    started = time.monotonic()
+    assert committer.abandon_in_flight() == 5, "the one in flight and the four queued"
+    t.join(5)
+    assert isinstance(out["results"], Unavailable) and "stopped leading" in str(out["results"])
+    assert time.monotonic() - started < 2
+    assert not committer._bulk and len(raft.sent) == 1, "the rest are withdrawn, never sent"
