@@ -101,6 +101,8 @@ def test_5000_replicas_under_small_writes_and_a_leader_kill(make_cluster):
             "the first quarter of the pods never showed up\n%s" % cluster.log_tails()
         leader = cluster.leader()
         cluster.kill(leader)
+        at_kill = max(added(w) for w in watches.values())
+        assert at_kill < REPLICAS, "all pods were there before the kill: no kill in the middle"
         cluster.leader(timeout=20)
         cluster.lc.start(leader)            # it catches up from the others (big append batches)
 
