@@ -19,11 +19,11 @@ gone are kept up to `spec.revisionHistoryLimit`.
 One pass (`reconcile`) reads the deployment, its pods and revisions from the
 leader's store, records the revision if the template is new, then plans creations
 and deletions (deployment_plan.py) and submits them with the new status, each pod
-an independent write, all in one `write_many` (group commit spreads it over Raft entries
-of at most 64 KiB). Its own writes come
-back as pod changes and queue the next pass, so a rollout moves as far as its
-bounds allow without waiting, then waits for pods to become ready. Time-based
-work (minReadySeconds, the progress deadline) re-queues the key when it is due.
+an independent write, all in one `write_many` (group commit spreads it over Raft
+entries of at most 64 KiB). Its own writes come back as pod changes and queue the next
+pass, so a rollout moves as far as its bounds allow without waiting, then waits for
+pods to become ready. Time-based work (minReadySeconds, the progress deadline)
+re-queues the key when it is due.
 
 The progress deadline is judged on the leader's monotonic clock: the time since
 this leader last saw the rollout progress (more pods updated, ready or available,
