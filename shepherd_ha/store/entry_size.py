@@ -4,10 +4,10 @@ PySyncObj stores a command as one type byte plus the pickle (protocol 2, its own
 choice) of (method id, (command,)), and sends an entry of appendEntriesBatchSizeBytes
 or more in pieces. That path breaks: 0.3.17 marks the last piece by the entry's length
 before it pickles the entry again for sending, so for a big entry (15 KB longer once
-pickled for 1,000 pods, 143 KB for 5,000) a piece marked `finish` is not the last and the follower fails
-its tick (`pickle data was truncated`). So no entry may reach it: group commit keeps
-groups under GROUP_BYTES, and a single command too big for the threshold is refused
-before anything is submitted.
+pickled for 1,000 pods, 143 KB for 5,000) a piece marked `finish` is not the last, and
+the follower fails its tick (`pickle data was truncated`). So no entry may reach it:
+group commit keeps groups under GROUP_BYTES, and a single command too big for the
+threshold is refused before anything is submitted.
 
 Sizing pickles the command once, with PySyncObj's protocol, so the figure is exact;
 measured ~2.5 us for a 1 KiB pod create (a recursive estimate in Python: ~8 us,
