@@ -16,6 +16,7 @@ from shepherd_ha.model.merge_patch import merge_patch
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
+from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.stamping import stamp_new
@@ -150,6 +151,8 @@ class ObjectApi:
             result = self.replica.write(ops, key=key)
         except Unavailable as exc:
             raise unavailable(exc)
+        except CommandTooLarge as exc:      # refused before submitting: nothing was written
+            raise ApiError(413, str(exc))
         if not result.get("ok"):
             raise ApiError(result["code"], result["message"], result.get("reason"))
         return result["results"][0]

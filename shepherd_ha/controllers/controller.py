@@ -97,8 +97,8 @@ class Controller:
         return result
 
     def write_many(self, writes):
-        """Independent writes in one Raft entry, one result each; Retry when the store is
-        unavailable or this controller's epoch is over (a Fenced result)."""
+        """Independent writes in one batch (bounded Raft entries), one result each; Retry
+        when the store is unavailable or this controller's epoch is over (a Fenced result)."""
         try:
             results = self.store.write_many(writes)
         except Unavailable as exc:

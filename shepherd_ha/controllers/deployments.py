@@ -19,10 +19,11 @@ gone are kept up to `spec.revisionHistoryLimit`.
 One pass (`reconcile`) reads the deployment, its pods and revisions from the
 leader's store, records the revision if the template is new, then plans creations
 and deletions (deployment_plan.py) and submits them with the new status, each pod
-an independent write, all in ONE Raft entry (`write_many`). Its own writes come
-back as pod changes and queue the next pass, so a rollout moves as far as its
-bounds allow without waiting, then waits for pods to become ready. Time-based
-work (minReadySeconds, the progress deadline) re-queues the key when it is due.
+an independent write, all in one `write_many` (group commit spreads it over Raft
+entries of at most 64 KiB). Its own writes come back as pod changes and queue the next
+pass, so a rollout moves as far as its bounds allow without waiting, then waits for
+pods to become ready. Time-based work (minReadySeconds, the progress deadline)
+re-queues the key when it is due.
 
 The progress deadline is judged on the leader's monotonic clock: the time since
 this leader last saw the rollout progress (more pods updated, ready or available,
@@ -96,7 +97,7 @@ class DeploymentController(Controller):
     watches = ("deployments", "pods", "controllerrevisions")
     workers = 4
 
-    # Pods created in one pass (one Raft entry): 5,000 take about 0.5 s to commit here, well
+    # Pods created in one pass (one write_many): 5,000 take about 1 s to commit here, well
     # inside the store's write timeout; bigger deployments take several passes, each queued
     # by the previous one's own changes.
     max_creates_per_pass = 5000
@@ -106,7 +107,7 @@ class DeploymentController(Controller):
         if settings is not None:
             self.resync_period = settings.resync_period
         self.wall = wall                      # wall clock: readiness times written by agents
-        self.max_pods_per_entry = max_pods_per_entry    # None: a whole pass in one Raft entry
+        self.max_pods_per_entry = max_pods_per_entry    # None: a whole pass in one write_many
         self._lock = threading.Lock()
         self._trackers = {}                   # key -> _Tracker
         self._wakeups = {}                    # key -> monotonic time a re-queue is due
@@ -153,7 +154,7 @@ class DeploymentController(Controller):
             self.events.emit(obj, reason, message, type_)
 
     def write_batch(self, writes):
-        """Independent writes, in one Raft entry (or entries of max_pods_per_entry)."""
+        """Independent writes, in one write_many (or calls of max_pods_per_entry)."""
         size = self.max_pods_per_entry or len(writes) or 1
         results = []
         for start in range(0, len(writes), size):

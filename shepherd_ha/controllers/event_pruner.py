@@ -7,7 +7,7 @@ It has one key, "prune": queued when the index holds more than `event_max`
 events, and delayed until the oldest event expires. A pass deletes the expired
 events and, past `event_max`, the oldest ones down to 90% of `event_max` (so a
 steady stream of new events costs one batch per tenth of the limit, not one
-delete per event), all in one Raft entry per 500 (write_many), each with the
+delete per event), in one write_many per 500, each with the
 resourceVersion it judged as precondition: an event repeated meanwhile (count + 1,
 new lastTimestamp) is kept.
 

@@ -22,7 +22,7 @@ dependents (in the foreground too, so a chain waits from the bottom up) and, onc
 none is left (terminating pods included), removes the finalizer, which completes
 the owner's deletion. Those keys are ("foreground", resource, namespace, name).
 
-All deletes for one owner go in one Raft entry (write_many). Orphan deletes strip
+All deletes for one owner go in one write_many. Orphan deletes strip
 the references inside the FSM in the owner's own write, and namespace deletes
 remove everything in the namespace there too, so neither needs anything here.
 """
@@ -35,7 +35,7 @@ from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
 
 from .controller import Controller, Retry
 
-BATCH = 500     # dependents per Raft entry
+BATCH = 500     # dependents per write_many
 
 
 def _refs(obj):

@@ -108,8 +108,9 @@ class ControllerManager:
 
     def _start(self, epoch, stop):
         node = self.replica.node
-        store = StoreAccess(node.lock, lambda: node.fsm, self.replica.watch_log, self.replica.committer.call,
-                            epoch, self.clock, self.replica.write_timeout)
+        committer = self.replica.committer
+        store = StoreAccess(node.lock, lambda: node.fsm, self.replica.watch_log, committer.call,
+                            committer.call_many, epoch, self.clock, self.replica.write_timeout)
         controllers = [c for factory in self.factories for c in factory(store)]
         for controller in controllers:
             controller.faults = self.faults

@@ -5,7 +5,7 @@ queue. One pass takes every ready key (up to `batch_size`), reads those pods by
 key, builds a view of the nodes with what is already bound to each (pods in the
 store, never an agent's usage report), and places the pods one after the other,
 each seeing the bindings made before it in the pass. All of the pass's writes go
-to the store in ONE Raft entry (`write_many`); each is atomic on its own:
+to the store in one `write_many` (bounded Raft entries); each is atomic on its own:
 
 - a binding: the pod's main resource with `spec.nodeName` (precondition: the
   pod's resourceVersion, so a pod changed meanwhile is not bound blindly), its
@@ -54,7 +54,7 @@ from .scheduling.view import is_pending, occupies_node, ready_status
 
 log = logging.getLogger("shepherd_ha.controllers")
 
-BATCH_SIZE = 500          # pods per pass, hence bindings per Raft entry at most
+BATCH_SIZE = 500          # pods per pass, hence bindings per write_many at most
 _SHOWN = 5                # pods named in a pass's sentence before "and N more"
 
 
@@ -379,7 +379,7 @@ class Scheduler(Controller):
             job.plans.append(("unschedulable", key, message))
 
     def commit(self, job):
-        """Write a planned pass in one Raft entry; returns its sentence."""
+        """Write a planned pass in one write_many; returns its sentence."""
         if not job.writes:
             if job.waiting:
                 return "%d pods wait for a node: none is registered" % len(job.waiting)

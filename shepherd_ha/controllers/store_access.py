@@ -13,16 +13,19 @@ import threading
 import time
 import uuid
 
+from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.watch_log import WatchLog
 
 
 class StoreAccess:
-    def __init__(self, lock, fsm_of, watch_log, submit, epoch, clock=time.monotonic, write_timeout=5.0):
+    def __init__(self, lock, fsm_of, watch_log, submit, submit_many, epoch, clock=time.monotonic,
+                 write_timeout=5.0):
         self._lock = lock
         self._fsm_of = fsm_of            # callable: the FSM object may be replaced by a snapshot
         self.watch_log = watch_log
-        self._submit = submit
+        self._submit = submit            # (command, timeout) -> result (GroupCommitter.call)
+        self._submit_many = submit_many  # (commands, timeout) -> results (GroupCommitter.call_many)
         self.epoch = list(epoch)
         self.clock = clock
         self.write_timeout = write_timeout
@@ -45,19 +48,23 @@ class StoreAccess:
         return self._fsm_of().revision
 
     def write(self, ops, key=None):
-        """Submit ops atomically with this controller epoch; returns the FSM result."""
+        """Submit ops atomically with this controller epoch; returns the FSM result
+        (a 413 failure if the write is too big to replicate)."""
         command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": self.epoch, "ops": ops}
-        return self._submit(command, self.write_timeout)
+        try:
+            return self._submit(command, self.write_timeout)
+        except CommandTooLarge as exc:
+            return too_large_result(exc)
 
     def write_many(self, writes):
-        """Independent atomic writes (each a list of ops) in one Raft entry: how a
-        controller batches, e.g. a thousand pod bindings. One result per write, in order;
-        one write failing (a lost race) does not affect the others."""
+        """Independent atomic writes (each a list of ops), batched: how a controller
+        writes, e.g. a thousand pod bindings. Group commit spreads them over bounded
+        Raft entries. One result per write, in order; one write failing (a lost race,
+        too big to replicate) does not affect the others."""
         if not writes:
             return []
         commands = [{"type": "write", "key": uuid.uuid4().hex, "epoch": self.epoch, "ops": ops} for ops in writes]
-        result = self._submit({"type": "group", "commands": commands}, self.write_timeout)
-        return result["results"]
+        return self._submit_many(commands, self.write_timeout)
 
 
 class MemoryStore(StoreAccess):
@@ -66,7 +73,8 @@ class MemoryStore(StoreAccess):
     def __init__(self, clock=time.monotonic, replica="test", term=1, namespaces=("default",)):
         self.fsm = StoreFSM()
         lock = threading.RLock()
-        super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, [term, replica], clock)
+        super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, self._apply_many, [term, replica],
+                         clock)
         self.apply({"type": "claim", "term": term, "replica": replica})
         for name in namespaces:
             self.apply({"type": "write", "key": None, "ops": [{"op": "create", "resource": "namespaces", "object": {
@@ -84,4 +92,16 @@ class MemoryStore(StoreAccess):
         return result
 
     def _apply(self, command, timeout):
+        size = command_bytes(command)
+        if size >= ENTRY_THRESHOLD:        # as group commit refuses it
+            raise CommandTooLarge(size, ENTRY_THRESHOLD)
         return self.apply(command)
+
+    def _apply_many(self, commands, timeout):
+        results = []
+        for command in commands:
+            try:
+                results.append(self._apply(command, timeout))
+            except CommandTooLarge as exc:
+                results.append(too_large_result(exc))
+        return results

@@ -20,12 +20,21 @@ leader change is queued again (its idempotency key makes that safe). When this
 replica stops leading, the groups it had in flight are abandoned at once
 (outcome unknown) rather than left to run out the write timeout, so clients move
 to the new leader about a second sooner after a partition.
+
+Entries are bounded (see entry_size): a group takes commands until the next would
+bring it over `max_group_bytes`, each command sized once when it is handed in; a
+command that alone would reach PySyncObj's chunked transmission is refused. Bulk
+writes (`call_many`, a controller's thousand pods) queue apart and fill what the
+other writes leave of each group (at least half of it), so a big batch neither
+becomes one huge entry nor makes the API's writes wait behind all of it.
 """
+import collections
 import threading
 import time
 
 from pysyncobj import FAIL_REASON
 
+from .entry_size import ENTRY_THRESHOLD, GROUP_BYTES, CommandTooLarge, command_bytes, too_large_result
 from .raft_node import Unavailable, _NOT_APPLIED
 
 
@@ -33,22 +42,27 @@ LEADERSHIP_LOST = "leadership-lost"     # slot.error of a write abandoned by aba
 
 
 class _Slot:
-    __slots__ = ("command", "done", "result", "error")
+    __slots__ = ("command", "size", "done", "result", "error")
 
-    def __init__(self, command):
+    def __init__(self, command, size):
         self.command = command
+        self.size = size
         self.done = threading.Event()
         self.result = None
         self.error = None
 
 
 class GroupCommitter:
-    def __init__(self, node, max_batch=200, max_in_flight=1, stale_after=2.0):
+    def __init__(self, node, max_batch=200, max_in_flight=1, stale_after=2.0, max_group_bytes=GROUP_BYTES):
         self._node = node
         self._max_batch = max_batch
         self._max_in_flight = max_in_flight
+        self._max_group_bytes = max_group_bytes
+        # An entry this big would take PySyncObj's chunked path (appendEntriesBatchSizeBytes).
+        self.max_entry_bytes = getattr(node.settings, "append_batch_bytes", ENTRY_THRESHOLD)
         self._cond = threading.Condition()
-        self._queue = []
+        self._queue = collections.deque()   # slots of call(), first served
+        self._bulk = collections.deque()    # slots of call_many()
         self._in_flight = {}             # group number -> monotonic send time
         self._batches = {}               # group number -> its slots, until answered or abandoned
         self._stale_after = stale_after  # a group unanswered this long no longer blocks others
@@ -57,18 +71,22 @@ class GroupCommitter:
         self.commands_sent = 0
         threading.Thread(target=self._flush_loop, name="group-commit", daemon=True).start()
 
+    def size_of(self, command):
+        """The command's entry size; CommandTooLarge if it would take the chunked path."""
+        size = command_bytes(command)
+        if size >= self.max_entry_bytes:
+            raise CommandTooLarge(size, self.max_entry_bytes)
+        return size
+
     def call(self, command, timeout, retry=True):
-        """Commit `command`; return its FSM result. Raises Unavailable within `timeout`."""
+        """Commit `command`; return its FSM result. Raises Unavailable within `timeout`,
+        CommandTooLarge at once (nothing submitted) if its entry would be too big."""
+        size = self.size_of(command)
         deadline = time.monotonic() + timeout
         submitted = False
         while True:
-            remaining = deadline - time.monotonic()
-            if not self._node.wait_for_leader(max(0.0, min(remaining, 1.5))):
-                raise Unavailable("no Raft leader: this replica reaches %d of %d peers; a majority must be up "
-                                  "to write" % (len(self._node.connected_peers()),
-                                                len(self._node.settings.peer_addresses)),
-                                  "unknown" if submitted else "not-applied")
-            slot = _Slot(command)
+            self._wait_for_leader(deadline, submitted)
+            slot = _Slot(command, size)
             with self._cond:
                 self._queue.append(slot)
                 self._cond.notify()
@@ -87,17 +105,82 @@ class GroupCommitter:
                                   "not-applied" if slot.error in _NOT_APPLIED else "unknown")
             time.sleep(0.02)
 
+    def call_many(self, commands, timeout, retry=True):
+        """Commit independent commands; one result each, in order. They share groups
+        with other writes (several entries for a big batch), so each is atomic on its own,
+        never all together. A command too big to replicate is not submitted: its result
+        is a 413 failure. Raises Unavailable within `timeout` if some outcome is not known;
+        the commands not sent by then are withdrawn (never applied)."""
+        results = [None] * len(commands)
+        pending = []
+        for index, command in enumerate(commands):
+            try:
+                pending.append((index, _Slot(command, self.size_of(command))))
+            except CommandTooLarge as exc:
+                results[index] = too_large_result(exc)
+        deadline = time.monotonic() + timeout
+        submitted = False
+        while pending:
+            self._wait_for_leader(deadline, submitted)
+            with self._cond:
+                self._bulk.extend(slot for _, slot in pending)
+                self._cond.notify()
+            submitted = True
+            for _, slot in pending:
+                if not slot.done.wait(max(0.0, deadline - time.monotonic())):
+                    self._withdraw(pending)
+                    raise Unavailable("writes not confirmed within %.1fs (no quorum?); some may still apply"
+                                      % timeout, "unknown")
+                if slot.error == LEADERSHIP_LOST:     # no use sending the rest: withdraw them
+                    self._withdraw(pending)
+                    raise Unavailable("this replica stopped leading while the writes were in flight; some "
+                                      "may still apply", "unknown")
+            dropped = []
+            for index, slot in pending:
+                if slot.error is None:
+                    results[index] = slot.result
+                else:
+                    dropped.append((index, slot.command, slot.size))
+            if dropped and (not retry or time.monotonic() >= deadline):
+                raise Unavailable("Raft did not commit %d of the commands (leader changed or missing); retry"
+                                  % len(dropped), "unknown")
+            pending = [(index, _Slot(command, size)) for index, command, size in dropped]
+            if pending:
+                time.sleep(0.02)
+        return results
+
+    def _wait_for_leader(self, deadline, submitted):
+        remaining = deadline - time.monotonic()
+        if not self._node.wait_for_leader(max(0.0, min(remaining, 1.5))):
+            raise Unavailable("no Raft leader: this replica reaches %d of %d peers; a majority must be up "
+                              "to write" % (len(self._node.connected_peers()),
+                                            len(self._node.settings.peer_addresses)),
+                              "unknown" if submitted else "not-applied")
+
+    def _withdraw(self, pending):
+        """Take the slots not sent yet out of the bulk queue: they will never apply."""
+        mine = {id(slot) for _, slot in pending}
+        with self._cond:
+            self._bulk = collections.deque(s for s in self._bulk if id(s) not in mine)
+
     def _flush_loop(self):
         while True:
             with self._cond:
-                while not (self._queue and self._live_in_flight() < self._max_in_flight):
+                while not ((self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight):
                     self._cond.wait(0.1)
                 batch, number = self._take_batch_locked()
             self._send(batch, number)
 
     def _take_batch_locked(self):
-        batch = self._queue[:self._max_batch]
-        del self._queue[:self._max_batch]
+        """The next group: call()'s writes first (up to half the bound while bulk ones wait),
+        then bulk ones; at least one command, at most max_batch and max_group_bytes."""
+        batch, total = [], 0
+        first_share = self._max_group_bytes // 2 if self._bulk else self._max_group_bytes
+        for queue, limit in ((self._queue, first_share), (self._bulk, self._max_group_bytes)):
+            while queue and len(batch) < self._max_batch and (not batch or total + queue[0].size <= limit):
+                slot = queue.popleft()
+                batch.append(slot)
+                total += slot.size
         self._sequence += 1
         number = self._sequence
         self._in_flight[number] = time.monotonic()
@@ -107,9 +190,12 @@ class GroupCommitter:
     def abandon_in_flight(self):
         """This replica stopped leading: what it sent may never be answered (an isolated
         ex-leader hears nothing until the partition heals) or may still commit under the
-        new leader. Wake those writers now with an unknown outcome."""
+        new leader. Wake those writers now with an unknown outcome. Bulk writes not sent yet
+        are the deposed leader's controllers' (fenced anyway): they are dropped."""
         with self._cond:
             batches = list(self._batches.values())
+            batches.append(list(self._bulk))
+            self._bulk.clear()
             self._batches.clear()
             self._in_flight.clear()
             self._cond.notify()
@@ -149,7 +235,7 @@ class GroupCommitter:
             with self._cond:
                 self._in_flight.pop(number, None)
                 self._batches.pop(number, None)
-                if self._queue and self._live_in_flight() < self._max_in_flight:
+                if (self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight:
                     # Send the next group from here (the Raft tick thread): no hand-off to
                     # the flusher thread, and the leader appends it in this same tick.
                     follow_up = self._take_batch_locked()

@@ -31,6 +31,7 @@ from shepherd_ha.options import ConfigError
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
 from . import gc_tuning
+from .entry_size import ENTRY_THRESHOLD
 from .tick_gaps import TickGapMeter
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,9 @@ class RaftSettings:
     leader_fallback: float = 1.0
     log_compaction_entries: int = 20000
     log_compaction_seconds: int = 600
+    # PySyncObj sends an entry this big or bigger in chunks, a path that breaks: above any
+    # command a body the API accepts makes (see entry_size); bigger ones are refused.
+    append_batch_bytes: int = ENTRY_THRESHOLD
 
     def validate(self):
         if not self.password:
@@ -99,6 +103,7 @@ class RaftNode:
             password=settings.password,
             bindAddress=settings.bind_address or settings.self_address,
             appendEntriesUseBatch=False,
+            appendEntriesBatchSizeBytes=settings.append_batch_bytes,
             appendEntriesPeriod=settings.heartbeat,
             raftMinTimeout=settings.election_timeout_min,
             raftMaxTimeout=settings.election_timeout_max,

@@ -251,6 +251,9 @@ class _FakeReplica:
         self.claims.append(command["term"])
         return self.node.fsm.apply(command)
 
+    def call_many(self, commands, timeout):
+        return [self.node.fsm.apply(c) for c in commands]
+
 
 def test_manager_never_claims_a_term_it_does_not_lead():
     """PySyncObj stores a newer term before it steps down: in that window another thread

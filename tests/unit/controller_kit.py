@@ -15,15 +15,26 @@ class FakeClock:
 
 
 class CountingStore(MemoryStore):
-    """Records the Raft entries (commands) controllers submit."""
+    """Records what controllers submit: each write, and each write_many's writes as one
+    group (group commit decides how many Raft entries that takes)."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.submitted = []
+        self._in_batch = False
 
     def _apply(self, command, timeout):
-        self.submitted.append(command)
+        if not self._in_batch:
+            self.submitted.append(command)
         return super()._apply(command, timeout)
+
+    def _apply_many(self, commands, timeout):
+        self.submitted.append({"type": "group", "commands": list(commands)})
+        self._in_batch = True
+        try:
+            return super()._apply_many(commands, timeout)
+        finally:
+            self._in_batch = False
 
 
 def write(store, *ops):
@@ -105,6 +116,7 @@ class MemoryReplica:
     class _Committer:
         def __init__(self, store):
             self.call = store._apply
+            self.call_many = store._apply_many
 
     def __init__(self, store, term=2, ident="r1"):
         self.store = store

@@ -166,3 +166,22 @@ def test_write_many_applies_each_write_on_its_own():
         [{"op": "create", "resource": "pods", "object": pod("also-new")}]])
     assert [r["ok"] for r in results] == [True, False, True]
     assert store.get("pods", "default", "also-new") is not None
+
+
+def test_a_write_too_big_to_replicate_fails_alone_with_a_clear_reason():
+    from shepherd_ha.store.entry_size import ENTRY_THRESHOLD
+    store = MemoryStore()
+    huge = dict(pod("huge"), metadata={"name": "huge", "namespace": "default",
+                                       "annotations": {"blob": "x" * ENTRY_THRESHOLD}})
+    results = store.write_many([
+        [{"op": "create", "resource": "pods", "object": pod("before")}],
+        [{"op": "create", "resource": "pods", "object": huge}],
+        [{"op": "create", "resource": "pods", "object": pod("after")}]])
+    assert [r["ok"] for r in results] == [True, False, True]
+    assert results[1]["code"] == 413 and results[1]["message"].startswith("object too large to replicate")
+    assert store.get("pods", "default", "huge") is None
+    assert store.get("pods", "default", "after") is not None
+    controller = LabelCounter(store)
+    with pytest.raises(Retry, match="object too large to replicate: [0-9]+ bytes, limit %d" % ENTRY_THRESHOLD):
+        controller.write([{"op": "create", "resource": "pods", "object": huge}])
+    assert store.get("pods", "default", "huge") is None

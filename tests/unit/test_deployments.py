@@ -348,7 +348,7 @@ def test_one_write_many_creates_many_pods(env):
     env.create_deployment(replicas=1000)
     env.settle()
     assert len(env.pods()) == 1000
-    assert env.write_many_calls[0] == 1001, "1000 pod creations and the status in one Raft entry"
+    assert env.write_many_calls[0] == 1001, "1000 pod creations and the status in one write_many"
     assert len(env.write_many_calls) == 1, "one pass created every pod"
 
 

@@ -2,11 +2,11 @@
 than the TTL, deletes batched, expiry driven by delayed re-queues."""
 import datetime
 
+from controller_kit import CountingStore
 from shepherd_ha.controllers.event_pruner import EventPruner, event_time
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.settings import ControllerSettings
-from shepherd_ha.controllers.store_access import MemoryStore
 
 EPOCH = 1767225600.0      # 2026-01-01T00:00:00Z
 
@@ -27,14 +27,6 @@ class FakeClock:
         return datetime.datetime.fromtimestamp(self.wall(), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class CountingStore(MemoryStore):
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.submitted = []
-
-    def _apply(self, command, timeout):
-        self.submitted.append(command)
-        return super()._apply(command, timeout)
 
 
 class Harness:
@@ -92,7 +84,7 @@ def test_events_older_than_the_ttl_are_deleted_by_a_delayed_pass():
     assert len(h.store.list("events")) == 8, "none is 60 s old yet"
     h.advance(1)
     assert h.names() == ["p6", "p7", "p8"]
-    assert len(h.deletes()) == 1 and len(h.deletes()[0]["commands"]) == 5, "one Raft entry for the batch"
+    assert len(h.deletes()) == 1 and len(h.deletes()[0]["commands"]) == 5, "one write_many for the batch"
     assert list(h.pruner.sentences)[-1] == "deleted 5 event(s): 5 older than 60s, 0 over the limit of 100; 3 kept"
     h.advance(30)
     assert h.names() == []

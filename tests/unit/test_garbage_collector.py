@@ -1,5 +1,5 @@
 """Garbage collector against an in-memory store: dependents of deleted owners go,
-everything else stays, and many dependents go in one Raft entry."""
+everything else stays, and many dependents go in one write_many."""
 from controller_kit import ControllerHarness, CountingStore, FakeClock, create, delete, write
 
 from shepherd_ha.controllers.garbage_collector import controllers
@@ -37,7 +37,7 @@ class Harness(ControllerHarness):
         return sorted(p["metadata"]["name"] for p in self.store.list("pods"))
 
 
-def test_deleting_an_owner_deletes_its_dependents_in_one_raft_entry():
+def test_deleting_an_owner_deletes_its_dependents_in_one_batch():
     h = Harness()
     web = create(h.store, "deployments", deployment("web"))
     api = create(h.store, "deployments", deployment("api"))

@@ -47,7 +47,7 @@ def test_many_pending_pods_are_bound_in_one_write_many():
     h.create("nodes", *[node("n%d" % i, cpu="64", memory="256Gi") for i in range(5)])
     h.create("pods", *[pod("p%03d" % i, cpu="100m") for i in range(120)])
     sentences = h.run()
-    assert h.write_many_calls == [120], "one Raft entry for the whole pass"
+    assert h.write_many_calls == [120], "one write_many for the whole pass"
     assert len(sentences) == 1 and sentences[0].startswith("bound 120 pods (default/p000 to ")
     assert all(h.node_of("p%03d" % i) for i in range(120))
     assert sorted(placement(h, ["p%03d" % i for i in range(120)]).values()) == [24] * 5, "equal nodes share"
