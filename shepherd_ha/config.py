@@ -3,6 +3,7 @@
 One table describes every option, so --help, the environment and the file agree.
 """
 from shepherd_ha import options as options_module
+from shepherd_ha.api.flow_control import FlowControl
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import Peer
@@ -35,7 +36,8 @@ SERVER_OPTIONS = (
            "entries (also every 10 minutes)"),
     Option("write_timeout", float, 2.0, "seconds a write or linearizable read may wait for Raft before 503"),
     Option("watch_log_size", int, 10000, "changes kept in memory for watches to resume from"),
-    Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
+    Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: as many as the flow "
+           "control limits below need (%d with their defaults)" % FlowControl().threads_needed()),
     Option("node_grace_period", float, 15.0, "a node whose lease has not changed for this long becomes "
            "NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, 10.0, "pods of a node NotReady this much longer are deleted so their "
@@ -47,6 +49,15 @@ SERVER_OPTIONS = (
     Option("event_ttl", float, 3600.0, "events older than this are deleted (s)"),
     Option("event_max", int, 10000, "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+) + (
+    # ---- flow control: overload gets 429 + Retry-After, by priority (api/flow_control.py) ----
+    Option("max_requests_inflight", int, 64, "requests worked on at once, shared by priority levels (system: "
+           "leases, node status, agents' watches; workload; bulk: unselected lists of large collections); beyond "
+           "a level's share a request waits up to --request-queue-wait, then gets 429; 0: no limit"),
+    Option("max_watches", int, 256, "watches and followed logs open at once (3/4 for agents' watches); beyond, "
+           "429; 0: no limit"),
+    Option("request_queue_wait", float, 1.0, "seconds a request may wait for a seat at its priority level "
+           "before 429 Too Many Requests"),
 )
 
 

@@ -31,8 +31,42 @@ class ReplicaCollector:
                                   value=self.replica.barrier.barriers_sent)
 
 
+class FlowControlCollector:
+    """Per priority level (and long-running pool): seats, in flight, queued, rejected."""
+
+    def __init__(self, flow):
+        self.flow = flow
+
+    def collect(self):
+        levels = self.flow.snapshot()
+        families = {
+            "seats": GaugeMetricFamily("shepherd_flowcontrol_seats", "Requests a priority level (or long-running "
+                                       "pool) runs at once", labels=["priority_level"]),
+            "queueLength": GaugeMetricFamily("shepherd_flowcontrol_queue_length", "Requests that may wait for a seat",
+                                             labels=["priority_level"]),
+            "inFlight": GaugeMetricFamily("shepherd_flowcontrol_current_inflight_requests",
+                                          "Requests holding a seat (or long-running slot) now", labels=["priority_level"]),
+            "queued": GaugeMetricFamily("shepherd_flowcontrol_current_inqueue_requests", "Requests waiting for a seat now",
+                                        labels=["priority_level"]),
+            "dispatched": CounterMetricFamily("shepherd_flowcontrol_dispatched_requests", "Requests given a seat",
+                                              labels=["priority_level"]),
+            "waitSeconds": CounterMetricFamily("shepherd_flowcontrol_wait_seconds", "Time admitted requests queued",
+                                               labels=["priority_level"]),
+        }
+        rejected = CounterMetricFamily("shepherd_flowcontrol_rejected_requests", "Requests refused with 429, by "
+                                       "reason (queue-full, time-out, concurrency-limit)",
+                                       labels=["priority_level", "reason"])
+        for name, level in levels.items():
+            for key, family in families.items():
+                family.add_metric([name], level[key])
+            for reason in ("queue-full", "time-out", "concurrency-limit"):
+                rejected.add_metric([name, reason], level["rejected"].get(reason, 0))
+        yield from families.values()
+        yield rejected
+
+
 class ApiMetrics:
-    def __init__(self, replica):
+    def __init__(self, replica, flow=None):
         self.registry = CollectorRegistry()
         self.requests = Counter("shepherd_api_requests", "API requests by verb, resource and code",
                                 ["verb", "resource", "code"], registry=self.registry)
@@ -40,3 +74,5 @@ class ApiMetrics:
                                  ["verb", "resource"], registry=self.registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
         self.registry.register(ReplicaCollector(replica))
+        if flow is not None:
+            self.registry.register(FlowControlCollector(flow))

@@ -2,7 +2,10 @@
 
 Every replica serves the same API, so the client holds the list of all replica
 URLs and moves to the next one when a replica cannot be reached, times out or
-answers 503 (no leader, no quorum, not ready).  Writes carry an
+answers 503 (no leader, no quorum, not ready).  A 429 (that replica is overloaded)
+sends the request to another replica, or, once every replica has said 429, again
+after the shortest Retry-After (at most 10 s a wait, within the retry deadline).
+Writes carry an
 `Idempotency-Key` that is generated once per logical call and reused on every
 retry, so a write retried after an ambiguous failure is never applied twice.
 
@@ -32,6 +35,8 @@ WRITE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 MERGE_PATCH = "application/merge-patch+json"
 BACKOFF_START = 0.05
 BACKOFF_MAX = 0.5
+RETRY_AFTER_DEFAULT = 1.0    # a 429 without a usable Retry-After
+RETRY_AFTER_MAX = 10.0       # never wait longer than this on one 429, whatever the server says
 
 # Failures of the transport: the replica is dead, unreachable, or died mid-answer.
 _REQUEST_FAILURES = (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
@@ -132,6 +137,18 @@ def describe_failure(exc):
     return "connection failed (%s)" % type(exc).__name__
 
 
+def retry_after_seconds(value):
+    """Seconds to wait from a Retry-After header (whole seconds, as our replicas send;
+    an HTTP date or garbage counts as the default), within [0, RETRY_AFTER_MAX]."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return RETRY_AFTER_DEFAULT
+    if seconds != seconds:       # NaN
+        return RETRY_AFTER_DEFAULT
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
 def _summarize(failures):
     reasons = []
     for reason in failures.values():
@@ -155,7 +172,8 @@ class _Failover:
         self.delay = BACKOFF_START
         self.failures = {}
         self.tried = set()
-        self.last_503 = None
+        self.last_refusal = None
+        self.busy_until = {}      # replica index -> when its 429's Retry-After ends
 
     @property
     def server(self):
@@ -179,15 +197,40 @@ class _Failover:
         self.failures[self.server] = reason
         self.tried.add(self.idx)
         if error_503 is not None:
-            self.last_503 = error_503
+            self.last_refusal = error_503
         log.debug("replica %s failed: %s", self.server, reason)
         if len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline:
-            if self.last_503 is not None:
-                raise self.last_503
+            if self.last_refusal is not None:
+                raise self.last_refusal
             raise NoReplicaReachable(self.client.servers, _summarize(self.failures))
         time.sleep(self.delay)
         self.delay = min(self.delay * 2, BACKOFF_MAX)
         self.idx = (self.idx + 1) % self.n
+
+    def throttled(self, err):
+        """A 429 from the current replica: it is overloaded and was not given the
+        request. Move on to a replica that has not asked us to wait; when all have,
+        wait until the first one's Retry-After ends (bounded), or raise the 429 when
+        that would pass the deadline."""
+        now = time.monotonic()
+        self.busy_until[self.idx] = now + retry_after_seconds(err.retry_after)
+        self.failures[self.server] = "429 %s" % err.message
+        self.tried.add(self.idx)
+        self.last_refusal = err
+        log.debug("replica %s is overloaded (429): %s", self.server, err.message)
+        if now >= self.deadline:
+            raise err
+        for step in range(1, self.n + 1):
+            idx = (self.idx + step) % self.n
+            if self.busy_until.get(idx, 0) <= now:
+                self.idx = idx
+                return
+        idx = min(self.busy_until, key=self.busy_until.get)
+        wait = self.busy_until[idx] - now
+        if now + wait >= self.deadline:
+            raise err
+        time.sleep(wait)
+        self.idx = idx
 
 
 class Client:
@@ -308,6 +351,11 @@ class Client:
                 if unsafe and err.outcome != "not-applied":
                     raise err
                 fo.failed("503 %s" % err.message, err)
+                continue
+            if resp.status_code == 429:     # refused before any work: safe to send again
+                err = error_from_response(resp)
+                resp.close()
+                fo.throttled(err)
                 continue
             fo.answered()
             if resp.status_code >= 400:
@@ -487,6 +535,9 @@ class Client:
                 if resp.status_code == 503:
                     err = error_from_response(resp)
                     fo.failed("503 %s" % err.message, err)
+                    continue
+                if resp.status_code == 429:
+                    fo.throttled(error_from_response(resp))
                     continue
                 if resp.status_code >= 400:
                     fo.answered()
