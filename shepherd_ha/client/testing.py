@@ -1,7 +1,7 @@
 """An in-memory fake of the Shepherd HA HTTP API, for unit tests.
 
 It mimics docs/api.md closely enough to test clients (sheepctl, the node
-agent): objects in a dict, revisions, 404/409/410/415/503 answers,
+agent): objects in a dict, revisions, 404/409/410/415/429/503 answers,
 Idempotency-Key replay, merge patch, the status and scale subresources, and
 newline-delimited JSON watches with bookmarks.  It is NOT the real server: no
 Raft, no validation beyond a name.
@@ -371,8 +371,8 @@ class FakeApiServer:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             api_version, rest = "v1", parts[2:]
-        elif parts[:3] == ["apis", "apps", "v1"]:
-            api_version, rest = "apps/v1", parts[3:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            api_version, rest = "/".join(parts[1:3]), parts[3:]
         else:
             return None
         ns = None
