@@ -9,7 +9,7 @@ import pytest
 from agent.node import LEASE_NAMESPACE, NodeManager
 from agent.runtime.hollow_runtime import HollowRuntime
 from shepherd_ha.client import ApiError, Client
-from shepherd_ha.client.http_client import RETRY_AFTER_MAX, retry_after_seconds
+from shepherd_ha.client.failover import RETRY_AFTER_MAX, retry_after_seconds
 from shepherd_ha.client.testing import FakeApiServer, FakeStore
 
 POD = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}
