@@ -4,7 +4,7 @@ control (shepherd_ha/api/flow_control.py), on fresh 3-replica local clusters.
 
 Each mode gets its own cluster:
   off   --max-requests-inflight 0 --max-watches 0 --api-threads 48 (the replica as it was)
-  on    the defaults (64 seats: system 16 / workload 44 / bulk 4, queues as long, 1 s wait)
+  on    the defaults (64 seats: system 16 / workload 47 / bulk 1, queues as long, 1 s wait)
 
 In each: node n1 and its lease, N pods (1 KiB, bound to n1). Then on the leader:
   idle  a lease renewal (merge PATCH of renewTime) every 0.2 s for --idle seconds
@@ -189,6 +189,7 @@ def main():
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the loaded phase")
     parser.add_argument("--idle", type=float, default=5.0, help="length of the idle phase")
     parser.add_argument("--rounds", type=int, default=1, help="off/on pairs, alternated")
+    parser.add_argument("--modes", default="off,on", help="which modes, in order (off, on)")
     args = parser.parse_args()
     common.exit_on_sigterm()
     common.print_machine()
@@ -196,7 +197,8 @@ def main():
         % (args.pods, args.listers))
     rows = []
     for n in range(args.rounds):
-        for mode in (("off", "on") if n % 2 == 0 else ("on", "off")):
+        modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+        for mode in (modes if n % 2 == 0 else modes[::-1]):
             rows += run_mode(mode, args)
     say()
     common.table(["flow control", "phase", "renewals", "p50 ms", "p99 ms", "max ms", "not 200",

@@ -38,10 +38,11 @@ from shepherd_ha.options import ConfigError
 
 SYSTEM, WORKLOAD, BULK = "system", "workload", "bulk"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 16 / 44 / 4 seats). Bulk
-# stays small on purpose: a big list is CPU under the GIL, and more of them at once
-# only slow everything else down, the Raft tick included.
-SHARES = {SYSTEM: 16, WORKLOAD: 44, BULK: 4}
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 47 / 1 seats). Bulk
+# stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
+# than one after the other, and each one more slows everything else down, the Raft
+# tick included (docs/benchmarks.md, flow control).
+SHARES = {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
 SYSTEM_WATCH_SHARE = 0.75
 RETRY_AFTER = {SYSTEM: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
 SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers
@@ -266,11 +267,11 @@ class FlowControl:
                 level.seats, level.seats, _DESCRIPTIONS[level.name], self.where)
             limit = "--max-watches"
         elif reason == "queue-full":
-            what = "priority level %s (%s) has all %d seats busy and %d requests queued%s" % (
+            what = "priority level %s (%s) has every seat busy (%d) and a full queue (%d)%s" % (
                 level.name, _DESCRIPTIONS[level.name], level.seats, level.queue_length, self.where)
             limit = "--max-requests-inflight"
         else:
-            what = "priority level %s (%s) had no free seat among %d within %.1f s%s" % (
+            what = "priority level %s (%s) had no seat free (of %d) within %.1f s%s" % (
                 level.name, _DESCRIPTIONS[level.name], level.seats, self.queue_wait, self.where)
             limit = "--max-requests-inflight"
         message = "too many requests: %s; %s (the limit is %s)" % (what, _ADVICE[level.name] % retry, limit)

@@ -39,7 +39,7 @@ class Waiter(threading.Thread):
 # ---- seats ----
 
 def test_seats_are_shares_of_the_limit_rounded_up_at_least_one():
-    assert seats_by_level(64) == {SYSTEM: 16, WORKLOAD: 44, BULK: 4}
+    assert seats_by_level(64) == {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
     assert seats_by_level(8) == {SYSTEM: 2, WORKLOAD: 6, BULK: 1}
     assert seats_by_level(1) == {SYSTEM: 1, WORKLOAD: 1, BULK: 1}
 
