@@ -235,7 +235,7 @@ class FlowControl:
             return Classification(SYSTEM if watch and by_agent else WORKLOAD, pool)
         if method == "GET" and name is None and _bulk_list(resource, args):
             return Classification(BULK)
-        if agent is not False and _liveness(method, resource, namespace, name, sub, args):
+        if agent is not False and _liveness(method, resource, namespace, name, args):
             return Classification(SYSTEM)
         return Classification(WORKLOAD)
 
@@ -283,7 +283,7 @@ class FlowControl:
 
 
 def _true(value):
-    return value not in (None, "", "0", "false", "False")
+    return value is not None and value.lower() in ("1", "true", "yes")     # as api/bodies.flag
 
 
 def _parse(path):
@@ -319,7 +319,7 @@ def _agent_shaped(resource, name, args):
     return resource == "pods" and name is None and _node_field_selector(args)
 
 
-def _liveness(method, resource, namespace, name, sub, args):
+def _liveness(method, resource, namespace, name, args):
     """What keeps nodes alive: their lease, their Node and its status, the pods of a node."""
     if resource == "leases" and namespace == LEASE_NAMESPACE:
         return name is not None or method == "POST"

@@ -253,6 +253,7 @@ ANONYMOUS = [
     ("GET", PODS, {"watch": "true", "resourceVersion": "7"}, WORKLOAD, LONG_RUNNING_OTHER),
     ("GET", PODS, {"watch": "1", "resourceVersion": "0"}, BULK, LONG_RUNNING_OTHER),
     ("GET", PODS, {"watch": "0"}, BULK, None),                             # watch=0 is a list
+    ("GET", PODS, {"watch": "maybe"}, BULK, None),                         # ... as the API reads it
     ("GET", "/api/v1/namespaces/default/pods/p/log", {"follow": "true"}, WORKLOAD, LONG_RUNNING_OTHER),
     ("GET", "/api/v1/namespaces/default/pods/p/log", {}, WORKLOAD, None),
     ("GET", "/metrics", {}, SYSTEM, None),
