@@ -199,3 +199,44 @@ def test_watches_of_people_beyond_their_pool_get_429_while_an_agent_watch_opens(
         for resp in opened:
             resp.close()
     assert_no_internal_errors(cluster)
+
+
+def test_agents_renew_their_leases_through_429s(loaded):
+    """30 agents renew at the same moment on one replica whose system level has 2 seats
+    and 2 queue places: most are refused at first, and the client (which the agent uses)
+    comes back after Retry-After until every renewal is through."""
+    from agent.node import NodeManager
+    from agent.runtime.hollow_runtime import HollowRuntime
+
+    cluster, urls = loaded
+    target = urls[2]
+    rejected = 'shepherd_flowcontrol_rejected_requests_total{priority_level="system",reason="%s"}'
+    before = sum(metric(target, rejected % r) for r in ("queue-full", "time-out"))
+    agents = 30
+    start = threading.Barrier(agents)
+    failures, managers = [], []
+
+    def agent(k):
+        client = Client([target], timeout=5.0, retry_deadline=30.0)
+        node = NodeManager(client, HollowRuntime("a%02d" % k), "a%02d" % k, "10.0.0.%d" % (k + 1), threading.Event(),
+                           cpu_millicores=2000, memory_bytes=4 << 30)
+        managers.append(node)
+        start.wait(30)
+        for _ in range(3):
+            try:
+                node.renew_lease()
+            except Exception as exc:   # noqa: BLE001 - reported below
+                failures.append(repr(exc))
+    threads = [threading.Thread(target=agent, args=(k,), daemon=True) for k in range(agents)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a renewal is stuck"
+    assert not failures, failures[:5]
+    assert sorted(m.lease_renewals for m in managers) == [3] * agents
+    after = sum(metric(target, rejected % r) for r in ("queue-full", "time-out"))
+    assert after > before, "no renewal was refused: the test did not load the system level"
+    leases = expect(call("GET", urls[0] + "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"), 200)
+    assert {o["metadata"]["name"] for o in leases["items"]} >= {"a%02d" % k for k in range(agents)}
+    assert_no_internal_errors(cluster)
