@@ -284,3 +284,19 @@ def test_with_tokens_only_agents_get_system_seats_for_liveness():
     assert flow.classify("GET", PODS, {}, agent, True) == Classification(BULK)
     assert flow.classify("GET", PODS, {"watch": "1"}, agent, True) == Classification(BULK, LONG_RUNNING_SYSTEM)
     assert flow.classify("GET", "/healthz", {}, (), True) == Classification(None)
+
+
+def test_server_threads_follow_the_limits():
+    from shepherd_ha.cli.server import LEGACY_THREADS, api_threads
+    flow = FlowControl(max_inflight=8, max_watches=4)
+    needed = flow.threads_needed()
+    assert api_threads({"api_threads": 0}, flow) == needed
+    assert api_threads({"api_threads": needed + 10}, flow) == needed + 10
+    with pytest.raises(ConfigError, match="--api-threads %d is fewer than flow control needs \\(%d" % (needed - 1,
+                                                                                                      needed)):
+        api_threads({"api_threads": needed - 1}, flow)
+    with pytest.raises(ConfigError, match="--api-threads must be 0"):
+        api_threads({"api_threads": -1}, flow)
+    unbounded = FlowControl(max_inflight=0, max_watches=4)
+    assert api_threads({"api_threads": 0}, unbounded) == LEGACY_THREADS
+    assert api_threads({"api_threads": 5}, unbounded) == 5
