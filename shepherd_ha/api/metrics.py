@@ -39,20 +39,15 @@ class FlowControlCollector:
 
     def collect(self):
         levels = self.flow.snapshot()
-        families = {
-            "seats": GaugeMetricFamily("shepherd_flowcontrol_seats", "Requests a priority level (or long-running "
-                                       "pool) runs at once", labels=["priority_level"]),
-            "queueLength": GaugeMetricFamily("shepherd_flowcontrol_queue_length", "Requests that may wait for a seat",
-                                             labels=["priority_level"]),
-            "inFlight": GaugeMetricFamily("shepherd_flowcontrol_current_inflight_requests",
-                                          "Requests holding a seat (or long-running slot) now", labels=["priority_level"]),
-            "queued": GaugeMetricFamily("shepherd_flowcontrol_current_inqueue_requests", "Requests waiting for a seat now",
-                                        labels=["priority_level"]),
-            "dispatched": CounterMetricFamily("shepherd_flowcontrol_dispatched_requests", "Requests given a seat",
-                                              labels=["priority_level"]),
-            "waitSeconds": CounterMetricFamily("shepherd_flowcontrol_wait_seconds", "Time admitted requests queued",
-                                               labels=["priority_level"]),
-        }
+        label = ["priority_level"]
+        families = {key: kind("shepherd_flowcontrol_" + name, doc, labels=label) for key, kind, name, doc in (
+            ("seats", GaugeMetricFamily, "seats", "Requests a priority level (or long-running pool) runs at once"),
+            ("queueLength", GaugeMetricFamily, "queue_length", "Requests that may wait for a seat"),
+            ("inFlight", GaugeMetricFamily, "current_inflight_requests",
+             "Requests holding a seat (or long-running slot) now"),
+            ("queued", GaugeMetricFamily, "current_inqueue_requests", "Requests waiting for a seat now"),
+            ("dispatched", CounterMetricFamily, "dispatched_requests", "Requests given a seat"),
+            ("waitSeconds", CounterMetricFamily, "wait_seconds", "Time admitted requests waited for a seat"))}
         rejected = CounterMetricFamily("shepherd_flowcontrol_rejected_requests", "Requests refused with 429, by "
                                        "reason (queue-full, time-out, concurrency-limit)",
                                        labels=["priority_level", "reason"])
