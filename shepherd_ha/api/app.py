@@ -99,13 +99,16 @@ def create_app(replica, tokens=None, peer_token=None, flow=None):
     return app
 
 
-_TICKET, _SLOT_HANDED = "shepherd.ticket", "shepherd.slot_handed"
+_TICKET, _LONG_RUNNING, _HANDED = "shepherd.ticket", "shepherd.long_running", "shepherd.ticket_handed"
 
 
 def _install_flow_control(app, flow, authenticated):
     """A seat before the handler (after authentication: classes need the caller's
-    groups), given back when the handler returns; a long-running request's slot is
-    given back when its response is closed (the stream ended or its reader left)."""
+    groups). A request gives it back once its response is closed, i.e. its body is
+    in the server's hands: a slow reader of a 30,000-pod list holds a bulk seat, not a
+    thread flow control does not count. A long-running request gives its seat back
+    when its handler returns (the stream has started) and its slot when the stream
+    is closed (it ended, or its reader left)."""
 
     @app.before_request
     def admit():
@@ -118,20 +121,24 @@ def _install_flow_control(app, flow, authenticated):
             raise ApiError(429, rejected.message, "TooManyRequests",
                            details={"retryAfterSeconds": rejected.retry_after},
                            headers={"Retry-After": str(rejected.retry_after), "Shepherd-Outcome": "not-applied"})
+        env[_LONG_RUNNING] = classification.long_running is not None
 
     @app.after_request
-    def hand_slot_to_response(response):
-        ticket = request.environ.get(_TICKET)
+    def hand_ticket_to_response(response):
+        env = request.environ
+        ticket = env.get(_TICKET)
         if ticket is not None:
-            response.call_on_close(ticket.release_slot)
-            request.environ[_SLOT_HANDED] = True
+            response.call_on_close(ticket.release_slot if env[_LONG_RUNNING] else ticket.release)
+            env[_HANDED] = True
         return response
 
     @app.teardown_request
-    def release_seat(error):
-        ticket = request.environ.get(_TICKET)
+    def release(error):
+        env = request.environ
+        ticket = env.get(_TICKET)
         if ticket is None:
             return
-        ticket.release_seat()
-        if error is not None or not request.environ.get(_SLOT_HANDED):
-            ticket.release_slot()     # no response of ours will be closed
+        if env[_LONG_RUNNING]:
+            ticket.release_seat()
+        if error is not None or not env.get(_HANDED):
+            ticket.release()          # no response of ours will be closed

@@ -1,7 +1,8 @@
 """Admission control: a bound on the requests a replica works on at once, by priority.
 
 In the spirit of Kubernetes' API Priority and Fairness (much smaller): every request
-but /healthz and /readyz needs a seat at its priority level before its handler runs.
+but /healthz and /readyz needs a seat at its priority level before its handler runs,
+and keeps it until its response is in the server's hands (api/app.py).
 
   system    node leases, Node objects and their status written by agents, agents'
             watches (and their pod lists by node), health, metrics and replica status

@@ -96,7 +96,8 @@ def test_a_full_bulk_level_answers_429_while_system_requests_pass(setup):
     for t in lists:
         t.join(20)
     assert [a.status_code for a in answers] == [200, 200]
-    assert all(level["inFlight"] == 0 and level["queued"] == 0 for level in flow.snapshot().values())
+    assert wait_until(lambda: all(level["inFlight"] == 0 and level["queued"] == 0
+                                  for level in flow.snapshot().values()))
     assert metric(url, 'shepherd_api_requests_total{code="429",resource="events",verb="GET"}') == 1
 
 
@@ -133,3 +134,26 @@ def test_a_refused_request_is_never_handled(setup):
     refused = requests.post(url + "/api/v1/namespaces/default/pods", json={"metadata": {"name": "x"}}, timeout=5)
     assert refused.status_code == 429 and refused.json()["reason"] == "TooManyRequests"
     assert requests.get(url + "/healthz", timeout=5).status_code == 200    # exempt
+
+
+def test_a_seat_is_held_until_the_body_is_handed_over_a_watch_seat_only_until_it_starts():
+    from werkzeug.test import create_environ, run_wsgi_app
+    from shepherd_ha.api.flow_control import LONG_RUNNING_SYSTEM, SYSTEM
+    replica = SlowReplica()
+    flow = FlowControl(max_inflight=8, max_watches=4, queue_wait=0)
+    app = create_app(replica, flow=flow)
+
+    body, status, _ = run_wsgi_app(app, create_environ("/api/v1/nodes/n1"), buffered=False)
+    assert status.startswith("200")
+    assert flow.snapshot()[SYSTEM]["inFlight"] == 1            # the body is not handed over yet
+    body.close()
+    assert flow.snapshot()[SYSTEM]["inFlight"] == 0
+
+    watch = create_environ("/api/v1/pods", query_string="watch=1&resourceVersion=0&fieldSelector=spec.nodeName=n1")
+    replica.gate.set()
+    body, status, _ = run_wsgi_app(app, watch, buffered=False)
+    assert status.startswith("200")
+    snap = flow.snapshot()
+    assert snap[SYSTEM]["inFlight"] == 0 and snap[LONG_RUNNING_SYSTEM]["inFlight"] == 1
+    body.close()
+    assert flow.snapshot()[LONG_RUNNING_SYSTEM]["inFlight"] == 0
