@@ -152,7 +152,7 @@ def test_bulk_lists_wait_or_get_429_while_leases_and_node_status_pass(loaded):
     # the lease and the node status went through every time, none refused
     bad = [(what, describe(r) if hasattr(r, "request") else repr(r)) for what, r in renewals
            if getattr(r, "status_code", None) != 200]
-    assert len(renewals) >= 10 and not bad, "renewals: %d, failed: %s" % (len(renewals), bad[:5])
+    assert len(renewals) >= 5 and not bad, "renewals: %d, failed: %s" % (len(renewals), bad[:5])
     # bulk lists were answered in full, or refused with a Status, Retry-After and details
     assert lists["ok"] >= 1 and not lists["incomplete"] and not lists["other"], \
         (lists["ok"], lists["incomplete"][:5], lists["other"][:5])
