@@ -258,6 +258,7 @@ ANONYMOUS = [
     ("GET", "/api/v1/namespaces/default/pods/p/log", {}, WORKLOAD, None),
     ("GET", "/metrics", {}, SYSTEM, None),
     ("GET", "/shepherd/v1/replica", {}, SYSTEM, None),
+    ("GET", "/shepherd/v1/cluster", {}, WORKLOAD, None),
     ("GET", "/version", {}, SYSTEM, None),
     ("GET", "/no/such/path", {}, WORKLOAD, None),
 ]
