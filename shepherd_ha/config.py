@@ -7,6 +7,8 @@ the replica's constants), never written twice.
 import dataclasses
 
 from shepherd_ha import options as options_module
+from shepherd_ha.api import flow_control
+from shepherd_ha.api.flow_control import FlowControl
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
 from shepherd_ha.store.raft_node import RaftSettings
@@ -59,7 +61,8 @@ SERVER_OPTIONS = (
     Option("write_timeout", float, WRITE_TIMEOUT, "seconds a write or linearizable read may wait for Raft before "
            "503"),
     Option("watch_log_size", int, WatchLog.CAPACITY, "changes kept in memory for watches to resume from"),
-    Option("api_threads", int, 48, "HTTP worker threads (each open watch holds one)"),
+    Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: as many as the flow "
+           "control limits below need (%d with their defaults)" % FlowControl().threads_needed()),
     Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed for "
            "this long becomes NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "
@@ -72,6 +75,15 @@ SERVER_OPTIONS = (
     Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+) + (
+    # ---- flow control: overload gets 429 + Retry-After, by priority (api/flow_control.py) ----
+    Option("max_requests_inflight", int, flow_control.MAX_INFLIGHT, "requests worked on at once, shared by priority levels (system: "
+           "leases, node status, agents' watches; workload; bulk: unselected lists of large collections); beyond "
+           "a level's share a request waits up to --request-queue-wait, then gets 429; 0: no limit"),
+    Option("max_watches", int, flow_control.MAX_WATCHES, "watches and followed logs open at once (3/4 for agents' watches); beyond, "
+           "429; 0: no limit"),
+    Option("request_queue_wait", float, flow_control.QUEUE_WAIT, "seconds a request may wait for a seat at its priority level "
+           "before 429 Too Many Requests"),
 )
 
 

@@ -10,6 +10,7 @@ from shepherd_ha.streaming import expose_write
 
 from . import auth, health
 from .errors import ApiError, error_response
+from .flow_control import Rejected
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
 
@@ -20,14 +21,14 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
     peer_token: what this replica shows the other replicas (their status) and the agents
-    (pod logs)."""
+    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     objects = ObjectApi(replica, peer_token)
-    metrics = ApiMetrics(replica)
+    metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
     def collection(group_version, plural, namespace=None):
@@ -51,8 +52,14 @@ def create_app(replica, tokens=None, peer_token=None):
         ):
             app.add_url_rule(prefix + rule, endpoint=(prefix + rule), view_func=bind(fn), methods=_VERBS)
 
+    @app.before_request
+    def start_timer():
+        request.environ["shepherd.start"] = time.perf_counter()   # so latency includes a queued wait
+
     if tokens is not None:
         auth.install(app, tokens)
+    if flow is not None:
+        _install_flow_control(app, flow, authenticated=tokens is not None)
     health.register(app, replica, metrics, peer_token)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
@@ -74,10 +81,6 @@ def create_app(replica, tokens=None, peer_token=None):
         return error_response(ApiError(500, "internal error (%s): this is a bug in Shepherd HA, please report "
                                        "it with the replica's log" % type(err).__name__))
 
-    @app.before_request
-    def start_timer():
-        request.environ["shepherd.start"] = time.perf_counter()
-
     @app.after_request
     def record(response):
         resource = (request.view_args or {}).get("plural") or request.path
@@ -94,3 +97,48 @@ def create_app(replica, tokens=None, peer_token=None):
         return response
 
     return app
+
+
+_TICKET, _LONG_RUNNING, _HANDED = "shepherd.ticket", "shepherd.long_running", "shepherd.ticket_handed"
+
+
+def _install_flow_control(app, flow, authenticated):
+    """A seat before the handler (after authentication: classes need the caller's
+    groups). A request gives it back once its response is closed, i.e. its body is
+    in the server's hands: a slow reader of a 30,000-pod list holds a bulk seat, not a
+    thread flow control does not count. A long-running request gives its seat back
+    when its handler returns (the stream has started) and its slot when the stream
+    is closed (it ended, or its reader left)."""
+
+    @app.before_request
+    def admit():
+        env = request.environ
+        classification = flow.classify(request.method, request.path, request.args,
+                                       env.get("shepherd.groups"), authenticated)
+        try:
+            env[_TICKET] = flow.admit(classification)
+        except Rejected as rejected:
+            raise ApiError(429, rejected.message, "TooManyRequests",
+                           details={"retryAfterSeconds": rejected.retry_after},
+                           headers={"Retry-After": str(rejected.retry_after), "Shepherd-Outcome": "not-applied"})
+        env[_LONG_RUNNING] = classification.long_running is not None
+
+    @app.after_request
+    def hand_ticket_to_response(response):
+        env = request.environ
+        ticket = env.get(_TICKET)
+        if ticket is not None:
+            response.call_on_close(ticket.release_slot if env[_LONG_RUNNING] else ticket.release)
+            env[_HANDED] = True
+        return response
+
+    @app.teardown_request
+    def release(error):
+        env = request.environ
+        ticket = env.get(_TICKET)
+        if ticket is None:
+            return
+        if env[_LONG_RUNNING]:
+            ticket.release_seat()
+        if error is not None or not env.get(_HANDED):
+            ticket.release()          # no response of ours will be closed

@@ -155,3 +155,4 @@ def install(app, table):
                            % (user.name, ", ".join(user.groups) or "none", request.method, request.path,
                               ", ".join(sorted(need))), "Forbidden")
         request.environ["shepherd.user"] = user.name
+        request.environ["shepherd.groups"] = user.groups      # flow control classifies by them

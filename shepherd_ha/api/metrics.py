@@ -27,7 +27,7 @@ class ReplicaCollector:
                                   value=status["fencedRejections"])
         yield CounterMetricFamily("shepherd_fsm_malformed_commands", "Commands the store refused as malformed",
                                   value=status["malformedCommands"])
-        gaps = self.replica.node.tick_gaps.snapshot()
+        gaps = self.replica.tick_gaps()
         yield GaugeMetricFamily("shepherd_raft_tick_gap_max_seconds",
                                 "Longest wall time between two starts of the Raft tick in the last %d-%d s, "
                                 "a late tick now included" % (gaps["windowSeconds"], 2 * gaps["windowSeconds"]),
@@ -68,8 +68,37 @@ def _le(bound):
     return "+Inf" if bound == float("inf") else repr(bound)
 
 
+class FlowControlCollector:
+    """Per priority level (and long-running pool): seats, in flight, queued, rejected."""
+
+    def __init__(self, flow):
+        self.flow = flow
+
+    def collect(self):
+        levels = self.flow.snapshot()
+        label = ["priority_level"]
+        families = {key: kind("shepherd_flowcontrol_" + name, doc, labels=label) for key, kind, name, doc in (
+            ("seats", GaugeMetricFamily, "seats", "Requests a priority level (or long-running pool) runs at once"),
+            ("queueLength", GaugeMetricFamily, "queue_length", "Requests that may wait for a seat"),
+            ("inFlight", GaugeMetricFamily, "current_inflight_requests",
+             "Requests holding a seat (or long-running slot) now"),
+            ("queued", GaugeMetricFamily, "current_inqueue_requests", "Requests waiting for a seat now"),
+            ("dispatched", CounterMetricFamily, "dispatched_requests", "Requests given a seat"),
+            ("waitSeconds", CounterMetricFamily, "wait_seconds", "Time admitted requests waited for a seat"))}
+        rejected = CounterMetricFamily("shepherd_flowcontrol_rejected_requests", "Requests refused with 429, by "
+                                       "reason (queue-full, time-out, concurrency-limit)",
+                                       labels=["priority_level", "reason"])
+        for name, level in levels.items():
+            for key, family in families.items():
+                family.add_metric([name], level[key])
+            for reason in ("queue-full", "time-out", "concurrency-limit"):
+                rejected.add_metric([name, reason], level["rejected"].get(reason, 0))
+        yield from families.values()
+        yield rejected
+
+
 class ApiMetrics:
-    def __init__(self, replica):
+    def __init__(self, replica, flow=None):
         self.registry = CollectorRegistry()
         self.requests = Counter("shepherd_api_requests", "API requests by verb, resource and code",
                                 ["verb", "resource", "code"], registry=self.registry)
@@ -77,3 +106,5 @@ class ApiMetrics:
                                  ["verb", "resource"], registry=self.registry,
                                  buckets=(.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5))
         self.registry.register(ReplicaCollector(replica))
+        if flow is not None:
+            self.registry.register(FlowControlCollector(flow))

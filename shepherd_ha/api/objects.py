@@ -21,7 +21,7 @@ from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.stamping import stamp_new
 
-from .bodies import (dumps, flag, idempotency_key, is_number, json_body, json_object_body,
+from .bodies import (dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body,
                      require_merge_patch)
 from .errors import ApiError, unavailable
 from . import pod_logs, watch
@@ -135,8 +135,10 @@ class ObjectApi:
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        return json_response({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
-                              "metadata": {"resourceVersion": str(revision)}, "items": items})
+        # Serialized here, in chunks, while the request holds its flow-control seat.
+        return Response(dumps_list({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
+                                    "metadata": {"resourceVersion": str(revision)}}, items),
+                        mimetype="application/json")
 
     # ---- writes ----
 

@@ -12,6 +12,7 @@ import waitress
 from shepherd_ha import config
 from shepherd_ha.api import auth
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
+from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -50,6 +51,26 @@ WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_li
                         channel_request_lookahead=1, _quiet=True)
 
 
+LEGACY_THREADS = 48     # when a flow-control limit is off, nothing sizes the thread pool
+
+
+def api_threads(values, flow):
+    """Waitress threads: enough that every request flow control lets in, queues or
+    refuses has a thread; a request left in waitress's own queue would wait there
+    unclassified, a lease renewal behind a 30,000-pod list."""
+    needed = flow.threads_needed()
+    asked = values["api_threads"]
+    if asked < 0:
+        raise ConfigError("--api-threads must be 0 (as many as flow control needs) or more")
+    if not asked:
+        return needed or LEGACY_THREADS
+    if needed and asked < needed:
+        raise ConfigError("--api-threads %d is fewer than flow control needs (%d: one per seat and per queued "
+                          "request, one per watch, %d spare); use 0, or lower --max-requests-inflight or "
+                          "--max-watches" % (asked, needed, SPARE_THREADS))
+    return asked
+
+
 def _can_bind(host, port):
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -66,6 +87,8 @@ def run(args):
         settings, peers, host, port, api_url = config.server_settings(values)
         controller_settings = ControllerSettings.from_values(values)
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
+        flow = FlowControl.from_values(values, values["id"])
+        threads = api_threads(values, flow)
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
@@ -104,10 +127,11 @@ def run(args):
     manager = ControllerManager(replica, default_factories(controller_settings))
     replica._on_leadership = manager.leadership_changed
     replica.controller_status = manager.status
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None)
+    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow)
+    log.info("flow control: %s; %d API threads", flow.describe(), threads)
     if tokens is None:
         log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
     log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    waitress.serve(app, host=host, port=port, threads=values["api_threads"], **WAITRESS_OPTIONS)
+    waitress.serve(app, host=host, port=port, threads=threads, **WAITRESS_OPTIONS)
     return 0

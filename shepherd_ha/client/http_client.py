@@ -2,7 +2,10 @@
 
 Every replica serves the same API, so the client holds the list of all replica
 URLs and moves to the next one when a replica cannot be reached, times out or
-answers 503 (no leader, no quorum, not ready).  Writes carry an
+answers 503 (no leader, no quorum, not ready).  A 429 (that replica is overloaded)
+sends the request to another replica, or, once every replica has said 429, again
+after the shortest Retry-After (at most 10 s a wait, within the retry deadline).
+Writes carry an
 `Idempotency-Key` that is generated once per logical call and reused on every
 retry, so a write retried after an ambiguous failure is never applied twice.
 
@@ -13,7 +16,6 @@ import http.client
 import json
 import logging
 import threading
-import time
 import uuid
 import weakref
 
@@ -23,15 +25,13 @@ import urllib3
 from shepherd_ha import __version__
 from shepherd_ha.model.resources import RESOURCES, Resource, lookup
 
-from .errors import (ApiError, NoReplicaReachable, OutcomeUnknown, WatchExpired,
-                     error_from_response)
+from .errors import ApiError, OutcomeUnknown, WatchExpired, error_from_response
+from .failover import Failover, _is_read_timeout, _never_sent, describe_failure
 
 log = logging.getLogger(__name__)
 
 WRITE_METHODS = frozenset(("POST", "PUT", "PATCH", "DELETE"))
 MERGE_PATCH = "application/merge-patch+json"
-BACKOFF_START = 0.05
-BACKOFF_MAX = 0.5
 
 # Failures of the transport: the replica is dead, unreachable, or died mid-answer.
 _REQUEST_FAILURES = (requests.exceptions.ConnectionError, requests.exceptions.Timeout,
@@ -81,113 +81,6 @@ def _object_rv(obj):
     if isinstance(obj, dict):
         return _rv((obj.get("metadata") or {}).get("resourceVersion"))
     return None
-
-
-def _exception_chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        nxt = getattr(exc, "reason", None)
-        if nxt is None and exc.args and isinstance(exc.args[0], BaseException):
-            nxt = exc.args[0]
-        if nxt is None or not isinstance(nxt, BaseException):
-            nxt = exc.__cause__ or exc.__context__
-        exc = nxt
-    return seen
-
-
-def _never_sent(exc):
-    """True when the request certainly did not reach the server."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    return any(isinstance(e, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError))
-               for e in _exception_chain(exc))
-
-
-def _is_read_timeout(exc):
-    return any(isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError))
-               for e in _exception_chain(exc))
-
-
-def describe_failure(exc):
-    """A short human description of a transport failure."""
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return "connect timed out"
-    if isinstance(exc, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
-        return "read timed out"
-    text = " ".join(str(e) for e in _exception_chain(exc))
-    low = text.lower()
-    if "refused" in low or "errno 111" in low or "errno 61" in low:
-        return "connection refused"
-    if "timed out" in low:
-        return "timed out"
-    if "name or service not known" in low or "nodename nor servname" in low \
-            or "getaddrinfo" in low or "name resolution" in low:
-        return "name resolution failed"
-    if "no route to host" in low or "unreachable" in low:
-        return "no route to host"
-    if "reset" in low or "aborted" in low or "remotedisconnected" in low \
-            or "closed" in low or "incomplete" in low or "broken" in low:
-        return "connection closed by the server"
-    return "connection failed (%s)" % type(exc).__name__
-
-
-def _summarize(failures):
-    reasons = []
-    for reason in failures.values():
-        if reason not in reasons:
-            reasons.append(reason)
-    return ", ".join(reasons) or "no answer"
-
-
-class _Failover:
-    """Replica rotation and backoff for one logical call."""
-
-    def __init__(self, client, deadline_seconds=None):
-        self.client = client
-        self.n = len(client.servers)
-        self.idx = client._preferred % self.n
-        self.deadline_seconds = client.retry_deadline if deadline_seconds is None else deadline_seconds
-        self.reset()
-
-    def reset(self):
-        self.deadline = time.monotonic() + self.deadline_seconds
-        self.delay = BACKOFF_START
-        self.failures = {}
-        self.tried = set()
-        self.last_503 = None
-
-    @property
-    def server(self):
-        return self.client.servers[self.idx]
-
-    def remaining(self):
-        return self.deadline - time.monotonic()
-
-    def answered(self):
-        self.client._preferred = self.idx
-        self.client.last_server = self.server
-
-    def rotate(self):
-        """Move to the next replica without counting a failure."""
-        self.idx = (self.idx + 1) % self.n
-
-    def failed(self, reason, error_503=None):
-        """Record a failure of the current replica; sleep and move to the
-        next one, or raise when the deadline has passed (every replica having
-        been tried at least once)."""
-        self.failures[self.server] = reason
-        self.tried.add(self.idx)
-        if error_503 is not None:
-            self.last_503 = error_503
-        log.debug("replica %s failed: %s", self.server, reason)
-        if len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline:
-            if self.last_503 is not None:
-                raise self.last_503
-            raise NoReplicaReachable(self.client.servers, _summarize(self.failures))
-        time.sleep(self.delay)
-        self.delay = min(self.delay * 2, BACKOFF_MAX)
-        self.idx = (self.idx + 1) % self.n
 
 
 class Client:
@@ -289,7 +182,7 @@ class Client:
         unsafe = is_write and not idempotent_write
         read_timeout = self.timeout if timeout is None else timeout
 
-        fo = _Failover(self)
+        fo = Failover(self)
         while True:
             try:
                 resp = self._http().request(
@@ -308,6 +201,11 @@ class Client:
                 if unsafe and err.outcome != "not-applied":
                     raise err
                 fo.failed("503 %s" % err.message, err)
+                continue
+            if resp.status_code == 429:     # refused before any work: safe to send again
+                err = error_from_response(resp)
+                resp.close()
+                fo.throttled(err)
                 continue
             fo.answered()
             if resp.status_code >= 400:
@@ -464,7 +362,7 @@ class Client:
             params["timeoutSeconds"] = str(int(timeout_seconds))
         read_timeout = float(read_timeout or self.watch_read_timeout)
 
-        fo = _Failover(self)
+        fo = Failover(self)
         while True:
             if stop is not None and stop.is_set():
                 return
@@ -487,6 +385,9 @@ class Client:
                 if resp.status_code == 503:
                     err = error_from_response(resp)
                     fo.failed("503 %s" % err.message, err)
+                    continue
+                if resp.status_code == 429:
+                    fo.throttled(error_from_response(resp))
                     continue
                 if resp.status_code >= 400:
                     fo.answered()

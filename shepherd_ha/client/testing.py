@@ -1,7 +1,7 @@
 """An in-memory fake of the Shepherd HA HTTP API, for unit tests.
 
 It mimics docs/api.md closely enough to test clients (sheepctl, the node
-agent): objects in a dict, revisions, 404/409/410/415/503 answers,
+agent): objects in a dict, revisions, 404/409/410/415/429/503 answers,
 Idempotency-Key replay, merge patch, the status and scale subresources, and
 newline-delimited JSON watches with bookmarks.  It is NOT the real server: no
 Raft, no validation beyond a name.
@@ -254,15 +254,15 @@ class FakeApiServer:
     # -- fault injection ----------------------------------------------------
 
     def fail_next(self, count=1, code=503, outcome="not-applied", apply=False, methods=None,
-                  message=None, reason=None):
+                  message=None, reason=None, retry_after="1"):
         """The next `count` requests (of `methods`, default any) fail with
         `code`.  apply=True applies the write first, then answers 503 with
         Shepherd-Outcome: unknown (a write that committed but whose answer was
-        lost)."""
+        lost).  A 503 or 429 carries `Retry-After: retry_after` (None: none)."""
         for _ in range(count):
             self.faults.append({"code": code, "outcome": "unknown" if apply else outcome,
                                 "apply": apply, "methods": methods, "message": message,
-                                "reason": reason})
+                                "reason": reason, "retry_after": retry_after})
 
     def expire_watches(self):
         """Running watch streams get an ERROR 410 event (snapshot installed)
@@ -307,9 +307,11 @@ class FakeApiServer:
         fault = self._take_fault(req.method)
         if fault and not fault["apply"]:
             code = fault["code"]
-            reason = fault["reason"] or {503: "ServiceUnavailable", 500: "InternalError",
-                                         409: "Conflict", 422: "Invalid"}.get(code, "Unknown")
-            headers = {"Retry-After": "1", "Shepherd-Outcome": fault["outcome"]} if code == 503 else {}
+            reason = fault["reason"] or {503: "ServiceUnavailable", 500: "InternalError", 409: "Conflict",
+                                         422: "Invalid", 429: "TooManyRequests"}.get(code, "Unknown")
+            headers = {"Shepherd-Outcome": fault["outcome"]} if code in (503, 429) else {}
+            if code in (503, 429) and fault["retry_after"] is not None:
+                headers["Retry-After"] = fault["retry_after"]
             return self._respond(code, status(code, reason, fault["message"] or "no leader"),
                                  headers)
         resp = self._dispatch("/" + path, req, raw)
@@ -369,8 +371,8 @@ class FakeApiServer:
         parts = [p for p in path.split("/") if p]
         if parts[:2] == ["api", "v1"]:
             api_version, rest = "v1", parts[2:]
-        elif parts[:3] == ["apis", "apps", "v1"]:
-            api_version, rest = "apps/v1", parts[3:]
+        elif parts[:1] == ["apis"] and len(parts) >= 3:
+            api_version, rest = "/".join(parts[1:3]), parts[3:]
         else:
             return None
         ns = None

@@ -111,8 +111,12 @@ class Replica:
             "reachable": True,
         }
 
+    def tick_gaps(self):
+        """The Raft tick's gaps: window maximum, histogram buckets, sum (store/tick_gaps.py)."""
+        return self.node.tick_gaps.snapshot()
+
     def _tick_gap(self):
-        gaps = self.node.tick_gaps.snapshot()
+        gaps = self.tick_gaps()
         return {"maxSeconds": round(gaps["maxSeconds"], 4), "windowSeconds": gaps["windowSeconds"],
                 "longestSeconds": round(gaps["longestSeconds"], 4), "ticks": gaps["count"]}
 

@@ -366,7 +366,7 @@ def node_with_usage(name, cpu=12.5, used=1024 * 2 ** 20, available=3072 * 2 ** 2
                        "usage": {"cpuPercent": cpu, "memoryUsedBytes": used, "memoryAvailableBytes": available,
                                  "diskUsedBytes": 25 * 2 ** 30, "diskTotalBytes": 100 * 2 ** 30,
                                  "load1": 0.5, "load5": 0.25, "load15": 0.125, "containers": 3,
-                                 "timestamp": sampled or ago(seconds=20)}}}
+                                 "timestamp": sampled or ago(minutes=20, seconds=20)}}}
 
 
 def running(name, node_name, phase="Running"):
@@ -389,8 +389,8 @@ def test_top_nodes_table(fake_api, store, capsys):
     assert rc == 0
     assert cells(out) == [
         ["NAME", "CPU%", "MEMORY(bytes)", "MEMORY%", "DISK%", "LOAD", "PODS", "CONTAINERS", "AGE"],
-        ["n1", "12%", "1024Mi", "25%", "25%", "0.50", "1", "3", "20s"],
-        ["n2", "80%", "3072Mi", "75%", "25%", "0.50", "2", "3", "20s"],
+        ["n1", "12%", "1024Mi", "25%", "25%", "0.50", "1", "3", "20m"],
+        ["n2", "80%", "3072Mi", "75%", "25%", "0.50", "2", "3", "20m"],
         ["n3", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "0", "<unknown>", "<unknown>"]]
     assert "node n3: metrics not available yet" in err
     rc, out, _ = run_ctl(fake_api, capsys, "top", "nodes", "--sort-by", "cpu")

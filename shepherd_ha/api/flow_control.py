@@ -1,0 +1,338 @@
+"""Admission control: a bound on the requests a replica works on at once, by priority.
+
+In the spirit of Kubernetes' API Priority and Fairness (much smaller): every request
+but /healthz and /readyz needs a seat at its priority level before its handler runs,
+and keeps it until its response is in the server's hands (api/app.py).
+
+  system    node leases, Node objects and their status written by agents, agents'
+            watches (and their pod lists by node), health, metrics and replica status
+  workload  everything else: ordinary reads and writes
+  bulk      lists of large collections (pods, events, leases, ...) without a label or
+            field selector, and watches that start with such a list
+
+Each level owns a share of --max-requests-inflight seats and a FIFO queue as long as
+its seats. A request that finds every seat taken waits in the queue for at most
+--request-queue-wait seconds; a full queue or a wait that runs out is a 429 with
+`Retry-After`. Levels do not lend seats, so a burst of 30,000-pod lists waits (or is
+refused) in `bulk` while lease renewals still find free `system` seats.
+
+Long-running requests (watches, followed pod logs) hold their seat only while they
+start (the watch's initial list), like Kubernetes after a watch's init, but they hold
+a server thread for their whole life: they also take a slot of one of two pools,
+agents' watches (3/4 of --max-watches) and everyone else's (1/4), refused at once
+with 429 when full.
+
+Seats only help if a request reaches this code: waitress must have a thread for every
+seat, every queued request and every long-running slot, plus spares for the exempt
+paths and for answering 429s (threads_needed), or requests would wait in waitress's
+own queue, unclassified.
+
+The module is plain Python (no Flask) so it can be tested alone; app.py wires it in.
+"""
+import collections
+import dataclasses
+import math
+import threading
+import time
+
+from shepherd_ha.options import ConfigError
+
+SYSTEM, WORKLOAD, BULK = "system", "workload", "bulk"
+LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 47 / 1 seats). Bulk
+# stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
+# than one after the other, and each one more slows everything else down, the Raft
+# tick included (docs/benchmarks.md, flow control).
+SHARES = {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
+SYSTEM_WATCH_SHARE = 0.75
+RETRY_AFTER = {SYSTEM: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
+SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers
+GROUP_NODES = "system:nodes"
+
+EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
+# The cluster view is not here: it waits on the other replicas (0.5 s each when one is
+# down), and what it asks them for (/shepherd/v1/replica) is.
+SYSTEM_PATHS = frozenset(("/metrics", "/version", "/shepherd/v1/replica"))
+LARGE_COLLECTIONS = frozenset(("pods", "events", "leases", "nodes", "endpoints", "controllerrevisions"))
+LEASE_NAMESPACE = "kube-node-lease"
+_DESCRIPTIONS = {
+    SYSTEM: "node leases, node status and agents' watches",
+    WORKLOAD: "ordinary reads and writes",
+    BULK: "lists of large collections without a label or field selector",
+    LONG_RUNNING_SYSTEM: "agents' watches",
+    LONG_RUNNING_OTHER: "watches and followed logs of people and tools",
+}
+_ADVICE = {
+    SYSTEM: "retry after %d s or use another replica",
+    WORKLOAD: "retry after %d s or use another replica",
+    BULK: "retry after %d s, narrow the list with a label or field selector, or use another replica",
+    LONG_RUNNING_SYSTEM: "retry after %d s or use another replica",
+    LONG_RUNNING_OTHER: "close watches you no longer need, retry after %d s, or use another replica",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Classification:
+    level: str                      # priority level of the seat; None: exempt, no seat at all
+    long_running: str = None        # the long-running pool it also needs, or None
+
+
+class Rejected(Exception):
+    """No seat (or slot): answer 429 with this message and Retry-After."""
+
+    def __init__(self, level, reason, message, retry_after):
+        super().__init__(message)
+        self.level, self.reason, self.message, self.retry_after = level, reason, message, retry_after
+
+
+class Level:
+    """`seats` requests at once; up to `queue_length` more wait for a seat, oldest first."""
+
+    def __init__(self, name, seats, queue_length):
+        self.name, self.seats, self.queue_length = name, seats, queue_length
+        self.in_flight = 0
+        self.dispatched = 0
+        self.rejected = collections.Counter()    # reason -> count
+        self.wait_seconds = 0.0                   # total time admitted requests queued
+        self._waiting = collections.deque()       # one Event per queued request
+        self._lock = threading.Lock()
+
+    @property
+    def queued(self):
+        return len(self._waiting)
+
+    def acquire(self, timeout):
+        """Take a seat, waiting up to `timeout` s in the queue; (True, None) or (False, reason)."""
+        with self._lock:
+            if self.in_flight < self.seats and not self._waiting:
+                self.in_flight += 1
+                self.dispatched += 1
+                return True, None
+            if len(self._waiting) >= self.queue_length or timeout <= 0:
+                # a pool without a queue is simply at its limit
+                reason = "queue-full" if self.queue_length else "concurrency-limit"
+                self.rejected[reason] += 1
+                return False, reason
+            granted = threading.Event()
+            self._waiting.append(granted)
+        start = time.monotonic()
+        granted.wait(timeout)
+        with self._lock:
+            # release() hands a seat over by setting the event under this lock, so the
+            # event, read here under it, says for sure whether this request got one.
+            if not granted.is_set():
+                self._waiting.remove(granted)
+                self.rejected["time-out"] += 1
+                return False, "time-out"
+            self.dispatched += 1
+            self.wait_seconds += time.monotonic() - start
+            return True, None
+
+    def release(self):
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()    # the seat passes on: in_flight is unchanged
+            else:
+                self.in_flight -= 1
+
+    def snapshot(self):
+        with self._lock:
+            return {"seats": self.seats, "queueLength": self.queue_length, "inFlight": self.in_flight,
+                    "queued": len(self._waiting), "dispatched": self.dispatched,
+                    "rejected": dict(self.rejected), "waitSeconds": self.wait_seconds}
+
+
+class Ticket:
+    """What an admitted request holds: its seat until the handler returns, and its
+    long-running slot (if any) until its response is closed. Each releases once."""
+
+    def __init__(self, seat, slot):
+        self._seat, self._slot = seat, slot
+        self._lock = threading.Lock()
+
+    def _take(self, name):
+        with self._lock:
+            level = getattr(self, name)
+            setattr(self, name, None)
+        if level is not None:
+            level.release()
+
+    def release_seat(self):
+        self._take("_seat")
+
+    def release_slot(self):
+        self._take("_slot")
+
+    def release(self):
+        self.release_seat()
+        self.release_slot()
+
+
+def seats_by_level(max_inflight, shares=None):
+    """Each level's seats: its share of the limit, rounded up, at least one."""
+    shares = shares or SHARES
+    total = sum(shares.values())
+    return {name: max(1, math.ceil(max_inflight * share / total)) for name, share in shares.items()}
+
+
+# Defaults of the server options --max-requests-inflight, --max-watches, --request-queue-wait.
+MAX_INFLIGHT = 64
+MAX_WATCHES = 256
+QUEUE_WAIT = 1.0
+
+
+class FlowControl:
+    """max_inflight: seats over all levels (0: no limit); max_watches: long-running
+    requests at once (0: no limit); queue_wait: seconds a request may wait for a seat."""
+
+    def __init__(self, max_inflight=MAX_INFLIGHT, max_watches=MAX_WATCHES, queue_wait=QUEUE_WAIT, replica_id=None,
+                 shares=None):
+        self.max_inflight, self.max_watches, self.queue_wait = max_inflight, max_watches, queue_wait
+        self.where = " on replica %s" % replica_id if replica_id else ""
+        self.levels = {}
+        if max_inflight > 0:
+            for name, seats in seats_by_level(max_inflight, shares).items():
+                self.levels[name] = Level(name, seats, seats)
+        self.pools = {}
+        if max_watches > 0:
+            system = max(1, int(max_watches * SYSTEM_WATCH_SHARE))
+            self.pools[LONG_RUNNING_SYSTEM] = Level(LONG_RUNNING_SYSTEM, system, 0)
+            self.pools[LONG_RUNNING_OTHER] = Level(LONG_RUNNING_OTHER, max(1, max_watches - system), 0)
+
+    @classmethod
+    def from_values(cls, values, replica_id=None):
+        """From resolved server options; ConfigError names a bad one."""
+        for key in ("max_requests_inflight", "max_watches", "request_queue_wait"):
+            if values[key] < 0:
+                raise ConfigError("--%s must be 0 or more (0: %s)" % (key.replace("_", "-"),
+                                  "no wait" if key == "request_queue_wait" else "no limit"))
+        return cls(values["max_requests_inflight"], values["max_watches"], values["request_queue_wait"], replica_id)
+
+    def threads_needed(self):
+        """Server threads that let every seat, queued request and long-running slot
+        have one, or None when a limit is off (nothing bounds the threads then)."""
+        if not self.levels or not self.pools:
+            return None
+        held = sum(level.seats + level.queue_length for level in self.levels.values())
+        return held + sum(pool.seats for pool in self.pools.values()) + SPARE_THREADS
+
+    def describe(self):
+        seats = ", ".join("%s %d" % (n, l.seats) for n, l in self.levels.items()) or "no limit"
+        watches = ", ".join("%s %d" % (n, p.seats) for n, p in self.pools.items()) or "no limit"
+        return "seats %s (queues as long, %.1f s wait); long-running %s" % (seats, self.queue_wait, watches)
+
+    # ---- classification ----
+
+    def classify(self, method, path, args, groups=None, authenticated=False):
+        """The Classification of one request. args: its query (a mapping); groups: the
+        caller's groups when tokens are on (authenticated=True); without tokens every
+        caller is anonymous and paths alone decide."""
+        if path in EXEMPT_PATHS:
+            return Classification(None)
+        if path in SYSTEM_PATHS:
+            return Classification(SYSTEM)
+        agent = GROUP_NODES in (groups or ()) if authenticated else None   # None: cannot tell
+        resource, namespace, name, sub = _parse(path)
+        watch = method == "GET" and name is None and _true(args.get("watch"))
+        follow = method == "GET" and sub == "log" and _true(args.get("follow"))
+        if watch or follow:
+            by_agent = agent if agent is not None else _agent_shaped(resource, name, args)
+            pool = LONG_RUNNING_SYSTEM if watch and by_agent else LONG_RUNNING_OTHER
+            # A watch without a revision starts with a list of everything it matches.
+            starts_with_list = watch and args.get("resourceVersion") in (None, "", "0")
+            if starts_with_list and _bulk_list(resource, args):
+                return Classification(BULK, pool)
+            return Classification(SYSTEM if watch and by_agent else WORKLOAD, pool)
+        if method == "GET" and name is None and _bulk_list(resource, args):
+            return Classification(BULK)
+        if agent is not False and _liveness(method, resource, namespace, name, args):
+            return Classification(SYSTEM)
+        return Classification(WORKLOAD)
+
+    # ---- admission ----
+
+    def admit(self, classification):
+        """A Ticket, or Rejected. A long-running slot is taken first and never waited
+        for (a watch that cannot start now is better retried than queued)."""
+        if classification.level is None:
+            return Ticket(None, None)
+        slot = self.pools.get(classification.long_running) if classification.long_running else None
+        if slot is not None:
+            ok, reason = slot.acquire(0)
+            if not ok:
+                raise self._rejection(slot, reason)
+        seat = self.levels.get(classification.level)
+        if seat is not None:
+            ok, reason = seat.acquire(self.queue_wait)
+            if not ok:
+                if slot is not None:
+                    slot.release()
+                raise self._rejection(seat, reason)
+        return Ticket(seat, slot)
+
+    def _rejection(self, level, reason):
+        retry = RETRY_AFTER[level.name]
+        if level.name in self.pools:
+            what = "%d of %d long-running requests (%s) are open%s" % (
+                level.seats, level.seats, _DESCRIPTIONS[level.name], self.where)
+            limit = "--max-watches"
+        elif reason == "queue-full":
+            what = "priority level %s (%s) has every seat busy (%d) and a full queue (%d)%s" % (
+                level.name, _DESCRIPTIONS[level.name], level.seats, level.queue_length, self.where)
+            limit = "--max-requests-inflight"
+        else:
+            what = "priority level %s (%s) had no seat free (of %d) within %.1f s%s" % (
+                level.name, _DESCRIPTIONS[level.name], level.seats, self.queue_wait, self.where)
+            limit = "--max-requests-inflight"
+        message = "too many requests: %s; %s (the limit is %s)" % (what, _ADVICE[level.name] % retry, limit)
+        return Rejected(level.name, reason, message, retry)
+
+    def snapshot(self):
+        """{level or pool name: its counters}, for /metrics."""
+        return {name: level.snapshot() for name, level in list(self.levels.items()) + list(self.pools.items())}
+
+
+def _true(value):
+    return value is not None and value.lower() in ("1", "true", "yes")     # as api/bodies.flag
+
+
+def _parse(path):
+    """(resource, namespace, name, subresource) of an object path, Nones where absent."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:2] == ["api", "v1"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 3:
+        rest = parts[3:]
+    else:
+        return None, None, None, None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    rest = rest + [None] * (3 - len(rest))
+    return rest[0], namespace, rest[1], rest[2]
+
+
+def _selected(args):
+    return bool(args.get("labelSelector") or args.get("fieldSelector"))
+
+
+def _bulk_list(resource, args):
+    return resource in LARGE_COLLECTIONS and not _selected(args)
+
+
+def _node_field_selector(args):
+    return (args.get("fieldSelector") or "").replace(" ", "").startswith("spec.nodeName=")
+
+
+def _agent_shaped(resource, name, args):
+    """Without tokens: an agent's pod watch selects the pods of its node."""
+    return resource == "pods" and name is None and _node_field_selector(args)
+
+
+def _liveness(method, resource, namespace, name, args):
+    """What keeps nodes alive: their lease, their Node and its status, the pods of a node."""
+    if resource == "leases" and namespace == LEASE_NAMESPACE:
+        return name is not None or method == "POST"
+    if resource == "nodes" and namespace is None:
+        return name is not None or method == "POST"
+    return resource == "pods" and method == "GET" and name is None and _node_field_selector(args)

@@ -1,0 +1,161 @@
+"""Replica rotation, backoff and Retry-After for one logical call of the client, and
+how transport failures are described (shepherd_ha/client/http_client.py uses them)."""
+import logging
+import time
+
+import requests
+import urllib3
+
+from .errors import NoReplicaReachable
+
+log = logging.getLogger("shepherd_ha.client.http_client")
+
+BACKOFF_START = 0.05
+BACKOFF_MAX = 0.5
+RETRY_AFTER_DEFAULT = 1.0    # a 429 without a usable Retry-After
+RETRY_AFTER_MAX = 10.0       # never wait longer than this on one 429, whatever the server says
+
+
+def _exception_chain(exc):
+    seen = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        nxt = getattr(exc, "reason", None)
+        if nxt is None and exc.args and isinstance(exc.args[0], BaseException):
+            nxt = exc.args[0]
+        if nxt is None or not isinstance(nxt, BaseException):
+            nxt = exc.__cause__ or exc.__context__
+        exc = nxt
+    return seen
+
+
+def _never_sent(exc):
+    """True when the request certainly did not reach the server."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    return any(isinstance(e, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError))
+               for e in _exception_chain(exc))
+
+
+def _is_read_timeout(exc):
+    return any(isinstance(e, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError))
+               for e in _exception_chain(exc))
+
+
+def describe_failure(exc):
+    """A short human description of a transport failure."""
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return "connect timed out"
+    if isinstance(exc, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
+        return "read timed out"
+    text = " ".join(str(e) for e in _exception_chain(exc))
+    low = text.lower()
+    if "refused" in low or "errno 111" in low or "errno 61" in low:
+        return "connection refused"
+    if "timed out" in low:
+        return "timed out"
+    if "name or service not known" in low or "nodename nor servname" in low \
+            or "getaddrinfo" in low or "name resolution" in low:
+        return "name resolution failed"
+    if "no route to host" in low or "unreachable" in low:
+        return "no route to host"
+    if "reset" in low or "aborted" in low or "remotedisconnected" in low \
+            or "closed" in low or "incomplete" in low or "broken" in low:
+        return "connection closed by the server"
+    return "connection failed (%s)" % type(exc).__name__
+
+
+def retry_after_seconds(value):
+    """Seconds to wait from a Retry-After header (whole seconds, as our replicas send;
+    an HTTP date or garbage counts as the default), within [0, RETRY_AFTER_MAX]."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return RETRY_AFTER_DEFAULT
+    if seconds != seconds:       # NaN
+        return RETRY_AFTER_DEFAULT
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+def _summarize(failures):
+    reasons = []
+    for reason in failures.values():
+        if reason not in reasons:
+            reasons.append(reason)
+    return ", ".join(reasons) or "no answer"
+
+
+class Failover:
+    """Replica rotation and backoff for one logical call."""
+
+    def __init__(self, client, deadline_seconds=None):
+        self.client = client
+        self.n = len(client.servers)
+        self.idx = client._preferred % self.n
+        self.deadline_seconds = client.retry_deadline if deadline_seconds is None else deadline_seconds
+        self.reset()
+
+    def reset(self):
+        self.deadline = time.monotonic() + self.deadline_seconds
+        self.delay = BACKOFF_START
+        self.failures = {}
+        self.tried = set()
+        self.last_refusal = None
+        self.busy_until = {}      # replica index -> when its 429's Retry-After ends
+
+    @property
+    def server(self):
+        return self.client.servers[self.idx]
+
+    def remaining(self):
+        return self.deadline - time.monotonic()
+
+    def answered(self):
+        self.client._preferred = self.idx
+        self.client.last_server = self.server
+
+    def rotate(self):
+        """Move to the next replica without counting a failure."""
+        self.idx = (self.idx + 1) % self.n
+
+    def failed(self, reason, error_503=None):
+        """Record a failure of the current replica; sleep and move to the
+        next one, or raise when the deadline has passed (every replica having
+        been tried at least once)."""
+        self.failures[self.server] = reason
+        self.tried.add(self.idx)
+        if error_503 is not None:
+            self.last_refusal = error_503
+        log.debug("replica %s failed: %s", self.server, reason)
+        if len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline:
+            if self.last_refusal is not None:
+                raise self.last_refusal
+            raise NoReplicaReachable(self.client.servers, _summarize(self.failures))
+        time.sleep(self.delay)
+        self.delay = min(self.delay * 2, BACKOFF_MAX)
+        self.idx = (self.idx + 1) % self.n
+
+    def throttled(self, err):
+        """A 429 from the current replica: it is overloaded and was not given the
+        request. Move on to a replica that has not asked us to wait; when all have,
+        wait until the first one's Retry-After ends (bounded), or raise the 429 when
+        that would pass the deadline."""
+        now = time.monotonic()
+        self.busy_until[self.idx] = now + retry_after_seconds(err.retry_after)
+        self.failures[self.server] = "429 %s" % err.message
+        self.tried.add(self.idx)
+        self.last_refusal = err
+        log.debug("replica %s is overloaded (429): %s", self.server, err.message)
+        if now >= self.deadline:
+            raise err
+        for step in range(1, self.n + 1):
+            idx = (self.idx + step) % self.n
+            if self.busy_until.get(idx, 0) <= now:
+                self.idx = idx
+                return
+        idx = min(self.busy_until, key=self.busy_until.get)
+        wait = self.busy_until[idx] - now
+        if now + wait >= self.deadline:
+            raise err
+        time.sleep(wait)
+        self.idx = idx
