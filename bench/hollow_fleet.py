@@ -1,0 +1,221 @@
+"""A kubemark-like hollow fleet: hollow nodes, a kubelet simulator and the NotReady
+tracker, in one process, for bench/bench_scale.py and tests/integration/test_hollow_fleet.py.
+
+    fleet = HollowFleet(urls, nodes=200, count_label=("fleet-run", tag)).start()
+    ... create Deployments whose pods carry that label ...
+    fleet.stats()  -> plain dict: registrations, renewals, pods Running, NotReady, CPU
+    fleet.stop()
+
+One asyncio loop thread carries every node's connection and the status writers
+(hollow_nodes.py, hollow_kubelet.py); the pod watch and the node watch have a thread
+each. FleetProcess runs the same fleet in a child process, so that its CPU is its own
+(measured with psutil on the child) and the benchmark's probes do not share its GIL.
+"""
+import asyncio
+import multiprocessing
+import os
+import sys
+import threading
+import time
+
+import psutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+for _path in (HERE, os.path.dirname(HERE)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+from fleet_checks import ReadinessTracker  # noqa: E402
+from hollow_kubelet import HollowKubelet  # noqa: E402
+from hollow_nodes import NodeFleet  # noqa: E402
+
+
+def _raise_fd_limit():
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def window(samples, since=None, until=None):
+    """The latencies of (time, latency) samples taken between since and until."""
+    return [lat for t, lat in samples if (since is None or t >= since) and (until is None or t <= until)]
+
+
+async def _cancel_all():
+    """Cancel every task of the running loop but this one (the kubelet's workers)."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+class HollowFleet:
+    def __init__(self, urls, nodes, prefix="hollow", lease_interval=5.0, status_interval=30.0,
+                 count_label=None, grace=15.0, kubelet_workers=8, check_node=True, register_timeout=300.0):
+        _raise_fd_limit()
+        self.urls = list(urls)
+        self.register_timeout = register_timeout
+        self.loop = asyncio.new_event_loop()
+        self.nodes = NodeFleet(self.urls, nodes, prefix, lease_interval, status_interval, check_node)
+        self.kubelet = HollowKubelet(self.urls, self.nodes, self.loop, count_label, kubelet_workers)
+        self.readiness = ReadinessTracker(self.urls, self.nodes, grace)
+        self._stop = None
+        self._thread = None
+        self._run_future = None
+        self.native_ids = []
+        self.registered_in = None
+
+    def start(self):
+        """Register every node (returns once done), then run leases, status and the kubelet."""
+        ready = threading.Event()
+
+        def run_loop():
+            self.native_ids.append(threading.get_native_id())
+            asyncio.set_event_loop(self.loop)
+            self._stop = asyncio.Event()
+            ready.set()
+            self.loop.run_forever()
+        self._thread = threading.Thread(target=run_loop, name="hollow-fleet-loop", daemon=True)
+        self._thread.start()
+        ready.wait(10)
+        t0 = time.monotonic()
+        asyncio.run_coroutine_threadsafe(self.nodes.register_all(), self.loop).result(self.register_timeout)
+        self.registered_in = time.monotonic() - t0
+        self.readiness.start()
+        self._run_future = asyncio.run_coroutine_threadsafe(self.nodes.run(self._stop), self.loop)
+        self.kubelet.start()
+        return self
+
+    def stop(self):
+        self.kubelet.stop.set()
+        self.readiness.stop()
+        if self._stop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+            try:
+                self._run_future.result(15)
+            except Exception:  # noqa: BLE001 - stopping anyway
+                pass
+            try:
+                asyncio.run_coroutine_threadsafe(_cancel_all(), self.loop).result(10)
+            except Exception:  # noqa: BLE001 - stopping anyway
+                pass
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(10)
+        if self.kubelet._thread is not None:
+            self.kubelet._thread.join(10)
+
+    def cpu_seconds(self):
+        """CPU time of the fleet's own threads (loop, pod watch, node watch)."""
+        ids = set(self.native_ids) | {self.kubelet.native_id, self.readiness.native_id}
+        try:
+            return sum(t.user_time + t.system_time for t in psutil.Process().threads() if t.id in ids)
+        except psutil.Error:
+            return None
+
+    def stats(self, since=None, until=None):
+        """A plain dict (picklable): counts, and latencies of renewals acknowledged in [since, until]
+        (monotonic times of this process)."""
+        ns, ks = self.nodes.stats, self.kubelet.stats
+        return {"nodes": len(self.nodes.nodes), "registered": ns.registered, "register_failures": ns.register_failures,
+                "registered_in": self.registered_in,
+                "renewals": len(ns.renewals), "renew_failures": ns.renew_failures, "renew_overruns": ns.overruns,
+                "renew_latencies": window(ns.renewals, since, until),
+                "status_posts": ns.status_posts, "status_failures": ns.status_failures, "node_gets": ns.node_gets,
+                "never_renewed": sum(1 for n in self.nodes.nodes if n.renewals == 0),
+                "pods": self.kubelet.count(), "pod_patches": ks.patches, "pod_conflicts": ks.conflicts,
+                "pod_failures": ks.failures, "pod_gave_up": ks.gave_up, "pod_gone": ks.gone,
+                "pod_latencies": list(ks.latencies), "watch_events": ks.watch_events, "relists": ks.relists,
+                "watch_errors": ks.watch_errors, "readiness": self.readiness.result(),
+                "cpu_seconds": self.cpu_seconds(), "now": time.monotonic()}
+
+
+# ---- the same fleet in a child process ----
+
+def _child(conn, kwargs):
+    fleet = None
+    try:
+        fleet = HollowFleet(**kwargs).start()
+        conn.send(("started", fleet.stats()))
+        deadline = time.monotonic() + 24 * 3600
+        while time.monotonic() < deadline:
+            if not conn.poll(1.0):
+                continue
+            what, args = conn.recv()
+            if what == "stop":
+                break
+            conn.send(("stats", fleet.stats(*args)))
+    except Exception as exc:  # noqa: BLE001 - reported to the parent
+        conn.send(("error", "%s: %s" % (type(exc).__name__, exc)))
+    finally:
+        if fleet is not None:
+            fleet.stop()
+        conn.send(("stopped", None))
+
+
+class FleetProcess:
+    """HollowFleet in a child process: start(), stats(since, until), cpu_seconds(), stop().
+    Times passed to stats are the parent's time.monotonic() (CLOCK_MONOTONIC is shared
+    by every process on the machine)."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.proc = None
+        self.conn = None
+        self._lock = threading.Lock()
+
+    def start(self, timeout=600.0):
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_child, args=(child, self.kwargs), name="hollow-fleet", daemon=True)
+        self.proc.start()
+        if not self.conn.poll(timeout):
+            self.stop()
+            raise RuntimeError("the hollow fleet did not register its nodes within %.0fs" % timeout)
+        what, payload = self.conn.recv()
+        if what != "started":
+            self.stop()
+            raise RuntimeError("the hollow fleet failed to start: %s" % payload)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid if self.proc else None
+
+    def stats(self, since=None, until=None, timeout=60.0):
+        with self._lock:
+            self.conn.send(("stats", (since, until)))
+            if not self.conn.poll(timeout):
+                raise RuntimeError("the hollow fleet did not answer within %.0fs" % timeout)
+            what, payload = self.conn.recv()
+        if what != "stats":
+            raise RuntimeError("the hollow fleet failed: %s" % payload)
+        payload["cpu_seconds"] = self.cpu_seconds()     # the whole process, not only its threads
+        return payload
+
+    def cpu_seconds(self):
+        try:
+            t = psutil.Process(self.proc.pid).cpu_times()
+            return t.user + t.system
+        except (psutil.Error, AttributeError):
+            return None
+
+    def rss_mb(self):
+        try:
+            return psutil.Process(self.proc.pid).memory_info().rss / 1e6
+        except (psutil.Error, AttributeError):
+            return None
+
+    def stop(self, timeout=30.0):
+        if self.proc is None:
+            return
+        try:
+            with self._lock:
+                self.conn.send(("stop", None))
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.proc.kill()      # our own child, by its handle
+            self.proc.join(5)
+        self.proc = None
