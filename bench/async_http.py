@@ -5,6 +5,8 @@ thousand of them cost one thread and a few hundred microseconds of CPU per
 request. Only what the Shepherd HA API answers is handled: Content-Length or
 chunked bodies, keep-alive unless the server says `Connection: close`.
 No streaming: watches go through the project's client (shepherd_ha/client).
+Requests on one connection are serialized (a node's lease and status loops share
+it): two coroutines reading one stream would take each other's answers.
 """
 import asyncio
 import json
@@ -27,18 +29,21 @@ class AsyncConnection:
         self.host, self.port = host_port(url)
         self.timeout = timeout
         self._reader = self._writer = None
+        self._lock = None               # created on first use, inside the loop
         self._host_header = ("%s:%d" % (self.host, self.port)).encode()
 
     async def request(self, method, path, body=None, content_type="application/json", headers=None,
                       timeout=None):
         """(status, body bytes). Raises HttpError (connection closed first) on any failure."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
         try:
-            return await asyncio.wait_for(self._exchange(method, path, body, content_type, headers),
+            return await asyncio.wait_for(self._locked(method, path, body, content_type, headers),
                                           timeout or self.timeout)
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                ValueError) as exc:
-            self.close()
-            raise HttpError("%s %s: %s" % (method, path, type(exc).__name__ if not str(exc) else exc)) from None
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - _locked closed the connection if it was in use
+            raise HttpError("%s %s: %s: %s" % (method, path, type(exc).__name__, exc)) from None
 
     async def json(self, method, path, obj=None, content_type="application/json", headers=None, timeout=None):
         """(status, decoded JSON or None)."""
@@ -48,6 +53,14 @@ class AsyncConnection:
             return status, json.loads(data) if data else None
         except ValueError:
             return status, None
+
+    async def _locked(self, *args):
+        async with self._lock:
+            try:
+                return await self._exchange(*args)
+            except BaseException:
+                self.close()        # failed or cut off mid-answer: the stream is out of step
+                raise
 
     async def _exchange(self, method, path, body, content_type, headers):
         if self._writer is None:

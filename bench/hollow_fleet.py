@@ -8,8 +8,14 @@ tracker, in one process, for bench/bench_scale.py and tests/integration/test_hol
 
 One asyncio loop thread carries every node's connection and the status writers
 (hollow_nodes.py, hollow_kubelet.py); the pod watch and the node watch have a thread
-each. FleetProcess runs the same fleet in a child process, so that its CPU is its own
-(measured with psutil on the child) and the benchmark's probes do not share its GIL.
+each. `roles` picks the parts one process runs: "nodes" (registration, leases,
+status, the NotReady tracker) and "kubelet" (the pod watch and status writes).
+
+FleetProcess runs them in two child processes, so that the fleet's CPU is its own
+(psutil on the children), the benchmark's probes do not share its GIL, and a burst
+of pod status writes never delays a lease renewal behind the same GIL: on a starved
+machine, a single-process fleet fell behind on renewals (the lag monitor in
+hollow_nodes.py shows how far), which looked like the control plane's fault.
 """
 import asyncio
 import multiprocessing
@@ -52,9 +58,11 @@ async def _cancel_all():
 
 class HollowFleet:
     def __init__(self, urls, nodes, prefix="hollow", lease_interval=5.0, status_interval=30.0,
-                 count_label=None, grace=15.0, kubelet_workers=8, check_node=True, register_timeout=300.0):
+                 count_label=None, grace=15.0, kubelet_workers=8, check_node=True, register_timeout=300.0,
+                 roles=("nodes", "kubelet")):
         _raise_fd_limit()
         self.urls = list(urls)
+        self.roles = tuple(roles)
         self.register_timeout = register_timeout
         self.loop = asyncio.new_event_loop()
         self.nodes = NodeFleet(self.urls, nodes, prefix, lease_interval, status_interval, check_node)
@@ -79,12 +87,14 @@ class HollowFleet:
         self._thread = threading.Thread(target=run_loop, name="hollow-fleet-loop", daemon=True)
         self._thread.start()
         ready.wait(10)
-        t0 = time.monotonic()
-        asyncio.run_coroutine_threadsafe(self.nodes.register_all(), self.loop).result(self.register_timeout)
-        self.registered_in = time.monotonic() - t0
-        self.readiness.start()
-        self._run_future = asyncio.run_coroutine_threadsafe(self.nodes.run(self._stop), self.loop)
-        self.kubelet.start()
+        if "nodes" in self.roles:
+            t0 = time.monotonic()
+            asyncio.run_coroutine_threadsafe(self.nodes.register_all(), self.loop).result(self.register_timeout)
+            self.registered_in = time.monotonic() - t0
+            self.readiness.start()
+            self._run_future = asyncio.run_coroutine_threadsafe(self.nodes.run(self._stop), self.loop)
+        if "kubelet" in self.roles:
+            self.kubelet.start()
         return self
 
     def stop(self):
@@ -93,7 +103,8 @@ class HollowFleet:
         if self._stop is not None:
             self.loop.call_soon_threadsafe(self._stop.set)
             try:
-                self._run_future.result(15)
+                if self._run_future is not None:
+                    self._run_future.result(15)
             except Exception:  # noqa: BLE001 - stopping anyway
                 pass
             try:
@@ -116,18 +127,26 @@ class HollowFleet:
     def stats(self, since=None, until=None):
         """A plain dict (picklable): counts, and latencies of renewals acknowledged in [since, until]
         (monotonic times of this process)."""
-        ns, ks = self.nodes.stats, self.kubelet.stats
-        return {"nodes": len(self.nodes.nodes), "registered": ns.registered, "register_failures": ns.register_failures,
+        out = {"cpu_seconds": self.cpu_seconds(), "now": time.monotonic()}
+        if "nodes" in self.roles:
+            ns = self.nodes.stats
+            out.update({
+                "nodes": len(self.nodes.nodes), "registered": ns.registered, "register_failures": ns.register_failures,
                 "registered_in": self.registered_in,
                 "renewals": len(ns.renewals), "renew_failures": ns.renew_failures, "renew_overruns": ns.overruns,
                 "renew_latencies": window(ns.renewals, since, until),
                 "status_posts": ns.status_posts, "status_failures": ns.status_failures, "node_gets": ns.node_gets,
                 "never_renewed": sum(1 for n in self.nodes.nodes if n.renewals == 0),
+                "loop_lag_max": ns.loop_lag_max, "loop_lags_over_1s": sum(1 for _, lag in ns.loop_lags if lag > 1),
+                "readiness": self.readiness.result()})
+        if "kubelet" in self.roles:
+            ks = self.kubelet.stats
+            out.update({
                 "pods": self.kubelet.count(), "pod_patches": ks.patches, "pod_conflicts": ks.conflicts,
                 "pod_failures": ks.failures, "pod_gave_up": ks.gave_up, "pod_gone": ks.gone,
                 "pod_latencies": list(ks.latencies), "watch_events": ks.watch_events, "relists": ks.relists,
-                "watch_errors": ks.watch_errors, "readiness": self.readiness.result(),
-                "cpu_seconds": self.cpu_seconds(), "now": time.monotonic()}
+                "watch_errors": ks.watch_errors})
+        return out
 
 
 # ---- the same fleet in a child process ----
@@ -154,68 +173,77 @@ def _child(conn, kwargs):
 
 
 class FleetProcess:
-    """HollowFleet in a child process: start(), stats(since, until), cpu_seconds(), stop().
-    Times passed to stats are the parent's time.monotonic() (CLOCK_MONOTONIC is shared
-    by every process on the machine)."""
+    """HollowFleet in two child processes (nodes; kubelet): start(), stats(since, until),
+    cpu_seconds(), rss_mb(), stop(). Times passed to stats are the parent's
+    time.monotonic() (CLOCK_MONOTONIC is shared by every process on the machine)."""
+
+    ROLES = (("nodes",), ("kubelet",))
 
     def __init__(self, **kwargs):
         self.kwargs = kwargs
-        self.proc = None
-        self.conn = None
+        self.procs = []           # (process, connection)
         self._lock = threading.Lock()
 
     def start(self, timeout=600.0):
         ctx = multiprocessing.get_context("spawn")
-        self.conn, child = ctx.Pipe()
-        self.proc = ctx.Process(target=_child, args=(child, self.kwargs), name="hollow-fleet", daemon=True)
-        self.proc.start()
-        if not self.conn.poll(timeout):
-            self.stop()
-            raise RuntimeError("the hollow fleet did not register its nodes within %.0fs" % timeout)
-        what, payload = self.conn.recv()
-        if what != "started":
-            self.stop()
-            raise RuntimeError("the hollow fleet failed to start: %s" % payload)
+        for roles in self.ROLES:
+            conn, child = ctx.Pipe()
+            proc = ctx.Process(target=_child, args=(child, dict(self.kwargs, roles=roles)),
+                               name="hollow-fleet-" + "-".join(roles), daemon=True)
+            proc.start()
+            self.procs.append((proc, conn))
+            if not conn.poll(timeout):
+                self.stop()
+                raise RuntimeError("the hollow fleet (%s) did not start within %.0fs" % (roles, timeout))
+            what, payload = conn.recv()
+            if what != "started":
+                self.stop()
+                raise RuntimeError("the hollow fleet (%s) failed to start: %s" % (roles, payload))
         return self
 
     @property
-    def pid(self):
-        return self.proc.pid if self.proc else None
+    def pids(self):
+        return [p.pid for p, _ in self.procs]
 
     def stats(self, since=None, until=None, timeout=60.0):
+        out = {}
         with self._lock:
-            self.conn.send(("stats", (since, until)))
-            if not self.conn.poll(timeout):
-                raise RuntimeError("the hollow fleet did not answer within %.0fs" % timeout)
-            what, payload = self.conn.recv()
-        if what != "stats":
-            raise RuntimeError("the hollow fleet failed: %s" % payload)
-        payload["cpu_seconds"] = self.cpu_seconds()     # the whole process, not only its threads
-        return payload
+            for proc, conn in self.procs:
+                conn.send(("stats", (since, until)))
+                if not conn.poll(timeout):
+                    raise RuntimeError("the hollow fleet did not answer within %.0fs" % timeout)
+                what, payload = conn.recv()
+                if what != "stats":
+                    raise RuntimeError("the hollow fleet failed: %s" % payload)
+                out.update(payload)
+        out["cpu_seconds"] = self.cpu_seconds()     # whole processes, not only the fleet's threads
+        return out
+
+    def _each(self, read):
+        total = 0.0
+        for proc, _ in self.procs:
+            try:
+                total += read(psutil.Process(proc.pid))
+            except psutil.Error:
+                return None
+        return total
 
     def cpu_seconds(self):
-        try:
-            t = psutil.Process(self.proc.pid).cpu_times()
-            return t.user + t.system
-        except (psutil.Error, AttributeError):
-            return None
+        return self._each(lambda p: sum(p.cpu_times()[:2]))
 
     def rss_mb(self):
-        try:
-            return psutil.Process(self.proc.pid).memory_info().rss / 1e6
-        except (psutil.Error, AttributeError):
-            return None
+        return self._each(lambda p: p.memory_info().rss / 1e6)
 
     def stop(self, timeout=30.0):
-        if self.proc is None:
-            return
-        try:
-            with self._lock:
-                self.conn.send(("stop", None))
-        except (OSError, ValueError):
-            pass
-        self.proc.join(timeout)
-        if self.proc.is_alive():
-            self.proc.kill()      # our own child, by its handle
-            self.proc.join(5)
-        self.proc = None
+        for proc, conn in self.procs:
+            try:
+                with self._lock:
+                    conn.send(("stop", None))
+            except (OSError, ValueError):
+                pass
+        for proc, _ in self.procs:
+            proc.join(timeout)
+            if proc.is_alive():
+                proc.kill()      # our own child, by its handle
+                proc.join(5)
+        self.procs = []

@@ -46,10 +46,15 @@ class NodeStats:
         self.node_gets = 0
         self.registered = 0
         self.register_failures = 0
+        self.errors = {}             # failure text -> count (connection errors, 503s, ...)
+        self.crashes = 0             # unexpected exceptions in a node's loop (the loop goes on)
+        self.loop_lag_max = 0.0      # seconds the loop woke up late (the fleet's own overload)
+        self.loop_lags = []          # (monotonic time, lag) of wake-ups more than 0.1 s late
 
 
 class HollowNode:
-    __slots__ = ("name", "index", "home", "conns", "last_ack", "acks", "renewals", "ready_since", "address")
+    __slots__ = ("name", "index", "home", "conns", "last_ack", "acks", "sends", "renewals", "ready_since",
+                 "address")
 
     def __init__(self, name, index, home):
         self.name = name
@@ -58,6 +63,7 @@ class HollowNode:
         self.conns = {}                   # url -> AsyncConnection, opened on first use
         self.last_ack = None              # monotonic time of the last acknowledged renewal
         self.acks = collections.deque(maxlen=16)   # wall times of the last acknowledged renewals
+        self.sends = collections.deque(maxlen=16)  # wall times the last renewals were sent
         self.ready_since = rfc3339()
         self.renewals = 0
         self.address = "10.%d.%d.%d" % (200 + index // 65536 % 50, index // 256 % 256, index % 256)
@@ -130,13 +136,20 @@ class NodeFleet:
                                                                 timeout=remaining)
             except HttpError as exc:
                 last = str(exc)
+                self._count_error(last.split(": ", 1)[-1])
                 await asyncio.sleep(0.05)
                 continue
             if status != 503:
                 return status, body
             last = "503 %s" % ((body or {}).get("message") if isinstance(body, dict) else "")
+            self._count_error(last)
             await asyncio.sleep(0.05)
         return None, last
+
+    def _count_error(self, text):
+        text = text[:100]
+        if text in self.stats.errors or len(self.stats.errors) < 50:
+            self.stats.errors[text] = self.stats.errors.get(text, 0) + 1
 
     # ---- registration ----
 
@@ -173,7 +186,8 @@ class NodeFleet:
 
     async def run(self, stop):
         """Every node's lease and status loops until `stop` (an asyncio.Event) is set."""
-        tasks = [asyncio.ensure_future(self._lease_loop(n, stop)) for n in self.nodes]
+        tasks = [asyncio.ensure_future(self._lag_monitor())]
+        tasks += [asyncio.ensure_future(self._lease_loop(n, stop)) for n in self.nodes]
         tasks += [asyncio.ensure_future(self._status_loop(n, stop)) for n in self.nodes]
         await stop.wait()
         for t in tasks:
@@ -183,6 +197,16 @@ class NodeFleet:
             for conn in n.conns.values():
                 conn.close()
 
+    async def _lag_monitor(self, period=0.25):
+        """How late the loop wakes up: a late renewal here is the simulator's fault, not the server's."""
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(period)
+            lag = time.monotonic() - before - period
+            self.stats.loop_lag_max = max(self.stats.loop_lag_max, lag)
+            if lag > 0.1:
+                self.stats.loop_lags.append((time.monotonic(), lag))
+
     @staticmethod
     async def _sleep(stop, seconds):
         await asyncio.sleep(max(0.0, seconds))     # run() cancels the loops when stop is set
@@ -191,24 +215,35 @@ class NodeFleet:
         await self._sleep(stop, random.uniform(0, self.lease_interval))
         path = "%s/%s" % (LEASES, node.name)
         while not stop.is_set():
-            started = time.monotonic()
-            code, _ = await self.call(node, "PATCH", path, {"spec": self.lease_spec(node)}, MERGE_PATCH,
-                                      deadline=started + self.lease_interval)
-            done = time.monotonic()
-            if code == 200:
-                node.last_ack = done
-                node.acks.append(time.time())
-                node.renewals += 1
-                self.stats.renewals.append((done, done - started))
-            else:
-                self.stats.renew_failures += 1
-            if done - started > self.lease_interval:
-                self.stats.overruns += 1
-            if self.check_node and code == 200:
-                await self.call(node, "GET", "%s/%s?resourceVersion=0" % (NODES, node.name),
-                                deadline=started + self.lease_interval)
-                self.stats.node_gets += 1
-            await self._sleep(stop, self.lease_interval - (time.monotonic() - started))
+            try:
+                await self._renew(node, path, stop)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a node never stops renewing over one bad answer
+                self.stats.crashes += 1
+                self._count_error("crash: %s: %s" % (type(exc).__name__, exc))
+                await asyncio.sleep(0.5)
+
+    async def _renew(self, node, path, stop):
+        started = time.monotonic()
+        node.sends.append(time.time())
+        code, _ = await self.call(node, "PATCH", path, {"spec": self.lease_spec(node)}, MERGE_PATCH,
+                                  deadline=started + self.lease_interval)
+        done = time.monotonic()
+        if code == 200:
+            node.last_ack = done
+            node.acks.append(time.time())
+            node.renewals += 1
+            self.stats.renewals.append((done, done - started))
+        else:
+            self.stats.renew_failures += 1
+        if done - started > self.lease_interval:
+            self.stats.overruns += 1
+        if self.check_node and code == 200:
+            await self.call(node, "GET", "%s/%s?resourceVersion=0" % (NODES, node.name),
+                            deadline=started + self.lease_interval)
+            self.stats.node_gets += 1
+        await self._sleep(stop, self.lease_interval - (time.monotonic() - started))
 
     async def _status_loop(self, node, stop):
         await self._sleep(stop, random.uniform(0, self.status_interval))
