@@ -292,6 +292,10 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
         % (final["renewals"], final["renew_failures"], final["renew_overruns"], args.lease_interval,
            final["status_posts"], final["status_failures"], final["pod_patches"], final["pod_conflicts"],
            final["pod_failures"], final["pod_gave_up"], final["watch_events"], final["relists"]))
+    if final["errors"] or final["crashes"]:
+        say("  fleet request failures (retried on the next replica): %s; node loop crashes %d" % (
+            "; ".join("%s x%d" % kv for kv in sorted(final["errors"].items(), key=lambda kv: -kv[1])[:6]),
+            final["crashes"]))
     say("  fleet's own CPU (its 2 processes): %.2f cores until converged, %.2f cores in steady state; RSS %s MB; "
         "its loop woke up at most %.2f s late (%d times over 1 s)" % (fleet_cpu[0], fleet_cpu[1],
                                                                       _num(fleet_rss, "%.0f"), final["loop_lag_max"],

@@ -58,7 +58,7 @@ async def _cancel_all():
 
 class HollowFleet:
     def __init__(self, urls, nodes, prefix="hollow", lease_interval=5.0, status_interval=30.0,
-                 count_label=None, grace=15.0, kubelet_workers=8, check_node=True, register_timeout=300.0,
+                 count_label=None, grace=15.0, check_node=True, register_timeout=300.0,
                  roles=("nodes", "kubelet")):
         _raise_fd_limit()
         self.urls = list(urls)
@@ -66,7 +66,7 @@ class HollowFleet:
         self.register_timeout = register_timeout
         self.loop = asyncio.new_event_loop()
         self.nodes = NodeFleet(self.urls, nodes, prefix, lease_interval, status_interval, check_node)
-        self.kubelet = HollowKubelet(self.urls, self.nodes, self.loop, count_label, kubelet_workers)
+        self.kubelet = HollowKubelet(self.urls, self.nodes, self.loop, count_label)
         self.readiness = ReadinessTracker(self.urls, self.nodes, grace)
         self._stop = None
         self._thread = None
@@ -137,7 +137,7 @@ class HollowFleet:
                 "renew_latencies": window(ns.renewals, since, until),
                 "status_posts": ns.status_posts, "status_failures": ns.status_failures, "node_gets": ns.node_gets,
                 "never_renewed": sum(1 for n in self.nodes.nodes if n.renewals == 0),
-                "loop_lag_max": ns.loop_lag_max, "loop_lags_over_1s": sum(1 for _, lag in ns.loop_lags if lag > 1),
+                "errors": dict(ns.errors), "crashes": ns.crashes, "loop_lag_max": ns.loop_lag_max, "loop_lags_over_1s": sum(1 for _, lag in ns.loop_lags if lag > 1),
                 "readiness": self.readiness.result()})
         if "kubelet" in self.roles:
             ks = self.kubelet.stats

@@ -8,7 +8,9 @@ asyncio loop, where workers write its status as the agent's status writer does
 (agent/status_writer.py): a merge patch of the status subresource built with
 agent/status.py (containers running and ready, podIP, hostIP, startTime, the
 conditions), the pod's resourceVersion as a precondition; a 409 re-reads the pod and
-tries again, a 404 drops it. Each write goes to the replica of the pod's node.
+tries again, a 404 drops it. Like agents, each node has one status writer (its pods'
+writes one after another, on its own connection to the node's replica), so the
+fleet sends as many status writes at once as real agents would, not a pool's worth.
 """
 import asyncio
 import itertools
@@ -42,14 +44,13 @@ class KubeletStats:
 
 
 class HollowKubelet:
-    def __init__(self, urls, fleet, loop, count_label=None, workers_per_replica=8, timeout=10.0):
+    def __init__(self, urls, fleet, loop, count_label=None, timeout=10.0):
         """fleet: a hollow_nodes.NodeFleet (its by_name and home replicas); count_label:
         (key, value) of the pods that count() reports on."""
         self.urls = list(urls)
         self.fleet = fleet
         self.loop = loop
         self.count_label = count_label
-        self.workers_per_replica = workers_per_replica
         self.timeout = timeout
         self.stats = KubeletStats()
         self.stop = threading.Event()
@@ -57,7 +58,7 @@ class HollowKubelet:
         self._pods = {}                      # uid -> (phase, node, counted)
         self._pending = set()                # uids queued or being written (loop thread only)
         self._latest = {}                    # uid -> newest pod seen while pending (loop thread only)
-        self._queues = None
+        self._queues = {}                    # node name -> its writer's queue (loop thread only)
         self._ips = itertools.count(1)
         self._thread = None
         self.native_id = None
@@ -65,10 +66,6 @@ class HollowKubelet:
     # ---- the watch (its own thread) ----
 
     def start(self):
-        self._queues = [asyncio.Queue() for _ in self.urls]
-        for home, _ in enumerate(self.urls):
-            for _ in range(self.workers_per_replica):
-                asyncio.run_coroutine_threadsafe(self._worker(home), self.loop)
         self._thread = threading.Thread(target=self._watch, name="hollow-kubelet-watch", daemon=True)
         self._thread.start()
 
@@ -128,8 +125,12 @@ class HollowKubelet:
             self._latest[uid] = pod      # written with the newest resourceVersion: fewer 409s
             return
         self._pending.add(uid)
-        node = self.fleet.by_name[pod["spec"]["nodeName"]]
-        self._queues[node.home].put_nowait((uid, pod, 0))
+        name = pod["spec"]["nodeName"]
+        queue = self._queues.get(name)
+        if queue is None:      # the node's status writer starts with its first pod
+            queue = self._queues[name] = asyncio.Queue()
+            asyncio.ensure_future(self._worker(self.fleet.by_name[name].home, queue))
+        queue.put_nowait((uid, pod, 0))
 
     def status_for(self, pod):
         node = self.fleet.by_name[pod["spec"]["nodeName"]]
@@ -147,14 +148,13 @@ class HollowKubelet:
         body["metadata"] = {"resourceVersion": pod["metadata"].get("resourceVersion")}
         return body
 
-    async def _worker(self, home):
+    async def _worker(self, home, queue):
         conns = {}
-        queue = self._queues[home]
         while True:
             uid, pod, attempt = await queue.get()
             pod = self._latest.pop(uid, pod)
             try:
-                done = await self._write(home, conns, uid, pod, attempt)
+                done = await self._write(home, queue, conns, uid, pod, attempt)
             except Exception:  # noqa: BLE001 - one bad pod must not stop the worker
                 log.exception("status write of %s failed", uid)
                 done = True
@@ -162,7 +162,7 @@ class HollowKubelet:
                 self._pending.discard(uid)
                 self._latest.pop(uid, None)
 
-    async def _write(self, home, conns, uid, pod, attempt):
+    async def _write(self, home, queue, conns, uid, pod, attempt):
         """True when this pod is finished with (written, gone, or given up)."""
         meta = pod["metadata"]
         path = "/api/v1/namespaces/%s/pods/%s/status" % (meta.get("namespace") or "default", meta["name"])
@@ -204,6 +204,6 @@ class HollowKubelet:
             self.stats.gave_up += 1
             return True
         # Back off without holding this worker: the pod comes back to the queue later.
-        asyncio.get_running_loop().call_later(min(2.0, 0.1 * (attempt + 1)), self._queues[home].put_nowait,
+        asyncio.get_running_loop().call_later(min(2.0, 0.1 * (attempt + 1)), queue.put_nowait,
                                               (uid, pod, attempt + 1))
         return False
