@@ -140,6 +140,9 @@ class NodeFleet:
                 await asyncio.sleep(0.05)
                 continue
             if status != 503:
+                if status >= 300:
+                    self._count_error("%s: HTTP %d %s" % (method, status, (body or {}).get("message", "")
+                                                          if isinstance(body, dict) else ""))
                 return status, body
             last = "503 %s" % ((body or {}).get("message") if isinstance(body, dict) else "")
             self._count_error(last)
