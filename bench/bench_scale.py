@@ -288,10 +288,11 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
     say("  fenced controller writes: %s" % "; ".join(fenced))
     say("  longest Raft tick gap: %s" % "; ".join(gaps))
     say("  fleet: %d renewals (%d failed, %d overran %.0f s), %d status posts (%d failed), %d pod status writes "
-        "(%d conflicts, %d failed, %d given up), %d watch events, %d re-lists"
+        "(%d conflicts, %d failed, %d given up, %d crashed), %d watch events, %d re-lists"
         % (final["renewals"], final["renew_failures"], final["renew_overruns"], args.lease_interval,
            final["status_posts"], final["status_failures"], final["pod_patches"], final["pod_conflicts"],
-           final["pod_failures"], final["pod_gave_up"], final["watch_events"], final["relists"]))
+           final["pod_failures"], final["pod_gave_up"], final["kubelet_crashes"], final["watch_events"],
+           final["relists"]))
     if final["errors"] or final["crashes"]:
         say("  fleet request failures (retried on the next replica): %s; node loop crashes %d" % (
             "; ".join("%s x%d" % kv for kv in sorted(final["errors"].items(), key=lambda kv: -kv[1])[:6]),

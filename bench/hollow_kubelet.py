@@ -40,6 +40,7 @@ class KubeletStats:
         self.watch_events = 0
         self.relists = 0
         self.watch_errors = 0
+        self.crashes = 0             # bugs: a write that raised (the pod is dropped)
         self.latencies = []          # seconds per acknowledged status write
 
 
@@ -156,7 +157,9 @@ class HollowKubelet:
             try:
                 done = await self._write(home, queue, conns, uid, pod, attempt)
             except Exception:  # noqa: BLE001 - one bad pod must not stop the worker
-                log.exception("status write of %s failed", uid)
+                self.stats.crashes += 1
+                if self.stats.crashes <= 3:
+                    log.exception("status write of %s failed", uid)
                 done = True
             if done:
                 self._pending.discard(uid)
@@ -184,6 +187,7 @@ class HollowKubelet:
             return True
         if code == 409:
             self.stats.conflicts += 1
+            gcode = None
             try:
                 gcode, fresh = await conn.request("GET", path.rsplit("/", 1)[0])
                 fresh = json.loads(fresh) if gcode == 200 else None
