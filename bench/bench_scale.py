@@ -339,13 +339,14 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
         say("  %s: %s" % (ident, ", ".join("%s: %d" % kv for kv in log_counts(lc, ident).items())))
     say()
     say("targets (issue 13)")
-    common.target_line("all Running", "%s s" % _num(converged, "%.1f"), "<= 60 s", converged is not None
-                       and converged <= 60)
+    common.target_line("all Running", "%s s" % _num(converged, "%.1f") if converged else "not converged", "<= 60 s",
+                       converged is not None and converged <= 60)
     common.target_line("leader changes", str(terms["elections"]), "0", terms["elections"] == 0)
     common.target_line("nodes falsely NotReady", str(rd["false_not_ready"]), "0", rd["false_not_ready"] == 0)
     for label, values in [(p.label, p.latencies) for p in probes] + [("lease renewal", lat)]:
         p99 = percentile(values, 99)
-        common.target_line("p99 " + label, "%s ms" % ms(p99, 0), "<= 1000 ms", p99 is not None and p99 <= SLO)
+        common.target_line("p99 " + label, "%s ms" % _num(p99 and p99 * 1000, "%.0f"), "<= 1000 ms",
+                           p99 is not None and p99 <= SLO)
     worst = max(peaks.values()) if peaks else None
     common.target_line("memory per replica (peak)", "%s MB" % _num(worst, "%.0f"), "<= 500 MB",
                        worst is not None and worst <= 500)
@@ -356,7 +357,9 @@ def _num(value, fmt="%g"):
 
 
 def _codes(codes):
-    return " ".join("%s:%d" % (k, v) for k, v in sorted(codes.items(), key=lambda kv: str(kv[0])))
+    """'200:489 503:13 timeout/error:6' (None: no answer within 10 s, or the connection failed)."""
+    return " ".join("%s:%d" % ("timeout/error" if k is None else k, v)
+                    for k, v in sorted(codes.items(), key=lambda kv: str(kv[0])))
 
 
 if __name__ == "__main__":
