@@ -83,4 +83,4 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     assert readiness["false_not_ready"] == 0, "nodes marked NotReady while renewing: %s" % summary
     assert final["renewals"] > 0 and final["never_renewed"] == 0, summary
     failures = tick_failures(cluster)
-    assert not failures, "PySyncObj tick failures:\n%s" % "\n".join(failures[:10])
+    assert not failures, "%d PySyncObj tick failures:\n%s" % (len(failures), "\n".join(failures[:10]))
