@@ -4,12 +4,12 @@
 Method:
 1. A fresh local cluster of --replicas replicas (as `shepherd-ha local up --agents 0
    --no-auth` makes one; server options with --server-option key=value).
-2. A hollow fleet in one child process (bench/hollow_fleet.py): --nodes Nodes
+2. A hollow fleet in two child processes (bench/hollow_fleet.py): --nodes Nodes
    registered Ready, each renewing its Lease every --lease-interval s (merge PATCH)
    and posting status every --status-interval s, each node on its own keep-alive
    connection to its home replica (spread over the replicas); a kubelet simulator
    (one watch on all pods, a status PATCH to Running for every pod bound to a hollow
-   node). The fleet's own CPU is measured on its process.
+   node, one writer per node). The fleet's own CPU is measured on its processes.
 3. A Deployment of --list-size pods (the target of the list probe), waited for.
 4. From here on the run is judged: --deployments Deployments totalling --pods pods are
    created at once; the time until every one of their pods is Running is measured.
@@ -164,7 +164,6 @@ def run(bc, args, tag):
     res = ResourceWatch(bc.pids()).start()
     dumps = DumpWatch({i: os.path.join(lc.dir, i, "data") for i in bc.ids()}).start()
     res.mark("start")
-    t_fleet = time.monotonic()
     fleet = FleetProcess(urls=urls, nodes=args.nodes, lease_interval=args.lease_interval,
                          status_interval=args.status_interval, count_label=("fleet-run", tag),
                          grace=float(common_opt(args, "node_grace_period", 15.0))).start()
@@ -211,7 +210,7 @@ def run(bc, args, tag):
     dumps.stop()
     report(bc, args, converged, terms, final, probes, res, dumps,
            fleet_cpu=((cpu_conv - fleet_cpu0) / max(1e-9, t_steady - t0), (cpu_end - cpu_conv) / (t_end - t_steady)),
-           fleet_rss=fleet_rss, t_fleet=t_fleet)
+           fleet_rss=fleet_rss)
 
 
 def common_opt(args, key, default):
@@ -261,7 +260,7 @@ def log_counts(lc, ident):
     return counts
 
 
-def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fleet_rss, t_fleet):
+def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fleet_rss):
     lc = bc.cluster
     say()
     say("results (%d nodes, %d pods in %d Deployments, lease %.0f s, status %.0f s)"
@@ -318,7 +317,8 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
         rows.append((r[0], r[1], r[2], "%.0f" % r[3], "%.0f" % r[4], "%.2f" % c[6] if c else "-", "%.2f" % r[6]))
     table(["replica", "pid", "process", "RSS MB", "peak MB", "cores to converge", "cores steady"], rows)
     peaks = res.replica_peak_mb()
-    say("  peak memory per replica (all its processes): %s" % ", ".join("%s %.0f MB" % kv for kv in sorted(peaks.items())))
+    say("  peak memory per replica (all its processes): %s"
+        % ", ".join("%s %.0f MB" % kv for kv in sorted(peaks.items())))
     say()
     say("store on disk and dumps")
     for ident in bc.ids():
