@@ -1,0 +1,167 @@
+"""What the replicas' processes cost while a benchmark runs: RSS and CPU of every
+process of every replica (the recorded PID and its children, e.g. a store process,
+API workers or a snapshot child), the store's size on disk, and how long each dump
+(snapshot) took, seen from its data directory.
+
+ResourceWatch samples on a thread every `interval` s; mark(name) remembers each
+process's CPU time at a point, so a phase's CPU is the difference of two marks.
+DumpWatch sees PySyncObj write `raft.dump.tmp` and rename it to `raft.dump`: the
+time from first seeing the temporary file to the new dump's mtime (resolution: the
+polling interval) is the dump time.
+"""
+import contextlib
+import os
+import threading
+import time
+
+import psutil
+
+
+def replica_processes(pid):
+    """[psutil.Process] of a replica: its own process and all its descendants."""
+    try:
+        root = psutil.Process(pid)
+        return [root] + root.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def describe(proc):
+    with contextlib.suppress(psutil.Error):
+        cmd = proc.cmdline()
+        if "server" in cmd:
+            return "server"
+        return (" ".join(cmd[-3:]) or proc.name())[:40]
+    return "?"
+
+
+class ResourceWatch:
+    def __init__(self, pids, interval=2.0, max_seconds=6 * 3600):
+        """pids: {replica id: recorded PID}."""
+        self.pids = dict(pids)
+        self.interval = interval
+        self.max_seconds = max_seconds
+        self.stop_event = threading.Event()
+        self.procs = {}            # pid -> (replica, psutil.Process, what)
+        self.peak_rss = {}         # pid -> bytes
+        self.last_rss = {}
+        self.last_cpu = {}         # pid -> cpu seconds at the last sample
+        self.marks = {}            # name -> (monotonic, {pid: cpu seconds})
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def start(self):
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="resource-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self.stop_event.set()
+        if self._thread:
+            self._thread.join(10)
+        self.sample()
+
+    def _run(self):
+        deadline = time.monotonic() + self.max_seconds
+        while not self.stop_event.wait(self.interval) and time.monotonic() < deadline:
+            self.sample()
+
+    def sample(self):
+        with self._lock:
+            for replica, pid in self.pids.items():
+                for proc in replica_processes(pid):
+                    if proc.pid not in self.procs:
+                        self.procs[proc.pid] = (replica, proc, describe(proc))
+            for pid, (_, proc, _) in self.procs.items():
+                with contextlib.suppress(psutil.Error):
+                    rss = proc.memory_info().rss
+                    t = proc.cpu_times()
+                    self.last_rss[pid] = rss
+                    self.peak_rss[pid] = max(rss, self.peak_rss.get(pid, 0))
+                    self.last_cpu[pid] = t.user + t.system
+
+    def mark(self, name):
+        self.sample()
+        with self._lock:
+            self.marks[name] = (time.monotonic(), dict(self.last_cpu))
+
+    def rows(self, since, until):
+        """[(replica, pid, what, RSS MB now, peak RSS MB, CPU s, cores)] between two marks."""
+        t0, cpu0 = self.marks[since]
+        t1, cpu1 = self.marks[until]
+        wall = max(1e-9, t1 - t0)
+        out = []
+        for pid, (replica, _, what) in sorted(self.procs.items(), key=lambda kv: (kv[1][0], kv[0])):
+            used = cpu1.get(pid, self.last_cpu.get(pid, 0.0)) - cpu0.get(pid, 0.0)
+            out.append((replica, pid, what, self.last_rss.get(pid, 0) / 1e6, self.peak_rss.get(pid, 0) / 1e6,
+                        used, used / wall))
+        return out
+
+    def replica_peak_mb(self):
+        """{replica: peak of the sum of its processes' RSS} (sum of per-process peaks: an upper bound)."""
+        out = {}
+        for pid, (replica, _, _) in self.procs.items():
+            out[replica] = out.get(replica, 0.0) + self.peak_rss.get(pid, 0) / 1e6
+        return out
+
+
+def dir_size(path):
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(root, name))
+    return total
+
+
+def data_files(path):
+    """{file name: bytes} in a replica's data dir."""
+    out = {}
+    with contextlib.suppress(OSError):
+        for name in os.listdir(path):
+            with contextlib.suppress(OSError):
+                out[name] = os.path.getsize(os.path.join(path, name))
+    return out
+
+
+class DumpWatch:
+    def __init__(self, data_dirs, interval=0.1, max_seconds=6 * 3600):
+        """data_dirs: {replica id: its data dir}."""
+        self.dirs = dict(data_dirs)
+        self.interval = interval
+        self.max_seconds = max_seconds
+        self.stop_event = threading.Event()
+        self.dumps = []            # (replica, seconds, dump bytes)
+        self._seen_tmp = {}        # replica -> monotonic/wall time the temporary file was first seen
+        self._mtime = {}
+        self._thread = None
+
+    def start(self):
+        for replica, d in self.dirs.items():
+            with contextlib.suppress(OSError):
+                self._mtime[replica] = os.stat(os.path.join(d, "raft.dump")).st_mtime
+        self._thread = threading.Thread(target=self._run, name="dump-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self.stop_event.set()
+        if self._thread:
+            self._thread.join(10)
+
+    def _run(self):
+        deadline = time.monotonic() + self.max_seconds
+        while not self.stop_event.wait(self.interval) and time.monotonic() < deadline:
+            for replica, d in self.dirs.items():
+                if os.path.exists(os.path.join(d, "raft.dump.tmp")):
+                    self._seen_tmp.setdefault(replica, time.time())
+                try:
+                    st = os.stat(os.path.join(d, "raft.dump"))
+                except OSError:
+                    continue
+                if st.st_mtime != self._mtime.get(replica):
+                    self._mtime[replica] = st.st_mtime
+                    began = self._seen_tmp.pop(replica, None)
+                    self.dumps.append((replica, None if began is None else max(0.0, st.st_mtime - began),
+                                       st.st_size))

@@ -1,0 +1,86 @@
+"""A short form of the hollow fleet (bench/bench_scale.py): 200 hollow nodes renewing
+their leases every 5 s and posting status, a kubelet simulator, and 5 Deployments of
+1,000 pods on a real 3-replica cluster.
+
+Behaviour, not timings: every pod reaches Running, no replica's term moves (no
+election, no leader change), no hollow node is marked NotReady while it renews its
+lease, and no replica logs PySyncObj's `failed _onTick` (a tick-thread failure, e.g.
+a chunked transmission of an oversized Raft entry).
+"""
+import os
+import sys
+import time
+import uuid
+
+from .helpers import describe, write_with_retry
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
+if BENCH not in sys.path:
+    sys.path.insert(0, BENCH)
+
+from fleet_checks import ReplicaSampler  # noqa: E402
+from hollow_fleet import FleetProcess  # noqa: E402
+
+NODES = 200
+DEPLOYMENTS, REPLICAS = 5, 1000
+CONVERGE_TIMEOUT = 240.0     # seconds; generous for a noisy 2-core machine (this is not a timing test)
+AFTER = 20.0                 # keep the fleet running past the node grace period (15 s) after convergence
+
+
+def deployment(name, replicas, tag):
+    labels = {"app": name, "fleet-run": tag}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
+                                                           "resources": {"requests": {"cpu": "10m",
+                                                                                      "memory": "16Mi"}}}]}}}}
+
+
+def tick_failures(cluster):
+    found = []
+    for ident in cluster.ids:
+        with open(os.path.join(cluster.lc.dir, ident, "server.log"), errors="replace") as fh:
+            found += ["%s: %s" % (ident, line.strip()) for line in fh if "failed _onTick" in line]
+    return found
+
+
+def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluster):
+    cluster = make_cluster()
+    urls = [cluster.url(i) for i in cluster.ids]
+    tag = uuid.uuid4().hex[:6]
+    sampler = ReplicaSampler(urls).start()
+    # Two child processes (nodes; kubelet): a starved single process fell behind on its own renewals.
+    fleet = FleetProcess(urls=urls, nodes=NODES, prefix="hollow-" + tag, count_label=("fleet-run", tag)).start()
+    try:
+        stats = fleet.stats()
+        assert stats["registered"] == NODES, stats
+        for i in range(DEPLOYMENTS):
+            resp, _ = write_with_retry("POST", urls, "/apis/apps/v1/namespaces/default/deployments",
+                                       deadline_s=30, json=deployment("fleet-%s-%d" % (tag, i), REPLICAS, tag))
+            assert resp.status_code == 201, describe(resp)
+        want = DEPLOYMENTS * REPLICAS
+        deadline = time.monotonic() + CONVERGE_TIMEOUT
+        while time.monotonic() < deadline:
+            pods = fleet.stats()["pods"]
+            if pods["running"] >= want:
+                break
+            time.sleep(1.0)
+        converged = fleet.stats()
+        time.sleep(AFTER)
+        final = fleet.stats()
+    finally:
+        fleet.stop()
+        terms = sampler.stop()
+    readiness = final["readiness"]
+    summary = ("pods at convergence %s, %.0fs later %s; terms %s; readiness %s; fleet: %d renewals, %d failed, "
+               "loop lag max %.1fs" % (converged["pods"], AFTER, final["pods"], terms, readiness, final["renewals"],
+                                       final["renew_failures"], final["loop_lag_max"]))
+    assert converged["pods"]["running"] == want and converged["pods"]["total"] == want, (
+        "not every pod reached Running within %.0fs: %s\n%s" % (CONVERGE_TIMEOUT, summary, cluster.log_tails(15)))
+    assert terms["elections"] == 0 and terms["leader_changes"] == 0, "leader changes under load: %s" % summary
+    assert all(r["leadership_losses"] == 0 for r in terms["per_replica"].values()), summary
+    assert readiness["false_not_ready"] == 0, "nodes marked NotReady while renewing: %s" % summary
+    assert final["renewals"] > 0 and final["never_renewed"] == 0, summary
+    failures = tick_failures(cluster)
+    assert not failures, "%d PySyncObj tick failures:\n%s" % (len(failures), "\n".join(failures[:10]))
