@@ -16,6 +16,7 @@ from shepherd_ha.model.merge_patch import merge_patch
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
+from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
@@ -166,7 +167,7 @@ class ObjectApi:
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
         obj = stamp_new(self._defaulted_valid(target, obj))
-        result = self._submit([{"op": "create", "resource": target.plural, "object": obj}])
+        result = self._submit([commands.create(target.plural, obj)])
         return json_response(result["object"], result["code"])
 
     def replace(self, target):
@@ -260,9 +261,8 @@ class ObjectApi:
                     raise invalid(target, causes)
             precondition = {"resourceVersion": str(client_rv) if client_rv else current["metadata"]["resourceVersion"]}
             try:
-                result = self._submit([{"op": "update", "resource": target.plural, "namespace": target.namespace,
-                                        "name": target.name, "object": new, "subresource": target.sub,
-                                        "precondition": precondition}], attempt)
+                result = self._submit([commands.update(target.plural, target.namespace, target.name, new,
+                                                       precondition, target.sub)], attempt)
             except ApiError as err:
                 if err.reason == "Conflict" and not client_rv and time.monotonic() < deadline:
                     attempt += 1

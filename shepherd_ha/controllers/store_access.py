@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 
+from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.watch_log import WatchLog
@@ -50,7 +51,7 @@ class StoreAccess:
     def write(self, ops, key=None):
         """Submit ops atomically with this controller epoch; returns the FSM result
         (a 413 failure if the write is too big to replicate)."""
-        command = {"type": "write", "key": key or uuid.uuid4().hex, "epoch": self.epoch, "ops": ops}
+        command = commands.write(ops, key or uuid.uuid4().hex, self.epoch)
         try:
             return self._submit(command, self.write_timeout)
         except CommandTooLarge as exc:
@@ -63,8 +64,8 @@ class StoreAccess:
         too big to replicate) does not affect the others."""
         if not writes:
             return []
-        commands = [{"type": "write", "key": uuid.uuid4().hex, "epoch": self.epoch, "ops": ops} for ops in writes]
-        return self._submit_many(commands, self.write_timeout)
+        return self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in writes],
+                                 self.write_timeout)
 
 
 class MemoryStore(StoreAccess):
@@ -75,12 +76,12 @@ class MemoryStore(StoreAccess):
         lock = threading.RLock()
         super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, self._apply_many, [term, replica],
                          clock)
-        self.apply({"type": "claim", "term": term, "replica": replica})
+        self.apply(commands.claim(term, replica))
         for name in namespaces:
-            self.apply({"type": "write", "key": None, "ops": [{"op": "create", "resource": "namespaces", "object": {
+            self.apply(commands.write([commands.create("namespaces", {
                 "apiVersion": "v1", "kind": "Namespace",
                 "metadata": {"name": name, "uid": "ns-" + name, "creationTimestamp": "2026-01-01T00:00:00Z"},
-                "spec": {}, "status": {"phase": "Active"}}}]})
+                "spec": {}, "status": {"phase": "Active"}})]))
 
     def apply(self, command):
         # Appended under the lock: writers on several threads (workers, the scheduler's
@@ -97,9 +98,9 @@ class MemoryStore(StoreAccess):
             raise CommandTooLarge(size, ENTRY_THRESHOLD)
         return self.apply(command)
 
-    def _apply_many(self, commands, timeout):
+    def _apply_many(self, batch, timeout):
         results = []
-        for command in commands:
+        for command in batch:
             try:
                 results.append(self._apply(command, timeout))
             except CommandTooLarge as exc:

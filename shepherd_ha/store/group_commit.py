@@ -34,6 +34,7 @@ import time
 
 from pysyncobj import FAIL_REASON
 
+from .commands import group as group_command
 from .entry_size import ENTRY_THRESHOLD, GROUP_BYTES, CommandTooLarge, command_bytes, too_large_result
 from .raft_node import Unavailable, _NOT_APPLIED
 
@@ -217,7 +218,7 @@ class GroupCommitter:
         if len(batch) == 1:
             command = batch[0].command
         else:
-            command = {"type": "group", "commands": [slot.command for slot in batch]}
+            command = group_command([slot.command for slot in batch])
         self.groups_sent += 1
         self.commands_sent += len(batch)
 
