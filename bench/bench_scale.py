@@ -43,7 +43,7 @@ NS = "default"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/%s/deployments" % NS
 PODS = "/api/v1/namespaces/%s/pods" % NS
 SLO = 1.0            # Kubernetes' API latency SLO (p99, seconds)
-TICK_GAP = r"shepherd_raft_tick_gap\w*"
+TICK_GAP = r"shepherd_raft_tick_gap_max_seconds"
 
 
 def deployment(name, replicas, labels):

@@ -35,6 +35,7 @@ class KubeletStats:
         self.patches = 0
         self.conflicts = 0
         self.failures = 0
+        self.throttled = 0           # 429s: written later, after the Retry-After asked for
         self.gone = 0
         self.gave_up = 0
         self.watch_events = 0
@@ -202,6 +203,16 @@ class HollowKubelet:
                         (fresh.get("metadata") or {}).get("deletionTimestamp"):
                     return True
                 pod = fresh
+        elif code == 429:
+            # Overload, not failure: written again after the Retry-After the server asked
+            # for (as agents wait, client/failover.py); it does not count against the pod.
+            self.stats.throttled += 1
+            try:
+                asked = float(((json.loads(body) or {}).get("details") or {}).get("retryAfterSeconds", 1))
+            except (TypeError, ValueError, AttributeError):
+                asked = 1.0
+            asyncio.get_running_loop().call_later(min(10.0, asked), queue.put_nowait, (uid, pod, attempt))
+            return False
         else:
             self.stats.failures += 1
         if attempt + 1 >= MAX_ATTEMPTS:

@@ -25,6 +25,7 @@ import uuid
 
 from agent.node import AGENT_VERSION, LEASE_NAMESPACE
 from agent.status import rfc3339, rfc3339_micro
+from shepherd_ha.model.node_lease import LEASE_INTERVAL
 
 from async_http import MERGE_PATCH, AsyncConnection, HttpError
 
@@ -70,7 +71,7 @@ class HollowNode:
 
 
 class NodeFleet:
-    def __init__(self, urls, count, prefix="hollow", lease_interval=5.0, status_interval=30.0,
+    def __init__(self, urls, count, prefix="hollow", lease_interval=LEASE_INTERVAL, status_interval=30.0,
                  check_node=True, cpu="4", memory_gib=16, max_pods=110, timeout=10.0):
         self.urls = list(urls)
         self.lease_interval = float(lease_interval)
@@ -126,6 +127,7 @@ class NodeFleet:
         deadline = deadline or time.monotonic() + self.timeout
         headers = {"Idempotency-Key": uuid.uuid4().hex} if method != "GET" else None
         last = "no attempt"
+        throttled = 0
         for attempt in range(3 * len(self.urls)):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -138,6 +140,17 @@ class NodeFleet:
                 last = str(exc)
                 self._count_error(last.split(": ", 1)[-1])
                 await asyncio.sleep(0.05)
+                continue
+            if status == 429:
+                # As the agents' client does (client/failover.py): another replica first; once
+                # every replica refused, wait what they asked for.
+                throttled += 1
+                self._count_error("429 %s" % ((body or {}).get("message", "") if isinstance(body, dict) else ""))
+                if throttled % len(self.urls) == 0:
+                    asked = ((body or {}).get("details") or {}).get("retryAfterSeconds", 1) \
+                        if isinstance(body, dict) else 1
+                    await asyncio.sleep(max(0.0, min(float(asked), deadline - time.monotonic())))
+                last = "429 Too Many Requests"
                 continue
             if status != 503:
                 if status >= 300:

@@ -35,6 +35,7 @@ import math
 import threading
 import time
 
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.options import ConfigError
 
 SYSTEM, WORKLOAD, BULK = "system", "workload", "bulk"
@@ -54,7 +55,6 @@ EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
 # down), and what it asks them for (/shepherd/v1/replica) is.
 SYSTEM_PATHS = frozenset(("/metrics", "/version", "/shepherd/v1/replica"))
 LARGE_COLLECTIONS = frozenset(("pods", "events", "leases", "nodes", "endpoints", "controllerrevisions"))
-LEASE_NAMESPACE = "kube-node-lease"
 _DESCRIPTIONS = {
     SYSTEM: "node leases, node status and agents' watches",
     WORKLOAD: "ordinary reads and writes",

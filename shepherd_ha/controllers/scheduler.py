@@ -39,6 +39,7 @@ with no node at all it reads only its own pods.
 import logging
 import queue
 import threading
+import weakref
 
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
@@ -122,7 +123,11 @@ class Scheduler(Controller):
         self.scorers = list(SCORERS if scorers is None else scorers)
         self.batch_size = batch_size
         self.picker = NodePicker(self.filters, self.scorers, percentage_of_nodes_to_score, min_feasible_nodes)
-        self.index = UsageIndex(store, on_fault=self._left_out_of_index)   # per node: what is bound there
+        # A weak reference: a bound method would make a cycle, and a deposed epoch's scheduler
+        # (with its index of every pod) would wait for a full collection, which the store's
+        # periodic gc.freeze() (store/gc_tuning.py) puts off for good.
+        on_fault = weakref.WeakMethod(self._left_out_of_index)
+        self.index = UsageIndex(store, on_fault=lambda *fault: on_fault()(*fault))   # per node: what is bound there
         self._lock = threading.Lock()
         self.unschedulable = set()    # keys of pods that fit no node at their last attempt
         self.passes = 0               # passes that wrote something (tests and benchmarks read these)
@@ -393,7 +398,7 @@ class Scheduler(Controller):
         """The pass's write was answered: its bindings are in the store or not at all. With
         linger (the outcome is unknown), they keep counting for a while instead."""
         if job.assumed:
-            expiry = self.store.clock() + 2 * getattr(self.store, "write_timeout", 5.0) if linger else None
+            expiry = self.store.clock() + 2 * self.store.write_timeout if linger else None
             with self._lock:
                 for entry in job.assumed:
                     if linger:

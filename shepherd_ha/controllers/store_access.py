@@ -16,12 +16,13 @@ import uuid
 from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.replica import WRITE_TIMEOUT
 from shepherd_ha.store.watch_log import WatchLog
 
 
 class StoreAccess:
     def __init__(self, lock, fsm_of, watch_log, submit, submit_many, epoch, clock=time.monotonic,
-                 write_timeout=5.0):
+                 write_timeout=WRITE_TIMEOUT):
         self._lock = lock
         self._fsm_of = fsm_of            # callable: the FSM object may be replaced by a snapshot
         self.watch_log = watch_log

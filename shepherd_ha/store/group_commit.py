@@ -29,6 +29,7 @@ other writes leave of each group (at least half of it), so a big batch neither
 becomes one huge entry nor makes the API's writes wait behind all of it.
 """
 import collections
+import logging
 import threading
 import time
 
@@ -38,6 +39,8 @@ from .commands import group as group_command
 from .entry_size import ENTRY_THRESHOLD, GROUP_BYTES, CommandTooLarge, command_bytes, too_large_result
 from .raft_node import Unavailable, _NOT_APPLIED
 
+
+log = logging.getLogger(__name__)
 
 LEADERSHIP_LOST = "leadership-lost"     # slot.error of a write abandoned by abandon_in_flight()
 
@@ -110,8 +113,11 @@ class GroupCommitter:
         """Commit independent commands; one result each, in order. They share groups
         with other writes (several entries for a big batch), so each is atomic on its own,
         never all together. A command too big to replicate is not submitted: its result
-        is a 413 failure. Raises Unavailable within `timeout` if some outcome is not known;
-        the commands not sent by then are withdrawn (never applied)."""
+        is a 413 failure. `timeout` bounds the wait for progress, not the whole batch: a
+        big batch takes many groups, and a deadline for all of it would withdraw (and its
+        controller re-create) writes still on their way. Raises Unavailable once no
+        command was answered for `timeout`; the commands not sent by then are withdrawn
+        (never applied)."""
         results = [None] * len(commands)
         pending = []
         for index, command in enumerate(commands):
@@ -120,7 +126,7 @@ class GroupCommitter:
             except CommandTooLarge as exc:
                 results[index] = too_large_result(exc)
         deadline = time.monotonic() + timeout
-        submitted = False
+        submitted = progressed = False
         while pending:
             self._wait_for_leader(deadline, submitted)
             with self._cond:
@@ -128,14 +134,18 @@ class GroupCommitter:
                 self._cond.notify()
             submitted = True
             for _, slot in pending:
+                if not slot.done.is_set():
+                    deadline = max(deadline, time.monotonic() + timeout) if progressed else deadline
+                    progressed = False
                 if not slot.done.wait(max(0.0, deadline - time.monotonic())):
                     self._withdraw(pending)
-                    raise Unavailable("writes not confirmed within %.1fs (no quorum?); some may still apply"
+                    raise Unavailable("no write of the batch confirmed for %.1fs (no quorum?); some may still apply"
                                       % timeout, "unknown")
                 if slot.error == LEADERSHIP_LOST:     # no use sending the rest: withdraw them
                     self._withdraw(pending)
                     raise Unavailable("this replica stopped leading while the writes were in flight; some "
                                       "may still apply", "unknown")
+                progressed = True
             dropped = []
             for index, slot in pending:
                 if slot.error is None:
@@ -166,11 +176,15 @@ class GroupCommitter:
 
     def _flush_loop(self):
         while True:
-            with self._cond:
-                while not ((self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight):
-                    self._cond.wait(0.1)
-                batch, number = self._take_batch_locked()
-            self._send(batch, number)
+            try:
+                with self._cond:
+                    while not ((self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight):
+                        self._cond.wait(0.1)
+                    batch, number = self._take_batch_locked()
+                self._send(batch, number)
+            except Exception:   # never die: every write on this replica would wait out its timeout
+                log.exception("group commit: sending a group failed; its writers were answered, going on")
+                time.sleep(0.1)
 
     def _take_batch_locked(self):
         """The next group: call()'s writes first (up to half the bound while bulk ones wait),
@@ -222,7 +236,7 @@ class GroupCommitter:
         self.groups_sent += 1
         self.commands_sent += len(batch)
 
-        def on_result(result, error):
+        def on_result(result, error, follow=True):
             if error == FAIL_REASON.SUCCESS:
                 results = result["results"] if len(batch) > 1 else [result]
                 for slot, res in zip(batch, results):
@@ -236,14 +250,16 @@ class GroupCommitter:
             with self._cond:
                 self._in_flight.pop(number, None)
                 self._batches.pop(number, None)
-                if (self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight:
+                if follow and (self._queue or self._bulk) and self._live_in_flight() < self._max_in_flight:
                     # Send the next group from here (the Raft tick thread): no hand-off to
                     # the flusher thread, and the leader appends it in this same tick.
                     follow_up = self._take_batch_locked()
+                self._cond.notify()           # the flusher sends what this did not
             if follow_up is not None:
                 self._send(*follow_up)
 
         try:
             self._node.consumer.apply_command(command, callback=on_result)
         except Exception:  # e.g. shutting down: fail the batch, keep the loop alive
-            on_result(None, FAIL_REASON.REQUEST_DENIED)
+            # No follow-up from here: a run of synchronous failures would recurse.
+            on_result(None, FAIL_REASON.REQUEST_DENIED, follow=False)

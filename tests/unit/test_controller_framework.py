@@ -185,3 +185,30 @@ def test_a_write_too_big_to_replicate_fails_alone_with_a_clear_reason():
     with pytest.raises(Retry, match="object too large to replicate: [0-9]+ bytes, limit %d" % ENTRY_THRESHOLD):
         controller.write([{"op": "create", "resource": "pods", "object": huge}])
     assert store.get("pods", "default", "huge") is None
+
+
+def test_every_default_controller_is_freed_by_reference_counting():
+    """A deposed leader's controllers must go when their epoch ends: the store's periodic
+    gc.freeze() (store/gc_tuning.py) means objects in a reference cycle are never collected,
+    so a controller in a cycle would keep its caches (the scheduler's index of every pod)
+    for good, once per lost leadership."""
+    import gc
+    import weakref
+
+    from shepherd_ha.controllers.registry import default_factories
+    from shepherd_ha.controllers.store_access import MemoryStore
+
+    store = MemoryStore()
+    controllers = [c for factory in default_factories() for c in factory(store)]
+    assert {"scheduler", "deployments", "endpoints"} <= {c.name for c in controllers}
+    for controller in controllers:
+        controller.resync()
+        controller.run_until_idle()
+    refs = {c.name: weakref.ref(c) for c in controllers}
+    gc.disable()
+    try:
+        del controller, controllers
+        alive = sorted(name for name, ref in refs.items() if ref() is not None)
+    finally:
+        gc.enable()
+    assert alive == [], "held only by a reference cycle: %s" % alive

@@ -303,3 +303,44 @@ def test_bulk_writes_stop_at_once_when_leadership_is_lost(raft):
     assert isinstance(out["results"], Unavailable) and "stopped leading" in str(out["results"])
     assert time.monotonic() - started < 2
     assert not committer._bulk and len(raft.sent) == 1, "the rest are withdrawn, never sent"
+
+
+def test_a_bulk_batch_that_keeps_progressing_outlives_its_timeout(raft):
+    """The timeout bounds the wait for progress: a batch answered group by group, taking
+    several timeouts in all, completes and nothing is withdrawn."""
+    committer = GroupCommitter(raft, max_group_bytes=1500, stale_after=30)
+    out = {}
+    t = call_many_async(committer, [padded(n) for n in range(6)], out, timeout=0.4)
+    started = time.monotonic()
+    for count in range(1, 7):
+        time.sleep(0.25)                                     # each group answered within the timeout
+        raft.commit(count)
+    t.join(5)
+    assert time.monotonic() - started > 1.0, "the batch as a whole took longer than its timeout"
+    assert out["results"] == [{"echo": n} for n in range(6)]
+
+
+def test_a_run_of_synchronous_raft_failures_neither_recurses_nor_stops_group_commit(raft):
+    """PySyncObj refusing every command at once (shutting down) fails each queued writer;
+    no group is sent from inside the failure (1,500 queued groups would recurse past the
+    interpreter's limit and kill the flusher thread), and once Raft accepts commands
+    again group commit still sends."""
+    committer = GroupCommitter(raft, max_batch=1)
+    refusing = {"on": True}
+    accept = raft.apply_command
+
+    def apply_command(command, callback):
+        if refusing["on"]:
+            raise RuntimeError("shutting down")
+        accept(command, callback)
+
+    raft.apply_command = apply_command
+    with pytest.raises(Unavailable) as info:
+        committer.call_many([{"n": n} for n in range(1500)], 5, retry=False)
+    assert "did not commit 1500 of the commands" in str(info.value)
+    refusing["on"] = False
+    results = {}
+    t = submit_async(committer, 7, results)
+    raft.commit(1)
+    t.join(5)
+    assert results[7] == {"echo": 7}
