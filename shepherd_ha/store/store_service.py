@@ -33,6 +33,7 @@ class StoreService:
         self._state = (False, 0, 0)        # (leading, term, sequence)
         self._pool = concurrent.futures.ThreadPoolExecutor(CALL_THREADS, thread_name_prefix="store-call")
         self._listener = None
+        self._streams = set()              # subscriber connections
         self.subscribers = 0
 
     # ---- leadership, seen on the tick thread ----
@@ -141,6 +142,7 @@ class StoreService:
         watch_log = self.replica.watch_log
         sent_state, resets = None, watch_log.resets
         self.subscribers += 1
+        self._streams.add(conn)
         try:
             while True:
                 state = self._state
@@ -169,6 +171,12 @@ class StoreService:
             log.info("change stream subscriber left: %s", exc)
         finally:
             self.subscribers -= 1
+            self._streams.discard(conn)
+
+    def drop_subscribers(self):
+        """Close every change stream (they reconnect and resume from their revision)."""
+        for conn in list(self._streams):
+            conn.close()
 
     def close(self):
         if self._listener is not None:
