@@ -12,6 +12,7 @@ The same surface as Replica for the API and the ControllerManager:
   the FSM, so a late controller write is refused whatever this worker believes.
 """
 import logging
+import os
 import threading
 import time
 import uuid
@@ -196,7 +197,7 @@ class RemoteReplica:
                       "error": "%s: %s" % (UNREACHABLE, exc)}
         for private in ("ready", "tickGaps", "barriersSent"):
             status.pop(private, None)
-        status.update(id=self.id, api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision,
+        status.update(id=self.id, api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
                       controllers=self.controller_status() if self.controller_status else None)
         return status
 
