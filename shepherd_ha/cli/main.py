@@ -19,9 +19,6 @@ def build_parser():
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
-    given = list(sys.argv[1:] if argv is None else argv)
-    if getattr(args, "command", None) == "server" and "server" in given:
-        server.INVOKED_ARGV = given[given.index("server") + 1:]
     if not getattr(args, "func", None):
         parser.print_help()
         return 2

@@ -24,7 +24,6 @@ from . import supervisor
 
 log = logging.getLogger("shepherd_ha.server")
 
-INVOKED_ARGV = None     # the arguments after "server" (main() sets them): the children run the same
 
 
 def add_parser(subparsers):
@@ -98,17 +97,17 @@ def run(args):
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
-    role = os.environ.get(supervisor.ROLE_ENV)
-    name = {"store": "store", "api": "api-%s" % os.environ.get(supervisor.WORKER_ENV, "0")}.get(role, "server")
-    logging.basicConfig(level=values["log_level"].upper(),
-                        format="%(asctime)s %(levelname)s " + values["id"] + "/" + name + " %(name)s: %(message)s")
+    logging.basicConfig(level=values["log_level"].upper(), format=_log_format(values["id"], "server"))
     logging.getLogger("pysyncobj.syncobj").addFilter(_benign_truncation_filter)
-    if role == "store":
-        return run_store(values, settings, peers, api_url, os.environ[supervisor.SOCKET_ENV])
-    if role == "api":
-        worker = int(os.environ.get(supervisor.WORKER_ENV, "0"))
+
+    def child_main(role, worker, socket_path):
+        if role == "store":
+            _log_as(values["id"], "store")
+            return run_store(values, settings, peers, api_url, socket_path)
+        _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, os.environ[supervisor.SOCKET_ENV])
+                              threads, worker, socket_path)
+
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)
@@ -116,9 +115,19 @@ def run(args):
     log.info("replica %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
              settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    code = supervisor.Supervisor(INVOKED_ARGV or sys.argv[2:], values["api_workers"], settings.data_dir).run()
+    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir).run()
     logging.shutdown()
     return code
+
+
+def _log_format(replica_id, role):
+    return "%(asctime)s %(levelname)s " + replica_id + "/" + role + " %(name)s: %(message)s"
+
+
+def _log_as(replica_id, role):
+    """In a forked child: its role in every line it logs."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(_log_format(replica_id, role)))
 
 
 def _wait_bindable(host, port, timeout=5.0):

@@ -3,9 +3,11 @@
 - the store process (Raft, FSM, journal, group commit; store/store_service.py),
 - N API workers (waitress + Flask over a RemoteReplica; the controllers in worker 0).
 
-Each child runs this same command line with SHEPHERD_HA_ROLE set, so it resolves
-exactly the configuration the supervisor did. Every child asks the kernel to
-SIGKILL it when the supervisor dies (PR_SET_PDEATHSIG): a SIGKILLed server leaves
+Each child is forked from the supervisor once it has imported everything and
+resolved the configuration (no exec): the children share those pages with it
+(copy on write; gc.freeze() first, so the collector does not touch them), which is
+most of an idle replica's memory, and a restart takes no new interpreter. Every
+child asks the kernel to SIGKILL it when the supervisor dies (PR_SET_PDEATHSIG): a SIGKILLed server leaves
 no process holding its ports. A dead API worker is restarted; a dead store process
 is restarted too (it recovers from its journal) while the workers answer /readyz
 503 "store process unreachable". A child that keeps dying (more than
@@ -14,19 +16,19 @@ supervisor (systemd, the test harness) to see. SIGTERM/SIGINT: workers first, th
 the store (a clean PySyncObj stop).
 """
 import ctypes
+import gc
 import logging
 import os
 import signal
 import socket
-import subprocess
 import sys
 import time
+import traceback
 
 from shepherd_ha.store import local_protocol
 
 log = logging.getLogger("shepherd_ha.supervisor")
 
-ROLE_ENV, WORKER_ENV, SOCKET_ENV = "SHEPHERD_HA_ROLE", "SHEPHERD_HA_WORKER", "SHEPHERD_HA_STORE_SOCKET"
 STORE_START_TIMEOUT = 120.0       # the store replays its journal before it opens its socket
 MAX_RESTARTS, RESTART_WINDOW = 5, 60.0
 STOP_TIMEOUT = 10.0
@@ -36,11 +38,39 @@ _prctl = None
 
 
 def _die_with_parent(parent):
-    def hook():
+    if _prctl is not None:
         _prctl(1, signal.SIGKILL, 0, 0, 0)          # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)                             # the supervisor died before prctl
-    return hook
+    if os.getppid() != parent:
+        os._exit(1)                                 # the supervisor died before prctl
+
+
+class Forked:
+    """A forked child, with the part of Popen's interface the supervisor uses."""
+
+    def __init__(self, pid):
+        self.pid, self.returncode = pid, None
+
+    def poll(self):
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout):
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.02)
+        return self.returncode
+
+    def send_signal(self, sig):
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self):
+        self.send_signal(signal.SIGKILL)
 
 
 def socket_path(data_dir):
@@ -61,8 +91,8 @@ class _Child:
 
 
 class Supervisor:
-    def __init__(self, argv, api_workers, data_dir):
-        self.argv = list(argv)
+    def __init__(self, child_main, api_workers, data_dir):
+        self.child_main = child_main      # (role, worker index, socket path) -> exit code, in the child
         self.path = socket_path(data_dir)
         self.store = _Child("store", "store")
         self.workers = [_Child("api-%d" % i, "api", i) for i in range(api_workers)]
@@ -70,15 +100,27 @@ class Supervisor:
 
     def _spawn(self, child):
         global _prctl
-        env = dict(os.environ, **{ROLE_ENV: child.role, SOCKET_ENV: self.path,
-                                  WORKER_ENV: str(child.worker or 0)})
-        preexec = None
-        if sys.platform.startswith("linux"):
-            _prctl = _prctl or ctypes.CDLL(None, use_errno=True).prctl
-            preexec = _die_with_parent(os.getpid())
-        child.proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server"] + self.argv,
-                                      env=env, stdin=subprocess.DEVNULL, preexec_fn=preexec)
-        log.info("started %s (pid %d)", child.name, child.proc.pid)
+        if _prctl is None and sys.platform.startswith("linux"):
+            _prctl = ctypes.CDLL(None, use_errno=True).prctl
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:                      # the child: never returns into the supervisor
+            code = 1
+            try:
+                _die_with_parent(parent)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                code = self.child_main(child.role, child.worker or 0, self.path)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code or 0)
+        child.proc = Forked(pid)
+        log.info("started %s (pid %d)", child.name, pid)
 
     def _store_listening(self):
         try:
@@ -102,6 +144,8 @@ class Supervisor:
     def run(self):
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        gc.collect()
+        gc.freeze()                       # what the children inherit stays shared
         self._spawn(self.store)
         code = self._wait_store()
         if code is not None:
@@ -144,11 +188,9 @@ class Supervisor:
                 proc.send_signal(signal.SIGTERM)
             deadline = time.monotonic() + STOP_TIMEOUT
             for proc in live:
-                try:
-                    proc.wait(max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
+                if proc.wait(max(0.1, deadline - time.monotonic())) is None:
                     proc.kill()
-                    proc.wait()
+                    proc.wait(5.0)
 
 
 def reuse_port_socket(host, port):
