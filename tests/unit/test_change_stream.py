@@ -17,6 +17,7 @@ class FakeReplica:
     def __init__(self, log_size):
         self.store = MemoryStore()
         self.store.watch_log = self.watch_log = WatchLog(log_size)
+        self.watch_log.reset(self.store.fsm.revision)     # as a store process starts: log from its state on
         self.node = self
         self.lock = self.store._lock
         self.committer = self.barrier = self
