@@ -171,7 +171,6 @@ def run_store(values, settings, peers, api_url, socket_path):
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     gc_tuning.configure_process()
     service.start()
     log.info("store serving %s", socket_path)
@@ -189,7 +188,6 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     replica = RemoteReplica(values["id"], socket_path, peers, api_url=api_url,
                             write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
     gc_tuning.configure_process()

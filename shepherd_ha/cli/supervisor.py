@@ -109,7 +109,9 @@ class Supervisor:
             try:
                 _die_with_parent(parent)
                 signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                # A terminal's Ctrl-C reaches the whole group: the supervisor alone handles it
+                # (workers, then the store), or it might restart a child that stopped first.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 code = self.child_main(child.role, child.worker or 0, self.path)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
