@@ -79,9 +79,25 @@ class Connection:
         self._send_lock = threading.Lock()
 
     def send(self, body):
-        data = encode(body)
+        self.send_encoded(encode(body))
+
+    def send_encoded(self, data):
         with self._send_lock:
             self.sock.sendall(data)
+
+    def send_split(self, make, items):
+        """Send make(items) as one frame, or as several over halves of `items` when that
+        frame would pass the cap (many big objects); one item alone must fit."""
+        try:
+            data = encode(make(items))
+        except ProtocolError:
+            if len(items) <= 1:
+                raise
+            half = len(items) // 2
+            self.send_split(make, items[:half])
+            self.send_split(make, items[half:])
+            return
+        self.send_encoded(data)
 
     def recv(self):
         return read_frame(self.sock)
@@ -213,7 +229,12 @@ class Client:
         slot = [threading.Event(), None, conn]
         self._pending[ident] = slot
         try:
-            conn.send({"id": ident, "op": op, "args": args})
+            data = encode({"id": ident, "op": op, "args": args})
+        except ProtocolError:
+            self._pending.pop(ident, None)
+            raise
+        try:
+            conn.send_encoded(data)
         except OSError as exc:
             self._pending.pop(ident, None)
             raise Unavailable("store process unreachable (%s)" % exc, "not-applied")

@@ -58,10 +58,21 @@ class _Committer:
         return result
 
     def call_many(self, commands_, timeout, retry=True):
-        results = self._replica.client.call("submit_many", timeout, commands=commands_, timeout=timeout)
+        results = self._submit_many(commands_, timeout)
         revisions = [r.get("revision") or 0 for r in results if isinstance(r, dict)]
         self._replica.wait_for_revision(max(revisions, default=0), timeout)
         return results
+
+
+    def _submit_many(self, commands_, timeout):
+        """One call, or one per half when the commands together would pass the frame cap."""
+        try:
+            return self._replica.client.call("submit_many", timeout, commands=commands_, timeout=timeout)
+        except lp.ProtocolError:
+            if len(commands_) <= 1:
+                raise
+            half = len(commands_) // 2
+            return self._submit_many(commands_[:half], timeout) + self._submit_many(commands_[half:], timeout)
 
 
 class _BarrierCount:

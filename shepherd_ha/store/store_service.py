@@ -21,7 +21,7 @@ from .watch_log import WatchExpired
 log = logging.getLogger("shepherd_ha.store.service")
 
 CALL_THREADS = 128         # calls blocked on Raft at once (every waitress thread of a worker, and more)
-SNAPSHOT_CHUNK = 2000      # objects per snapshot frame
+SNAPSHOT_CHUNK = 2000      # objects per snapshot frame (fewer when they are big: send_split)
 CHANGES_PER_FRAME = 5000
 
 
@@ -132,8 +132,8 @@ class StoreService:
         conn.send({"kind": "snapshot-begin", "revision": revision})
         for resource, objects in buckets.items():
             for start in range(0, len(objects), SNAPSHOT_CHUNK):
-                conn.send({"kind": "snapshot-chunk", "resource": resource,
-                           "objects": objects[start:start + SNAPSHOT_CHUNK]})
+                conn.send_split(lambda part: {"kind": "snapshot-chunk", "resource": resource, "objects": part},
+                                objects[start:start + SNAPSHOT_CHUNK])
         conn.send({"kind": "snapshot-end", "revision": revision})
         return revision
 
@@ -160,8 +160,8 @@ class StoreService:
                     continue
                 if changes:
                     for start in range(0, len(changes), CHANGES_PER_FRAME):
-                        conn.send({"kind": "changes", "changes": [tuple(c) for c in
-                                                                  changes[start:start + CHANGES_PER_FRAME]]})
+                        conn.send_split(lambda part: {"kind": "changes", "changes": part},
+                                        [tuple(c) for c in changes[start:start + CHANGES_PER_FRAME]])
                     last = changes[-1].revision
                     continue
                 watch_log.wait_beyond(last, 1.0)

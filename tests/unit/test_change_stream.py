@@ -151,3 +151,21 @@ def test_worker_cut_off_from_its_store_stops_leading_and_is_not_ready(served):
     wait_for(lambda: not remote.node.is_leader())
     ready, reason = remote.ready()
     assert not ready and "store process unreachable" in reason
+
+
+def test_big_objects_reach_the_mirror_in_frames_under_the_cap(served, monkeypatch):
+    from shepherd_ha.store import local_protocol
+    fake, service, remote, _ = served
+    monkeypatch.setattr(local_protocol, "MAX_FRAME", 20000)
+    big = []
+    for i in range(6):
+        obj = pod("big%d" % i)
+        obj["metadata"]["annotations"] = {"pad": "b" * 6000}
+        big.append(commands.write([commands.create("pods", obj)], "kb%d" % i, None))
+    fake.call_many(big, 1)                   # one batch in the store's log: more than one frame's worth
+    wait_for(lambda: remote.mirror.revision == fake.revision())
+    assert len(remote.list("pods", consistent=False)[0]) == 6
+    results = remote.committer.call_many([create("many%d" % i) for i in range(40)] +
+                                         [commands.write([commands.create("pods", dict(pod("wide"), data="c" * 15000))],
+                                                         "kw", None)], 2)
+    assert len(results) == 41 and all(r["ok"] for r in results)

@@ -122,3 +122,17 @@ def test_client_of_a_missing_store_raises_unavailable(tmp_path):
     with pytest.raises(Unavailable, match="unreachable") as info:
         client.call("status", 1)
     assert info.value.outcome == "not-applied"
+
+
+def test_a_batch_too_big_for_one_frame_goes_in_several(monkeypatch):
+    monkeypatch.setattr(lp, "MAX_FRAME", 5000)
+    left, right = pair()
+    items = ["z%d" % i + "z" * 1000 for i in range(12)]
+    left.send_split(lambda part: {"kind": "changes", "changes": part}, items)
+    got, frames = [], 0
+    while len(got) < len(items):
+        got += right.recv()["changes"]
+        frames += 1
+    assert got == items and frames > 1
+    with pytest.raises(lp.ProtocolError):
+        left.send_split(lambda part: {"changes": part}, ["w" * 6000])   # one item alone must fit
