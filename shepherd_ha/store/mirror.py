@@ -7,6 +7,8 @@ StoreAccess and the API take to read it. A snapshot replaces it wholesale and
 resets the watch log: watchers get 410 and list again, as after a snapshot install.
 Stored objects are immutable (copy on write in the FSM), so readers may keep them.
 """
+import heapq
+import itertools
 import threading
 
 from .fsm import DELETED, Change
@@ -26,6 +28,10 @@ class Mirror:
         self.synced = False          # True once a first snapshot or stream position is known
         self.watch_log = WatchLog(watch_log_size)
         self._incoming = None        # snapshot being received: (revision, {resource: {...}})
+        # Writers waiting for their revision, each woken alone (not every waiter on every change).
+        self._waiters = []           # heap of (revision, sequence, Event)
+        self._waiters_lock = threading.Lock()
+        self._sequence = itertools.count()
 
     # ---- the FSM's read side ----
 
@@ -72,11 +78,29 @@ class Mirror:
             # Under the lock, as the store appends: watchers see changes in revision order.
             if fresh:
                 self.watch_log.append(fresh)
+        if fresh:
+            self._release()
 
     def replace(self, objects, revision):
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
             self.watch_log.reset(revision)
+        self._release()
+
+    def wait_for(self, revision, timeout):
+        """True once the mirror holds `revision` (within `timeout` s)."""
+        with self._waiters_lock:
+            if self.revision >= revision:
+                return True
+            event = threading.Event()
+            heapq.heappush(self._waiters, (revision, next(self._sequence), event))
+        return event.wait(timeout) or self.revision >= revision
+
+    def _release(self):
+        # The revision moved before this takes the lock; a waiter checks it under the lock.
+        with self._waiters_lock:
+            while self._waiters and self._waiters[0][0] <= self.revision:
+                heapq.heappop(self._waiters)[2].set()
 
     def mark_synced(self):
         self.synced = True

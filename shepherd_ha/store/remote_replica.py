@@ -142,13 +142,7 @@ class RemoteReplica:
         """Block until the mirror holds `revision`; False after `timeout`."""
         if not revision:
             return True
-        deadline = time.monotonic() + timeout
-        while self.mirror.revision < revision:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            self.watch_log.wait_beyond(self.mirror.revision, min(left, 0.5))
-        return True
+        return self.mirror.wait_for(revision, timeout)
 
     # ---- identity ----
 
