@@ -107,11 +107,14 @@ class RemoteReplica:
     # ---- the change stream ----
 
     def _stream_loop(self):
+        resync = False
         while not self._closed:
             conn = None
             try:
                 conn = lp.connect(self.socket_path)
-                conn.send({"op": "subscribe", "args": {"from": self.mirror.revision}})
+                # From a revision before any watch log: the store sends a snapshot first.
+                conn.send({"op": "subscribe", "args": {"from": -1 if resync else self.mirror.revision}})
+                resync = False
                 self.connected = True
                 while True:
                     frame = conn.recv()
@@ -119,9 +122,12 @@ class RemoteReplica:
                         self._set_leading(frame["leader"], frame["term"])
                     else:
                         self.mirror.apply_frame(frame)
-            except (OSError, EOFError, lp.ProtocolError, AttributeError, KeyError, TypeError) as exc:
+            except (OSError, EOFError, lp.ProtocolError) as exc:
                 if self.connected:
                     log.warning("change stream from the store process lost (%s); reconnecting", exc)
+            except Exception:        # a frame this worker cannot apply: start over from a snapshot
+                log.exception("change stream frame not applied; resubscribing from a snapshot")
+                resync = True
             finally:
                 if conn is not None:
                     conn.close()
