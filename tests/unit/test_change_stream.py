@@ -169,3 +169,20 @@ def test_big_objects_reach_the_mirror_in_frames_under_the_cap(served, monkeypatc
                                          [commands.write([commands.create("pods", dict(pod("wide"), data="c" * 15000))],
                                                          "kw", None)], 2)
     assert len(results) == 41 and all(r["ok"] for r in results)
+
+
+def test_a_frame_the_worker_cannot_apply_is_recovered_from_a_snapshot(served):
+    fake, service, remote, _ = served
+    real, failed = remote.mirror.apply_frame, []
+
+    def flaky(frame):
+        if frame.get("kind") == "changes" and not failed:
+            failed.append(frame)
+            raise ValueError("cannot apply")
+        return real(frame)
+    remote.mirror.apply_frame = flaky
+    resets = remote.watch_log.resets
+    fake.call(create("lost-once"), 1)
+    wait_for(lambda: remote.mirror.revision == fake.revision())
+    assert failed and remote.watch_log.resets == resets + 1
+    assert remote.get("pods", "default", "lost-once", consistent=False)[0] is not None
