@@ -445,10 +445,23 @@ def pids_listening(urls):
     try:
         for c in common.psutil.net_connections("tcp"):
             if c.status == "LISTEN" and c.laddr and c.laddr.port in ports and c.pid:
-                found[ports[c.laddr.port]] = c.pid
+                found[ports[c.laddr.port]] = _replica_root(c.pid)
     except common.psutil.Error:
         pass
     return found
+
+
+def _replica_root(pid):
+    """The port belongs to an API worker, forked by its `shepherd-ha server` (same command
+    line): measure from that process, whose tree holds the store process too."""
+    try:
+        proc = common.psutil.Process(pid)
+        parent = proc.parent()
+        while parent is not None and parent.cmdline() == proc.cmdline():
+            proc, parent = parent, parent.parent()
+        return proc.pid
+    except common.psutil.Error:
+        return pid
 
 
 def cpu_text(cpu, labels=None):

@@ -275,8 +275,8 @@ class KeepAlive:
 # ---- CPU and memory ----
 
 class CpuMeter:
-    """CPU seconds used by some processes (children threads included) and by the
-    whole machine between start() and stop()."""
+    """CPU seconds used by some processes (their threads and child processes included)
+    and by the whole machine between start() and stop()."""
 
     def __init__(self, pids):
         self.procs = {}
@@ -290,13 +290,22 @@ class CpuMeter:
     def _busy(times):
         return sum(times) - times.idle - getattr(times, "iowait", 0.0)
 
+    @staticmethod
+    def _tree_seconds(proc):
+        """CPU seconds of a process and its live children (a replica's store process and API workers)."""
+        total = 0.0
+        for one in [proc] + proc.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                t = one.cpu_times()
+                total += t.user + t.system
+        return total
+
     def start(self):
         self.t0 = time.monotonic()
         self.sys0 = psutil.cpu_times()
         for label, proc in self.procs.items():
             with contextlib.suppress(psutil.Error):
-                t = proc.cpu_times()
-                self.before[label] = t.user + t.system
+                self.before[label] = self._tree_seconds(proc)
         return self
 
     def stop(self):
@@ -305,8 +314,7 @@ class CpuMeter:
         per = {}
         for label, proc in self.procs.items():
             with contextlib.suppress(psutil.Error):
-                t = proc.cpu_times()
-                per[label] = (t.user + t.system - self.before.get(label, 0.0)) / wall
+                per[label] = (self._tree_seconds(proc) - self.before.get(label, 0.0)) / wall
         machine_busy = (self._busy(sys1) - self._busy(self.sys0)) / wall   # in cores
         self.result = {"wall": wall, "per_process": per, "machine_cores_busy": machine_busy,
                        "cores": os.cpu_count(),

@@ -61,6 +61,8 @@ SERVER_OPTIONS = (
     Option("write_timeout", float, WRITE_TIMEOUT, "seconds a write or linearizable read may wait for Raft before "
            "503"),
     Option("watch_log_size", int, WatchLog.CAPACITY, "changes kept in memory for watches to resume from"),
+    Option("api_workers", int, 1, "API worker processes sharing the API port (SO_REUSEPORT), each with its own "
+           "copy of the store; the controllers run in the first one"),
     Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: as many as the flow "
            "control limits below need (%d with their defaults)" % FlowControl().threads_needed()),
     Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed for "

@@ -209,10 +209,15 @@ class LocalCluster:
         return {ident: self.start(ident) for ident in self.ids()}
 
     def signal(self, ident, sig):
+        """Send `sig` to a replica; SIGSTOP and SIGCONT freeze and thaw all its processes
+        (its supervisor, store process and API workers: the process group it leads)."""
         pid = self.pid(ident)
         if pid is None:
             return False
-        os.kill(pid, sig)
+        if sig in (signal.SIGSTOP, signal.SIGCONT) and os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+        else:
+            os.kill(pid, sig)
         return True
 
     def kill(self, ident):

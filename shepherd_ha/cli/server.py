@@ -7,8 +7,6 @@ import sys
 import threading
 import time
 
-import waitress
-
 from shepherd_ha import config
 from shepherd_ha.api import auth
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
@@ -18,9 +16,14 @@ from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import gc_tuning
+from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
+from shepherd_ha.store.store_service import StoreService
+
+from . import supervisor
 
 log = logging.getLogger("shepherd_ha.server")
+
 
 
 def add_parser(subparsers):
@@ -89,31 +92,77 @@ def run(args):
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
+        if values["api_workers"] < 1:
+            raise ConfigError("--api-workers must be 1 or more")
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
-    logging.basicConfig(level=values["log_level"].upper(),
-                        format="%(asctime)s %(levelname)s " + values["id"] + " %(name)s: %(message)s")
+    logging.basicConfig(level=values["log_level"].upper(), format=_log_format(values["id"], "server"))
     logging.getLogger("pysyncobj.syncobj").addFilter(_benign_truncation_filter)
-    if not _can_bind(host, port):
+
+    def child_main(role, worker, socket_path):
+        if role == "store":
+            _log_as(values["id"], "store")
+            return run_store(values, settings, peers, api_url, socket_path)
+        _log_as(values["id"], "api-%d" % worker)
+        return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
+                              threads, worker, socket_path)
+
+    if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)
         return 2
-    replica = Replica(values["id"], settings, peers, api_url=api_url,
-                      write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    log.info("replica %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
+             settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
+             ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
+    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir).run()
+    logging.shutdown()
+    return code
+
+
+def _log_format(replica_id, role):
+    return "%(asctime)s %(levelname)s " + replica_id + "/" + role + " %(name)s: %(message)s"
+
+
+def _log_as(replica_id, role):
+    """In a forked child: its role in every line it logs."""
+    for handler in logging.getLogger().handlers:
+        handler.setFormatter(logging.Formatter(_log_format(replica_id, role)))
+
+
+def _wait_bindable(host, port, timeout=5.0):
+    """A SIGKILLed replica's children die with it, a moment after: give the port that moment."""
+    deadline = time.monotonic() + timeout
+    while not _can_bind(host, port):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+def run_store(values, settings, peers, api_url, socket_path):
+    """The store process: Raft + FSM + group commit, served on the local socket."""
+    holder = []
+    replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],
+                      watch_log_size=values["watch_log_size"],
+                      on_leadership=lambda leader: holder and holder[0].leadership_changed(leader))
     try:
         replica.node.wait_bound()
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         replica.close()
         return 2
+    service = StoreService(replica, socket_path)
+    holder.append(service)
+    service.leadership_changed(replica.node.is_leader())
     stopping = threading.Event()
 
     def stop(signum, frame):
         if stopping.is_set():
             return
         stopping.set()
-        log.info("signal %d: stopping replica %s", signum, values["id"])
+        log.info("signal %d: stopping the store", signum)
+        service.close()
         replica.node.syncobj.destroy()
         deadline = time.monotonic() + 5
         while replica.node.syncobj.tick_thread_alive() and time.monotonic() < deadline:
@@ -122,16 +171,39 @@ def run(args):
         os._exit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
     gc_tuning.configure_process()
-    manager = ControllerManager(replica, default_factories(controller_settings))
-    replica._on_leadership = manager.leadership_changed
-    replica.controller_status = manager.status
+    service.start()
+    log.info("store serving %s", socket_path)
+    while True:
+        signal.pause()
+
+
+def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
+                   worker, socket_path):
+    """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
+    import waitress
+
+    def stop(signum, frame):
+        logging.shutdown()
+        os._exit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    replica = RemoteReplica(values["id"], socket_path, peers, api_url=api_url,
+                            write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    gc_tuning.configure_process()
+    if worker == 0:
+        manager = ControllerManager(replica, default_factories(controller_settings))
+        replica._on_leadership = manager.leadership_changed
+        replica.controller_status = manager.status
+    replica.start()
     app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow)
-    log.info("flow control: %s; %d API threads", flow.describe(), threads)
-    if tokens is None:
-        log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
-    log.info("replica %s: Raft %s, API %s, peers %s, data %s", values["id"], settings.self_address, api_url,
-             ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    waitress.serve(app, host=host, port=port, threads=threads, **WAITRESS_OPTIONS)
+    if worker == 0:
+        log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
+        if tokens is None:
+            log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
+    if values["api_workers"] > 1:
+        sock = supervisor.reuse_port_socket(host, port)
+        waitress.serve(app, sockets=[sock], threads=threads, **WAITRESS_OPTIONS)
+    else:
+        waitress.serve(app, host=host, port=port, threads=threads, **WAITRESS_OPTIONS)
     return 0

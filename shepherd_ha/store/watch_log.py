@@ -28,6 +28,7 @@ class WatchLog:
         self._last = 0          # newest revision applied on this replica
         self._base = 0          # changes after this revision are all here (until trimmed)
         self.resets = 0         # bumped when a snapshot replaced the state wholesale
+        self._pokes = 0         # bumped to wake waiters without a change (store process: leadership)
 
     @property
     def last_revision(self):
@@ -70,8 +71,15 @@ class WatchLog:
             out.reverse()
             return out
 
-    def wait_beyond(self, revision, timeout):
-        """Block until a change newer than `revision` exists, a reset happens, or timeout."""
+    def poke(self):
+        """Wake every waiter without a change (the store process: leadership changed)."""
         with self._cond:
-            resets = self.resets
-            self._cond.wait_for(lambda: self._last > revision or self.resets != resets, timeout)
+            self._pokes += 1
+            self._cond.notify_all()
+
+    def wait_beyond(self, revision, timeout):
+        """Block until a change newer than `revision` exists, a reset or poke happens, or timeout."""
+        with self._cond:
+            resets, pokes = self.resets, self._pokes
+            self._cond.wait_for(lambda: self._last > revision or self.resets != resets or self._pokes != pokes,
+                                timeout)

@@ -385,9 +385,8 @@ def test_sigstopped_leader_cannot_apply_its_queued_controller_writes(tmp_path):
         fenced_before = old_state["fencedRejections"]
 
         renewer.skip.add(old_leader)
-        pid = cluster.lc.pid(old_leader)
-        os.kill(pid, signal.SIGSTOP)
-        paused = pid
+        assert cluster.lc.signal(old_leader, signal.SIGSTOP)     # every process of the replica
+        paused = old_leader
         stopped_at = time.monotonic()
 
         def new_leader_active():
@@ -401,7 +400,7 @@ def test_sigstopped_leader_cannot_apply_its_queued_controller_writes(tmp_path):
         new_leader, new_state = wait_for("a new leader with controllers on a newer epoch", new_leader_active, 10)
         elected_after = time.monotonic() - stopped_at
         time.sleep(max(0.0, PAUSE - (time.monotonic() - stopped_at)))
-        os.kill(pid, signal.SIGCONT)
+        cluster.lc.signal(old_leader, signal.SIGCONT)
         paused = None
         resumed_at = time.monotonic()
 
@@ -448,7 +447,7 @@ def test_sigstopped_leader_cannot_apply_its_queued_controller_writes(tmp_path):
         assert "controllers stopping" in tail
     finally:
         if paused is not None:
-            os.kill(paused, signal.SIGCONT)
+            cluster.lc.signal(paused, signal.SIGCONT)
         renewer.stop.set()
         if renewer.is_alive():
             renewer.join(5)

@@ -20,12 +20,19 @@ def _metric(url, name):
     raise AssertionError("%s not in %s/metrics" % (name, url))
 
 
-def _all_threads_stopped(pid):
+def _processes(pid):
+    """The replica's processes: its supervisor and the children (store, API workers)."""
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as fh:
+        return [pid] + [int(p) for p in fh.read().split()]
+
+
+def _all_threads_stopped(pids):
     """SIGSTOP is delivered asynchronously: the stop counts from when every thread is in state T."""
     states = []
-    for task in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/stat" % (pid, task)) as fh:
-            states.append(fh.read().rsplit(")", 1)[1].split()[0])
+    for pid in pids:
+        for task in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/stat" % (pid, task)) as fh:
+                states.append(fh.read().rsplit(")", 1)[1].split()[0])
     return all(state == "T" for state in states)
 
 
@@ -38,16 +45,16 @@ def test_a_stopped_replica_reports_a_tick_gap_as_long_as_the_stop(make_cluster):
     follower = cluster.followers()[0]
     url = cluster.url(follower)
     assert _tick_gap(url)["ticks"] > 0
-    pid = cluster.lc.pid(follower)
-    os.kill(pid, signal.SIGSTOP)
+    pids = _processes(cluster.lc.pid(follower))
+    assert cluster.lc.signal(follower, signal.SIGSTOP)       # every process of the replica
     try:
         deadline = time.monotonic() + 10
-        while not _all_threads_stopped(pid):
+        while not _all_threads_stopped(pids):
             assert time.monotonic() < deadline, "replica %s did not stop" % follower
             time.sleep(0.01)
         time.sleep(STOPPED)
     finally:
-        os.kill(pid, signal.SIGCONT)
+        cluster.lc.signal(follower, signal.SIGCONT)
     deadline = time.monotonic() + 10
     while _tick_gap(url)["longestSeconds"] < STOPPED and time.monotonic() < deadline:
         time.sleep(0.1)

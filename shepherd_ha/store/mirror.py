@@ -1,0 +1,106 @@
+"""An API worker's copy of the store (a watch cache), fed by the store process's
+change stream.
+
+It has the FSM's read side (get, list, count, revision) at a known revision, its
+own WatchLog with the store's revisions (watches are served here), and the lock
+StoreAccess and the API take to read it. A snapshot replaces it wholesale and
+resets the watch log: watchers get 410 and list again, as after a snapshot install.
+Stored objects are immutable (copy on write in the FSM), so readers may keep them.
+"""
+import heapq
+import itertools
+import threading
+
+from .fsm import DELETED, Change
+from .watch_log import WatchLog
+
+
+def _key(obj):
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Mirror:
+    def __init__(self, watch_log_size=WatchLog.CAPACITY):
+        self.lock = threading.RLock()
+        self.objects = {}            # resource -> {(namespace, name): object}
+        self.revision = 0
+        self.synced = False          # True once a first snapshot or stream position is known
+        self.watch_log = WatchLog(watch_log_size)
+        self._incoming = None        # snapshot being received: (revision, {resource: {...}})
+        # Writers waiting for their revision, each woken alone (not every waiter on every change).
+        self._waiters = []           # heap of (revision, sequence, Event)
+        self._waiters_lock = threading.Lock()
+        self._sequence = itertools.count()
+
+    # ---- the FSM's read side ----
+
+    def get(self, resource, namespace, name):
+        return self.objects.get(resource, {}).get((namespace or "", name))
+
+    def list(self, resource, namespace=None):
+        bucket = self.objects.get(resource, {})
+        if namespace is None:
+            return list(bucket.values())
+        return [o for (ns, _), o in bucket.items() if ns == namespace]
+
+    def count(self):
+        return sum(len(b) for b in self.objects.values())
+
+    # ---- fed by the stream ----
+
+    def apply_frame(self, frame):
+        """One change-stream frame (changes or a snapshot part); other kinds are ignored."""
+        kind = frame.get("kind")
+        if kind == "changes":
+            self.apply_changes([Change(*c) for c in frame["changes"]])
+        elif kind == "snapshot-begin":
+            self._incoming = (frame["revision"], {})
+        elif kind == "snapshot-chunk":
+            bucket = self._incoming[1].setdefault(frame["resource"], {})
+            for obj in frame["objects"]:
+                bucket[_key(obj)] = obj
+        elif kind == "snapshot-end":
+            revision, objects = self._incoming
+            self._incoming = None
+            self.replace(objects, revision)
+
+    def apply_changes(self, changes):
+        with self.lock:
+            fresh = [c for c in changes if c.revision > self.revision]
+            for change in fresh:
+                bucket = self.objects.setdefault(change.resource, {})
+                if change.type == DELETED:
+                    bucket.pop(_key(change.previous), None)
+                else:
+                    bucket[_key(change.object)] = change.object
+                self.revision = change.revision
+            # Under the lock, as the store appends: watchers see changes in revision order.
+            if fresh:
+                self.watch_log.append(fresh)
+        if fresh:
+            self._release()
+
+    def replace(self, objects, revision):
+        with self.lock:
+            self.objects, self.revision, self.synced = objects, revision, True
+            self.watch_log.reset(revision)
+        self._release()
+
+    def wait_for(self, revision, timeout):
+        """True once the mirror holds `revision` (within `timeout` s)."""
+        with self._waiters_lock:
+            if self.revision >= revision:
+                return True
+            event = threading.Event()
+            heapq.heappush(self._waiters, (revision, next(self._sequence), event))
+        return event.wait(timeout) or self.revision >= revision
+
+    def _release(self):
+        # The revision moved before this takes the lock; a waiter checks it under the lock.
+        with self._waiters_lock:
+            while self._waiters and self._waiters[0][0] <= self.revision:
+                heapq.heappop(self._waiters)[2].set()
+
+    def mark_synced(self):
+        self.synced = True
