@@ -21,6 +21,7 @@ import json
 from shepherd_ha.model.resources import RESOURCES
 
 from .commands import shape_error
+from .object_reads import ObjectReads
 
 DEFAULT_DEDUP_LIMIT = 50000
 
@@ -56,7 +57,7 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-class StoreFSM:
+class StoreFSM(ObjectReads):
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
         self.objects = {plural: {} for plural in RESOURCES}
         self.revision = 0
@@ -66,19 +67,7 @@ class StoreFSM:
         self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
         self.dedup_limit = dedup_limit
 
-    # ---- reads (callers hold the replica's store lock) ----
-
-    def get(self, resource, namespace, name):
-        return self.objects.get(resource, {}).get(_key(namespace, name))
-
-    def list(self, resource, namespace=None):
-        bucket = self.objects.get(resource, {})
-        if namespace is None:
-            return list(bucket.values())
-        return [o for (ns, _), o in bucket.items() if ns == namespace]
-
-    def count(self):
-        return sum(len(b) for b in self.objects.values())
+    # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
     def digest(self):
         """Hash of the whole state: equal on replicas that applied the same log."""

@@ -12,6 +12,7 @@ import itertools
 import threading
 
 from .fsm import DELETED, Change
+from .object_reads import ObjectReads
 from .watch_log import WatchLog
 
 
@@ -20,7 +21,7 @@ def _key(obj):
     return (meta.get("namespace") or "", meta["name"])
 
 
-class Mirror:
+class Mirror(ObjectReads):
     def __init__(self, watch_log_size=WatchLog.CAPACITY):
         self.lock = threading.RLock()
         self.objects = {}            # resource -> {(namespace, name): object}
@@ -32,20 +33,6 @@ class Mirror:
         self._waiters = []           # heap of (revision, sequence, Event)
         self._waiters_lock = threading.Lock()
         self._sequence = itertools.count()
-
-    # ---- the FSM's read side ----
-
-    def get(self, resource, namespace, name):
-        return self.objects.get(resource, {}).get((namespace or "", name))
-
-    def list(self, resource, namespace=None):
-        bucket = self.objects.get(resource, {})
-        if namespace is None:
-            return list(bucket.values())
-        return [o for (ns, _), o in bucket.items() if ns == namespace]
-
-    def count(self):
-        return sum(len(b) for b in self.objects.values())
 
     # ---- fed by the stream ----
 
