@@ -154,7 +154,7 @@ def run_store(values, settings, peers, api_url, socket_path):
         return 2
     service = StoreService(replica, socket_path)
     holder.append(service)
-    service.leadership_changed(replica.node.is_leader())
+    service.leadership_changed()
     stopping = threading.Event()
 
     def stop(signum, frame):

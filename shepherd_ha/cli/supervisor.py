@@ -152,7 +152,11 @@ class Supervisor:
         code = self._wait_store()
         if code is not None:
             log.error("the store process exited (%d) before it served its socket", code)
+            self._stop_all()              # a store still starting when the wait ran out goes too
             return code or 1
+        if self.stopping:
+            self._stop_all()
+            return 0
         for worker in self.workers:
             self._spawn(worker)
         started = time.monotonic()

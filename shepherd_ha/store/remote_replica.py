@@ -27,6 +27,7 @@ from .watch_log import WatchLog
 log = logging.getLogger("shepherd_ha.store.remote")
 
 RECONNECT_DELAY = 0.2
+STREAM_SILENCE = 5.0       # seconds without a frame (the store pings every second) before reconnecting
 UNREACHABLE = "store process unreachable"
 
 
@@ -54,13 +55,13 @@ class _Committer:
 
     def call(self, command, timeout, retry=True):
         result = self._replica.client.call("submit", timeout, command=command, timeout=timeout)
-        self._replica.wait_for_revision(result.get("revision"), timeout)
+        self._replica.wait_until_visible(result.get("revision") if isinstance(result, dict) else None, timeout)
         return result
 
     def call_many(self, commands_, timeout, retry=True):
         results = self._submit_many(commands_, timeout)
         revisions = [r.get("revision") or 0 for r in results if isinstance(r, dict)]
-        self._replica.wait_for_revision(max(revisions, default=0), timeout)
+        self._replica.wait_until_visible(max(revisions, default=0), timeout)
         return results
 
 
@@ -112,6 +113,9 @@ class RemoteReplica:
             conn = None
             try:
                 conn = lp.connect(self.socket_path)
+                # The store pings every second: a store that stopped without closing the
+                # socket (SIGSTOP, a wedge) is noticed, and this worker stops leading.
+                conn.sock.settimeout(STREAM_SILENCE)
                 # From a revision before any watch log: the store sends a snapshot first.
                 conn.send({"op": "subscribe", "args": {"from": -1 if resync else self.mirror.revision}})
                 resync = False
@@ -143,6 +147,15 @@ class RemoteReplica:
         node.current_term, node.leading = term, leader
         if self._on_leadership is not None:
             self._on_leadership(leader)
+
+    def wait_until_visible(self, revision, timeout):
+        """A write is answered only once this worker's mirror holds it (read-your-writes);
+        Unavailable when the mirror stays behind (a snapshot or a reconnect in progress):
+        the write applied, and a retry with the same Idempotency-Key returns its result."""
+        if not self.wait_for_revision(revision, timeout):
+            raise Unavailable("the write applied (revision %d), but this worker's copy of the store is still "
+                              "at revision %d: retry with the same Idempotency-Key for its result"
+                              % (revision, self.mirror.revision), "unknown")
 
     def wait_for_revision(self, revision, timeout):
         """Block until the mirror holds `revision`; False after `timeout`."""

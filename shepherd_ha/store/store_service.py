@@ -38,9 +38,13 @@ class StoreService:
 
     # ---- leadership, seen on the tick thread ----
 
-    def leadership_changed(self, leader):
-        """Replica's on_leadership hook (tick thread): note and wake the senders; never block."""
+    def leadership_changed(self, leader=None):
+        """Replica's on_leadership hook (tick thread): note and wake the senders; never block.
+        Without `leader` (at start), the role is read under the same lock, so a change the
+        tick thread reports meanwhile is not overwritten by an older reading."""
         with self._state_cond:
+            if leader is None:
+                leader = self.replica.node.is_leader()
             self._state = (bool(leader), self.replica.node.term(), self._state[2] + 1)
             self._state_cond.notify_all()
         self.replica.watch_log.poke()
@@ -65,8 +69,8 @@ class StoreService:
                 return
             while True:
                 request = conn.recv()
-                if not isinstance(request, dict):
-                    raise lp.ProtocolError("a request must be a dict")
+                if not isinstance(request, dict) or not isinstance(request.get("args", {}), dict):
+                    raise lp.ProtocolError("a request is a dict with a dict of args")
                 if request.get("op") == "subscribe":
                     self._stream(conn, int(request.get("args", {}).get("from", 0)))
                     return

@@ -186,3 +186,27 @@ def test_a_frame_the_worker_cannot_apply_is_recovered_from_a_snapshot(served):
     wait_for(lambda: remote.mirror.revision == fake.revision())
     assert failed and remote.watch_log.resets == resets + 1
     assert remote.get("pods", "default", "lost-once", consistent=False)[0] is not None
+
+
+def test_a_write_is_not_answered_ok_while_this_workers_copy_is_behind(tmp_path):
+    """Read-your-writes: when the mirror cannot reach the write's revision in time (its
+    stream is down), the write is a 503 that says it applied and how to get its result,
+    never an 'ok' that a following read at resourceVersion=0 would contradict."""
+    from shepherd_ha.store.raft_node import Unavailable
+    fake = FakeReplica(log_size=5)
+    service = StoreService(fake, str(tmp_path / "run" / "store.sock"))
+    service.start()
+    remote = RemoteReplica("r1", service.path, [], write_timeout=0.5)    # stream never started
+    try:
+        with pytest.raises(Unavailable) as info:
+            remote.write([commands.create("pods", pod("late"))], key="k-late", timeout=0.5)
+        assert info.value.outcome == "unknown"
+        assert "applied" in str(info.value) and "Idempotency-Key" in str(info.value)
+        assert fake.store.get("pods", "default", "late") is not None, "the write itself went through"
+        remote.start()
+        wait_for(lambda: remote.mirror.revision == fake.revision())
+        again = remote.write([commands.create("pods", pod("late"))], key="k-late")
+        assert again["ok"], "the retry with the same key returns the first outcome"
+    finally:
+        remote.close()
+        service.close()
