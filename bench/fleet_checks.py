@@ -22,6 +22,8 @@ import requests
 from agent.status import parse_rfc3339
 from shepherd_ha.client import Client, ClientError, WatchExpired
 
+from periodic import PeriodicSampler
+
 
 def get_json(url, path, timeout=2.0):
     try:
@@ -58,39 +60,24 @@ def metric_like(text, pattern):
     return out
 
 
-class ReplicaSampler:
+class ReplicaSampler(PeriodicSampler):
+    thread_name = "replica-sampler"
+
     def __init__(self, urls, interval=0.5, timeout=2.0, max_seconds=6 * 3600):
+        super().__init__(interval, max_seconds)
         self.urls = list(urls)
-        self.interval = interval
         self.timeout = timeout
-        self.max_seconds = max_seconds
-        self.stop_event = threading.Event()
         self.first, self.last = {}, {}      # url -> replica status
         self.leaders = []                    # (time, replica id, term) each time the leader changed
         self.losses = {u: 0 for u in self.urls}   # leader -> not leader, per replica
         self.samples = 0
         self.misses = 0
-        self._thread = None
-
-    def start(self):
-        self._sample()
-        self._thread = threading.Thread(target=self._run, name="replica-sampler", daemon=True)
-        self._thread.start()
-        return self
 
     def stop(self):
-        self.stop_event.set()
-        if self._thread:
-            self._thread.join(10)
-        self._sample()
+        super().stop()
         return self.result()
 
-    def _run(self):
-        deadline = time.monotonic() + self.max_seconds
-        while not self.stop_event.wait(self.interval) and time.monotonic() < deadline:
-            self._sample()
-
-    def _sample(self):
+    def sample(self):
         for url in self.urls:
             state = get_json(url, "/shepherd/v1/replica", self.timeout)
             self.samples += 1

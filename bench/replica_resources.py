@@ -16,6 +16,8 @@ import time
 
 import psutil
 
+from periodic import PeriodicSampler
+
 
 def replica_processes(pid):
     """[psutil.Process] of a replica: its own process and all its descendants."""
@@ -35,37 +37,19 @@ def describe(proc):
     return "?"
 
 
-class ResourceWatch:
+class ResourceWatch(PeriodicSampler):
+    thread_name = "resource-watch"
+
     def __init__(self, pids, interval=2.0, max_seconds=6 * 3600):
         """pids: {replica id: recorded PID}."""
+        super().__init__(interval, max_seconds)
         self.pids = dict(pids)
-        self.interval = interval
-        self.max_seconds = max_seconds
-        self.stop_event = threading.Event()
         self.procs = {}            # pid -> (replica, psutil.Process, what)
         self.peak_rss = {}         # pid -> bytes
         self.last_rss = {}
         self.last_cpu = {}         # pid -> cpu seconds at the last sample
         self.marks = {}            # name -> (monotonic, {pid: cpu seconds})
         self._lock = threading.Lock()
-        self._thread = None
-
-    def start(self):
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name="resource-watch", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self):
-        self.stop_event.set()
-        if self._thread:
-            self._thread.join(10)
-        self.sample()
-
-    def _run(self):
-        deadline = time.monotonic() + self.max_seconds
-        while not self.stop_event.wait(self.interval) and time.monotonic() < deadline:
-            self.sample()
 
     def sample(self):
         with self._lock:
@@ -125,43 +109,30 @@ def data_files(path):
     return out
 
 
-class DumpWatch:
+class DumpWatch(PeriodicSampler):
+    thread_name = "dump-watch"
+
     def __init__(self, data_dirs, interval=0.1, max_seconds=6 * 3600):
         """data_dirs: {replica id: its data dir}."""
+        super().__init__(interval, max_seconds)
         self.dirs = dict(data_dirs)
-        self.interval = interval
-        self.max_seconds = max_seconds
-        self.stop_event = threading.Event()
         self.dumps = []            # (replica, seconds, dump bytes)
         self._seen_tmp = {}        # replica -> monotonic/wall time the temporary file was first seen
         self._mtime = {}
-        self._thread = None
-
-    def start(self):
-        for replica, d in self.dirs.items():
+        for replica, d in self.dirs.items():     # dumps from before the start do not count
             with contextlib.suppress(OSError):
                 self._mtime[replica] = os.stat(os.path.join(d, "raft.dump")).st_mtime
-        self._thread = threading.Thread(target=self._run, name="dump-watch", daemon=True)
-        self._thread.start()
-        return self
 
-    def stop(self):
-        self.stop_event.set()
-        if self._thread:
-            self._thread.join(10)
-
-    def _run(self):
-        deadline = time.monotonic() + self.max_seconds
-        while not self.stop_event.wait(self.interval) and time.monotonic() < deadline:
-            for replica, d in self.dirs.items():
-                if os.path.exists(os.path.join(d, "raft.dump.tmp")):
-                    self._seen_tmp.setdefault(replica, time.time())
-                try:
-                    st = os.stat(os.path.join(d, "raft.dump"))
-                except OSError:
-                    continue
-                if st.st_mtime != self._mtime.get(replica):
-                    self._mtime[replica] = st.st_mtime
-                    began = self._seen_tmp.pop(replica, None)
-                    self.dumps.append((replica, None if began is None else max(0.0, st.st_mtime - began),
-                                       st.st_size))
+    def sample(self):
+        for replica, d in self.dirs.items():
+            if os.path.exists(os.path.join(d, "raft.dump.tmp")):
+                self._seen_tmp.setdefault(replica, time.time())
+            try:
+                st = os.stat(os.path.join(d, "raft.dump"))
+            except OSError:
+                continue
+            if st.st_mtime != self._mtime.get(replica):
+                self._mtime[replica] = st.st_mtime
+                began = self._seen_tmp.pop(replica, None)
+                self.dumps.append((replica, None if began is None else max(0.0, st.st_mtime - began),
+                                   st.st_size))
