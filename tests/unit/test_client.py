@@ -12,25 +12,7 @@ import requests
 from shepherd_ha.client import (ApiError, Client, NoReplicaReachable, OutcomeUnknown,
                                 WatchExpired, normalize_servers)
 from shepherd_ha.client.errors import error_from_response
-from shepherd_ha.client.testing import FakeApiServer, FakeStore, free_port
-
-
-@pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
-def replicas(store):
-    started = []
-
-    def make(name=None):
-        s = FakeApiServer(store, name or "r%d" % (len(started) + 1)).start()
-        started.append(s)
-        return s
-    yield make
-    for s in started:
-        s.stop()
+from shepherd_ha.client.testing import free_port
 
 
 @pytest.fixture

@@ -10,27 +10,8 @@ from agent.node import LEASE_NAMESPACE, NodeManager
 from agent.runtime.hollow_runtime import HollowRuntime
 from shepherd_ha.client import ApiError, Client
 from shepherd_ha.client.failover import RETRY_AFTER_MAX, retry_after_seconds
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
 
 POD = {"metadata": {"name": "web"}, "spec": {"containers": [{"name": "c", "image": "nginx:1.25"}]}}
-
-
-@pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
-def replicas(store):
-    started = []
-
-    def make():
-        s = FakeApiServer(store, "r%d" % (len(started) + 1)).start()
-        started.append(s)
-        return s
-    yield make
-    for s in started:
-        s.stop()
 
 
 @pytest.mark.parametrize("header,seconds", [("3", 3.0), ("0.25", 0.25), ("0", 0.0), ("-4", 0.0),

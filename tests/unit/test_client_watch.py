@@ -5,25 +5,7 @@ import time
 import pytest
 
 from shepherd_ha.client import Client, NoReplicaReachable, WatchExpired
-from shepherd_ha.client.testing import FakeApiServer, FakeStore, free_port
-
-
-@pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
-def replicas(store):
-    started = []
-
-    def make(**kw):
-        s = FakeApiServer(store, "r%d" % (len(started) + 1), **kw).start()
-        started.append(s)
-        return s
-    yield make
-    for s in started:
-        s.stop()
+from shepherd_ha.client.testing import free_port
 
 
 def pod(name, **labels):
