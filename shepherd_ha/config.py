@@ -78,6 +78,12 @@ SERVER_OPTIONS = (
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 ) + (
+    # ---- the pod network: the FSM gives every node one block (store/pod_cidrs.py) ----
+    Option("cluster_cidr", str, CONTROLLERS["cluster_cidr"], "the pods' addresses, one block per node in "
+           "spec.podCIDR; fixed once the cluster has started (agents take the same --cluster-cidr)"),
+    Option("node_cidr_mask_size", int, CONTROLLERS["node_cidr_mask_size"], "prefix length of each node's block "
+           "of --cluster-cidr"),
+) + (
     # ---- flow control: overload gets 429 + Retry-After, by priority (api/flow_control.py) ----
     Option("max_requests_inflight", int, flow_control.MAX_INFLIGHT, "requests worked on at once, shared by priority levels (system: "
            "leases, node status, agents' watches; workload; bulk: unselected lists of large collections); beyond "

@@ -10,6 +10,8 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
             independent commands sharing one log entry (group commit); one result each
   claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
   barrier  {"type": "barrier", "version": 1}                             read marker
+  network  {"type": "network", "version": 1, "clusterCIDR": str, "nodeCIDRMaskSize": int,
+            "epoch": [term, replica]|None}   the pod network's plan, set once (store/pod_cidrs.py)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
@@ -42,6 +44,12 @@ def claim(term, replica):
 
 def barrier():
     return {"type": "barrier", "version": VERSION}
+
+
+def network(cluster_cidr, node_mask, epoch=None):
+    """Set the cluster CIDR the FSM cuts into one block per node (set once; the same again is a no-op)."""
+    return {"type": "network", "version": VERSION, "clusterCIDR": cluster_cidr, "nodeCIDRMaskSize": node_mask,
+            "epoch": None if epoch is None else list(epoch)}
 
 
 # ---- ops ----
@@ -137,5 +145,15 @@ def _check_claim(command):
     return None
 
 
+def _check_network(command):
+    cidr, mask, epoch = command.get("clusterCIDR"), command.get("nodeCIDRMaskSize"), command.get("epoch")
+    if not isinstance(cidr, str) or not isinstance(mask, int) or isinstance(mask, bool):
+        return "a network command needs a clusterCIDR string and an integer nodeCIDRMaskSize, not %r and %r" \
+            % (cidr, mask)
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a network command's epoch is [term, replica] or None, not %r" % (epoch,)
+    return None
+
+
 _COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
-                   "barrier": lambda command: None}
+                   "barrier": lambda command: None, "network": _check_network}
