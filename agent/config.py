@@ -11,6 +11,7 @@ import socket
 import urllib.parse
 
 from shepherd_ha import options as options_module
+from shepherd_ha.model import network
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
@@ -60,6 +61,11 @@ AGENT_OPTIONS = (
            "volumes from the API (a container start always reads the ConfigMaps)"),
     Option("event_qps", float, 50.0, "Events posted per second at most (bursts of 100; repeats are aggregated "
            "meanwhile); 0 posts none"),
+    Option("pod_network", str, "bridge", "bridge: pods on this node's block of --cluster-cidr (a Docker bridge "
+           "network, routes to the other nodes' blocks, iptables chains; agent/network/); none: Docker's default "
+           "bridge, pod IPs only reachable on this node"),
+    Option("cluster_cidr", str, network.CLUSTER_CIDR, "the pod network of the whole cluster, as the servers' "
+           "--cluster-cidr: traffic leaving it is masqueraded"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -134,6 +140,8 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
+    pod_network: str = "none"
+    cluster_cidr: str = network.CLUSTER_CIDR
 
 
 def settings(values):
@@ -190,6 +198,14 @@ def settings(values):
         if len(token) < 16 or any(c.isspace() for c in token):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
+    pod_network = (values.get("pod_network") or "none").lower()
+    if pod_network not in ("bridge", "none"):
+        raise ConfigError("--pod-network %r: use bridge or none" % values.get("pod_network"))
+    cluster_cidr = values.get("cluster_cidr") or network.CLUSTER_CIDR
+    try:
+        network.parse_plan(cluster_cidr)
+    except network.NetworkError as exc:
+        raise ConfigError("--cluster-cidr: %s" % exc)
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -203,4 +219,4 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token)
+        token=token, pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr)

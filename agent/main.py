@@ -49,11 +49,17 @@ class Agent:
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
+        self.pod_network = None
+        if getattr(s, "pod_network", "none") == "bridge":
+            from .network.pod_network import PodNetwork
+            self.pod_network = PodNetwork(self.client, self.runtime.api, s.node_name, s.cluster_cidr,
+                                          self.stop_event, state_dir=s.state_dir)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
-                               configmap_refresh_interval=s.configmap_refresh_interval, events=events)
+                               configmap_refresh_interval=s.configmap_refresh_interval, events=events,
+                               pod_network=self.pod_network)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                 labels=labels, port=0, cpu_millicores=s.cpu_millicores,
@@ -82,6 +88,8 @@ class Agent:
             log.info("serving container logs on %s:%d", s.bind, port)
         self.node.port = port or 0
         self.node.start()
+        if self.pod_network is not None:
+            self.pod_network.start()
         self.pods.start()
         log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
                  self.runtime.name, s.address, ", ".join(s.servers))
@@ -91,6 +99,8 @@ class Agent:
         self.stop_event.set()
         self.pods.shutdown(timeout)
         self.node.join(timeout)
+        if self.pod_network is not None:
+            self.pod_network.join(timeout)
         if self.log_server is not None:
             try:
                 self.log_server.stop()
@@ -101,6 +111,10 @@ class Agent:
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["network"]:          # shepherd-agent network cleanup ...
+        from .network import cleanup
+        return cleanup.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         values = config.resolve(args)

@@ -98,6 +98,12 @@ class NodeManager:
         return {"type": "Ready", "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": now, "lastTransitionTime": transition or now}
 
+    def _others_conditions(self):
+        """Conditions the control plane set (NetworkUnavailable from the node IPAM controller):
+        a status post keeps them."""
+        return [c for c in ((self.node or {}).get("status") or {}).get("conditions") or []
+                if isinstance(c, dict) and c.get("type") not in ("Ready", None)]
+
     def status(self, usage=None):
         now = rfc3339()
         try:
@@ -112,7 +118,7 @@ class NodeManager:
             "nodeInfo": {"containerRuntimeVersion": runtime_version, "kubeletVersion": AGENT_VERSION,
                          "operatingSystem": U.os_name(), "architecture": U.arch()},
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
-            "conditions": [self._ready_condition(now)],
+            "conditions": [self._ready_condition(now)] + self._others_conditions(),
         }
         if usage is not None:
             status["usage"] = usage
