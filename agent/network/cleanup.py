@@ -17,7 +17,7 @@ import sys
 
 from . import rules
 from .bridge import our_networks
-from .routes import ROUTE_PROTO, RouteTable
+from .routes import ROUTE_PROTO, IpCommand, RouteTable
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class CleanupContext:
     docker_url: str = None
     node: str = None               # only this node's networks (None: every one of ours)
     dry_run: bool = False
+    command_prefix: tuple = ()     # run ip/iptables through this (tests: nsenter into a node namespace)
 
     def docker(self):
         if self.docker_api is None:
@@ -38,12 +39,15 @@ class CleanupContext:
 
 
 def _iptables(context):
-    return ["would remove %s chains and jumps" % ", ".join(c for _, _, c in rules.JUMPS)] if context.dry_run \
-        else rules.remove()
+    ipt = rules.Iptables(prefix=context.command_prefix)
+    if context.dry_run:
+        return ["would remove %s chain %s and its jump" % (table, chain) for table, _, chain in rules.JUMPS
+                if ipt.chain_exists(table, chain)]
+    return rules.remove(ipt)
 
 
 def _routes(context):
-    table = RouteTable()
+    table = RouteTable(IpCommand(prefix=context.command_prefix))
     current = table.current()
     if context.dry_run:
         return ["would remove route %s via %s (proto %s)" % (c, v, ROUTE_PROTO) for c, v in sorted(current.items())]

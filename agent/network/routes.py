@@ -40,13 +40,15 @@ def route_diff(current, desired):
 
 
 class IpCommand:
-    """`ip` (iproute2), run in this process's network namespace."""
+    """`ip` (iproute2), in this process's network namespace unless `prefix` says otherwise
+    (e.g. ["nsenter", "--net=/run/netns/X"]: tests run nodes as namespaces)."""
 
-    def __init__(self, binary="ip"):
+    def __init__(self, binary="ip", prefix=()):
         self.binary = binary
+        self.prefix = list(prefix)
 
     def run(self, *args, check=True):
-        done = subprocess.run([self.binary] + list(args), capture_output=True, text=True, timeout=10)
+        done = subprocess.run(self.prefix + [self.binary] + list(args), capture_output=True, text=True, timeout=10)
         if check and done.returncode != 0:
             raise OSError("ip %s: %s" % (" ".join(args), (done.stderr or done.stdout).strip()))
         return done.stdout

@@ -49,12 +49,15 @@ def render(cluster_cidr):
 
 
 class Iptables:
-    def __init__(self, binary="iptables"):
+    """`iptables` and `iptables-restore`; `prefix` as for routes.IpCommand."""
+
+    def __init__(self, binary="iptables", prefix=()):
         self.binary = binary
+        self.prefix = list(prefix)
 
     def run(self, *args, check=True, stdin=None, binary=None):
-        done = subprocess.run([binary or self.binary] + list(args), input=stdin, capture_output=True, text=True,
-                              timeout=30)
+        done = subprocess.run(self.prefix + [binary or self.binary] + list(args), input=stdin, capture_output=True,
+                              text=True, timeout=30)
         if check and done.returncode != 0:
             raise OSError("%s %s: %s" % (binary or self.binary, " ".join(args), (done.stderr or done.stdout).strip()))
         return done
