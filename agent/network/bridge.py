@@ -79,6 +79,7 @@ class BridgeNetwork:
             log.warning("pod network %s: subnet %s replaced by this node's block %s", self.name,
                         subnet_of(existing), pod_cidr)
             self.api.remove_network(existing["Id"])
+        self._remove_stale_overlap(pod_cidr)
         try:
             self.api.create_network(**network_options(self.node, pod_cidr))
         except docker.errors.APIError as exc:
@@ -86,6 +87,25 @@ class BridgeNetwork:
                                                                               or exc))
         log.info("pod network %s made: %s on bridge %s", self.name, pod_cidr, bridge_name(self.node))
         return self.find()
+
+    def _remove_stale_overlap(self, pod_cidr):
+        """Another network of ours holding this block with no container on it is left over
+        (a cluster made again on this engine, `make up` after `local down`): it goes. One in use
+        is another cluster's on this engine: say so."""
+        want = ipaddress.IPv4Network(pod_cidr)
+        for summary in our_networks(self.api):
+            network = self.api.inspect_network(summary["Id"])
+            subnet = subnet_of(network)
+            if network.get("Name") == self.name or not subnet or not ipaddress.IPv4Network(subnet).overlaps(want):
+                continue
+            if network.get("Containers"):
+                raise RuntimeError("block %s is already used on this Docker engine by pod network %s (node %s, "
+                                   "with containers): another cluster shares this engine; give one of them another "
+                                   "--cluster-cidr" % (pod_cidr, network["Name"],
+                                                       (network.get("Labels") or {}).get(LABEL_NETWORK)))
+            log.warning("removing the unused pod network %s (%s): this node's block %s overlaps it",
+                        network["Name"], subnet, pod_cidr)
+            self.api.remove_network(network["Id"])
 
     def attached(self):
         """{address: pod uid ('' when unknown)} of the containers on the network now (one call)."""

@@ -26,7 +26,7 @@ from agent.network.routes import IpCommand, RouteTable
 from shepherd_ha.client import Client
 
 from .helpers import start_cluster
-from .pod_network_env import IMAGE, NodePair
+from bench.netns_nodes import IMAGE, NodePair
 
 CLUSTER = "10.244.0.0/16"
 

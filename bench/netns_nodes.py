@@ -1,5 +1,5 @@
 """Nodes as network namespaces, each with its own dockerd, joined by one veth pair:
-what the pod network's integration test and benchmark run on (root only).
+what the pod network's benchmark and integration test run on (root only).
 
     with NodePair("pn") as pair:          # namespaces pn-n1, pn-n2; 10.77.0.1 and 10.77.0.2
         pair.nodes[0].docker_url          # unix socket of n1's dockerd
