@@ -23,7 +23,7 @@ from agent.main import Agent, build_parser
 from agent.network import cleanup, rules
 from agent.network.bridge import LABEL_NETWORK
 from agent.network.routes import IpCommand, RouteTable
-from shepherd_ha.client import Client
+from shepherd_ha.client import ApiError, Client
 
 from .helpers import start_cluster
 from bench.netns_nodes import IMAGE, NodePair
@@ -133,6 +133,9 @@ def _exercise(pair, url, client, agents, state):
     blocks = {name: client.get("nodes", name)["spec"]["podCIDR"] for name in agents}
     assert len(set(blocks.values())) == 3
     assert all(ipaddress.ip_network(b).subnet_of(ipaddress.ip_network(CLUSTER)) for b in blocks.values())
+    with pytest.raises(ApiError) as refused:
+        client.patch("nodes", "pn-w1", {"spec": {"podCIDR": "10.244.200.0/24"}})
+    assert refused.value.code == 422 and "spec.podCIDR" in str(refused.value)
 
     client.create("pods", pod("pn-a", "pn-w1"), namespace="default")
     client.create("pods", pod("pn-b", "pn-w2", command=("sh", "-c", "while true; do nc -l -p 7000; done")),

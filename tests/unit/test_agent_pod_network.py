@@ -154,3 +154,20 @@ def test_cleanup_runs_every_step_even_after_one_fails_and_others_can_add_theirs(
                                                  "pod networks"]
     finally:
         cleanup.STEPS[:] = before
+
+
+# ---- the agent's node status keeps the control plane's NetworkUnavailable ----
+
+def test_a_status_post_keeps_conditions_the_control_plane_set():
+    import threading
+
+    from agent.node import NodeManager
+    from agent.runtime.hollow_runtime import HollowRuntime
+    manager = NodeManager(None, HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(), cpu_millicores=1000,
+                          memory_bytes=1 << 30)
+    manager.node = {"status": {"conditions": [
+        {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown"},
+        {"type": "NetworkUnavailable", "status": "True", "reason": "CIDRNotAvailable", "message": "full"}]}}
+    conditions = manager.status()["conditions"]
+    assert [c["type"] for c in conditions] == ["Ready", "NetworkUnavailable"]
+    assert conditions[0]["reason"] == "AgentReady" and conditions[1]["reason"] == "CIDRNotAvailable"
