@@ -41,6 +41,7 @@ bench: install  ## benchmarks; figures go to docs/benchmarks.md by hand
 
 clean:  ## stop the cluster, remove its agents' containers and its data
 	-shepherd-ha local down --dir $(CLUSTER_DIR) --purge-containers
+	-shepherd-agent network cleanup   # the agents' pod networks, routes and iptables chains (docs/networking.md)
 	rm -rf $(CLUSTER_DIR) .pytest_cache build *.egg-info
 
 # --- Vagrant cluster (vagrant/README.md): VMs on libvirt, failure drills ---------
