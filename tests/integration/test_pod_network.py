@@ -7,7 +7,7 @@ Checked: blocks per node, pod IPs from them; pods ping each other across nodes a
 with a second agent on node 1's engine (as `make up` runs two agents on one Docker),
 across two bridges of one host; the receiver sees the sender's pod IP; traffic leaving
 the cluster CIDR is masqueraded and pod-to-pod traffic is not; our routes are exactly
-the other nodes' blocks; restarting an agent keeps the running pod and its IP;
+the other nodes' blocks (a stale one of ours goes, the host's own stays); restarting an agent keeps the running pod and its IP;
 `shepherd-agent network cleanup` leaves nothing of ours behind. Needs root: fails
 without it.
 """
@@ -150,6 +150,13 @@ def _exercise(pair, url, client, agents, state):
     wait_for(lambda: our_routes(n2) == {blocks["pn-w1"]: n1.address, blocks["pn-w3"]: n1.address},
              "node 2's routes to both blocks on node 1")
     wait_for(lambda: our_routes(n1) == {blocks["pn-w2"]: n2.address}, "node 1's route to node 2's block")
+
+    # the set is reconciled whole, and only routes with our tag are touched
+    n1.run("ip", "route", "add", "10.244.250.0/24", "via", n2.address, "proto", "186")    # ours, stale
+    n1.run("ip", "route", "add", "10.99.0.0/24", "via", n2.address)                       # the host's
+    wait_for(lambda: our_routes(n1) == {blocks["pn-w2"]: n2.address}, "the stale route of ours removed",
+             timeout=30)
+    assert "10.99.0.0/24 via %s" % n2.address in n1.run("ip", "route", "show", "10.99.0.0/24").stdout
 
     a, b, c = agents["pn-w1"], agents["pn-w2"], agents["pn-w3"]
     before = masq_packets(n1)
