@@ -216,7 +216,8 @@ class NodeManager:
 
     def _check_node(self):
         try:
-            self.client.get("nodes", self.name, consistent=False)
+            # Kept: the next status post carries what the control plane set since (NetworkUnavailable).
+            self.node = self.client.get("nodes", self.name, consistent=False)
         except ApiError as err:
             if err.code == 404:
                 log.warning("node %s was deleted; registering it again", self.name)

@@ -171,3 +171,22 @@ def test_a_status_post_keeps_conditions_the_control_plane_set():
     conditions = manager.status()["conditions"]
     assert [c["type"] for c in conditions] == ["Ready", "NetworkUnavailable"]
     assert conditions[0]["reason"] == "AgentReady" and conditions[1]["reason"] == "CIDRNotAvailable"
+
+
+
+def test_the_lease_loop_learns_conditions_written_after_the_agents_last_post():
+    import threading
+
+    from agent.node import NodeManager
+    from agent.runtime.hollow_runtime import HollowRuntime
+
+    class Client:
+        def get(self, resource, name, consistent=True):
+            return {"metadata": {"name": name}, "status": {"conditions": [
+                {"type": "NetworkUnavailable", "status": "True", "reason": "CIDRNotAvailable"}]}}
+
+    manager = NodeManager(Client(), HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(), cpu_millicores=1000,
+                          memory_bytes=1 << 30)
+    manager.node = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}    # as last posted
+    manager._check_node()
+    assert [c["type"] for c in manager.status()["conditions"]] == ["Ready", "NetworkUnavailable"]
