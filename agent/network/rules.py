@@ -9,9 +9,10 @@
   leaving the cluster CIDR, and nothing else (the bridge is made with Docker's
   masquerade off), so a pod on another node sees the real source address.
 
-`render` (pure) gives the chains whole; `apply` loads them with one
-`iptables-restore --noflush` per table (our chains are flushed and refilled
-atomically, nobody else's are touched) and then makes sure of the jump rules.
+`render` (pure) gives the chains whole; `apply` loads a chain that does not hold
+exactly those rules with one `iptables-restore --noflush` per table (our chain is
+flushed and refilled atomically, nobody else's is touched) and then makes sure of
+the jump rules.
 This is `iptables` as installed: on Debian 12 that is iptables-nft, the backend
 Docker uses too (python-iptables would write the legacy tables, unseen by both).
 Every agent on a host renders the same text, so two agents share the chains.
@@ -76,10 +77,21 @@ def _parent(ipt, table, parent):
     return parent
 
 
+def _holds(ipt, table, text):
+    """Whether our chain in `table` holds exactly the rendered rules already (iptables -S
+    prints these simple rules as they were fed in); then it is left alone, counters and all."""
+    chain = text.splitlines()[1][1:].split()[0]
+    done = ipt.run("-w", "-t", table, "-S", chain, check=False)
+    have = [line for line in done.stdout.splitlines() if line.startswith("-A ")]
+    return done.returncode == 0 and have == [line for line in text.splitlines() if line.startswith("-A ")]
+
+
 def apply(cluster_cidr, ipt=None):
     ipt = ipt or Iptables()
     for table, text in render(cluster_cidr).items():
-        ipt.restore(text)
+        if not _holds(ipt, table, text):
+            ipt.restore(text)
+            log.info("iptables: %s chain of the pod network loaded", table)
     for table, parent, chain in JUMPS:
         parent = _parent(ipt, table, parent)
         if ipt.run("-w", "-t", table, "-C", parent, "-j", chain, check=False).returncode != 0:

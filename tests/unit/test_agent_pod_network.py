@@ -190,3 +190,49 @@ def test_the_lease_loop_learns_conditions_written_after_the_agents_last_post():
     manager.node = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}    # as last posted
     manager._check_node()
     assert [c["type"] for c in manager.status()["conditions"]] == ["Ready", "NetworkUnavailable"]
+
+
+class FakeIptables:
+    """Chains as iptables -S prints them; records what was loaded and inserted."""
+
+    class Done:
+        def __init__(self, code, out=""):
+            self.returncode, self.stdout = code, out
+
+    def __init__(self):
+        self.chains = {}          # (table, chain) -> [rule lines]
+        self.restores, self.inserts = [], []
+
+    def restore(self, text):
+        self.restores.append(text)
+        lines = text.splitlines()
+        table, chain = lines[0][1:], lines[1][1:].split()[0]
+        self.chains[(table, chain)] = [ln for ln in lines if ln.startswith("-A ")]
+
+    def chain_exists(self, table, chain):
+        return (table, chain) in self.chains or chain in ("DOCKER-USER", "POSTROUTING")
+
+    def run(self, *args, check=True, stdin=None, binary=None):
+        table, op, chain = args[2], args[3], args[4]
+        if op == "-S":
+            rules = self.chains.get((table, chain))
+            return self.Done(1) if rules is None else self.Done(0, "\n".join(["-N " + chain] + rules) + "\n")
+        if op == "-C":
+            return self.Done(0 if (table, chain, args[6]) in self.inserts else 1)
+        if op == "-I":
+            self.inserts.append((table, chain, args[7]))
+            return self.Done(0)
+        raise AssertionError(args)
+
+
+def test_rules_are_loaded_once_and_left_alone_while_they_hold_so_counters_survive_a_sync():
+    ipt = FakeIptables()
+    rules.apply("10.244.0.0/16", ipt)
+    assert len(ipt.restores) == 2
+    assert sorted(ipt.inserts) == [("filter", "DOCKER-USER", rules.FORWARD_CHAIN),
+                                   ("nat", "POSTROUTING", rules.MASQ_CHAIN)]
+    rules.apply("10.244.0.0/16", ipt)
+    assert len(ipt.restores) == 2 and len(ipt.inserts) == 2
+    ipt.chains[("nat", rules.MASQ_CHAIN)] = []          # someone flushed our chain
+    rules.apply("10.244.0.0/16", ipt)
+    assert len(ipt.restores) == 3 and ipt.restores[-1].startswith("*nat")
