@@ -140,7 +140,7 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
-    pod_network: str = "none"
+    pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
     cluster_cidr: str = network.CLUSTER_CIDR
 
 
