@@ -156,8 +156,6 @@ class PodNetwork:
         else:
             self.bridge.ensure(cidr)
         self.addresses.sync(self.bridge.attached())
-        self.ready.set()          # pods on this node work from here; the rest is for traffic between nodes
-        self.error = None
         problems = []
         try:
             rules.apply(self.cluster_cidr, self.iptables)
@@ -172,6 +170,8 @@ class PodNetwork:
                 log.error("pod network of node %s: %s (pods on other nodes or networks may not reach this "
                           "node's pods)", self.node, problem)
             self.problems = problems
+        self.error = None
+        self.ready.set()          # failed rules or routes only cut traffic between nodes: pods may start
         self.syncs += 1
 
 
