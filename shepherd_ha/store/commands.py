@@ -10,6 +10,8 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
             independent commands sharing one log entry (group commit); one result each
   claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
   barrier  {"type": "barrier", "version": 1}                             read marker
+  members  {"type": "members", "version": 1, "set": [{"id", "raft", "api"}, ...], "remove": [id, ...]}
+            the replica table (ids and API URLs of the Raft members; store/membership.py)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
@@ -42,6 +44,13 @@ def claim(term, replica):
 
 def barrier():
     return {"type": "barrier", "version": VERSION}
+
+
+def members(set_=(), remove=()):
+    """Record replicas (id, Raft address, API URL) and forget others by id."""
+    return {"type": "members", "version": VERSION,
+            "set": [{"id": m["id"], "raft": m["raft"], "api": m.get("api")} for m in set_],
+            "remove": list(remove)}
 
 
 # ---- ops ----
@@ -137,5 +146,18 @@ def _check_claim(command):
     return None
 
 
+def _check_members(command):
+    entries, removed = command.get("set"), command.get("remove")
+    if not isinstance(entries, list) or not isinstance(removed, list):
+        return "a members command needs a list to set and a list of ids to remove"
+    for entry in entries:
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("raft"), str)
+                and isinstance(entry.get("api"), (str, type(None)))):
+            return "a member is {id: str, raft: str, api: str|None}, not %r" % (entry,)
+    if not all(isinstance(ident, str) for ident in removed):
+        return "removed members are ids (strings)"
+    return None
+
+
 _COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
-                   "barrier": lambda command: None}
+                   "barrier": lambda command: None, "members": _check_members}

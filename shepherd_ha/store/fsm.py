@@ -66,6 +66,7 @@ class StoreFSM(ObjectReads):
         self.malformed_commands = 0
         self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
         self.dedup_limit = dedup_limit
+        self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -76,6 +77,8 @@ class StoreFSM(ObjectReads):
         for plural in sorted(self.objects):
             for key in sorted(self.objects[plural]):
                 h.update(json.dumps(self.objects[plural][key], sort_keys=True).encode())
+        if getattr(self, "members", None):
+            h.update(json.dumps(self.members, sort_keys=True).encode())
         return h.hexdigest()
 
     # ---- apply ----
@@ -99,6 +102,17 @@ class StoreFSM(ObjectReads):
 
     def _apply_barrier(self, command, changes):
         return {"ok": True, "revision": self.revision}
+
+    def _apply_members(self, command, changes):
+        # Not an object: no revision, no watch event. A dump from before the table has none.
+        members = dict(getattr(self, "members", None) or {})
+        for ident in command["remove"]:
+            members.pop(ident, None)
+        for entry in command["set"]:
+            members = {k: v for k, v in members.items() if v["raft"] != entry["raft"]}
+            members[entry["id"]] = {"id": entry["id"], "raft": entry["raft"], "api": entry.get("api")}
+        self.members = members
+        return {"ok": True, "revision": self.revision, "members": sorted(members)}
 
     def _apply_claim(self, command, changes):
         term, replica = int(command["term"]), str(command["replica"])
