@@ -74,26 +74,26 @@ def cluster_view(replica, peer_token=None):
     # Two replicas may both believe they lead for a moment: the higher term wins.
     leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
     view = {"leader": leader, "self": replica.id, "replicas": replicas}
-    membership = _membership(replica, leader, {r["id"]: r for r in replicas}, peer_token)
-    if membership is not None:
-        view["membership"] = membership
+    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token)
+    try:
+        view["membership"] = membership or replica.membership()
+    except Exception:  # noqa: BLE001 - the view still shows every replica's own report
+        pass
     return view
 
 
-def _membership(replica, leader, by_id, token):
-    """The members and their catch-up progress, as the leader sees them (only it knows)."""
+def _leader_membership(leader, token):
+    """The members and their catch-up progress as the leader sees them (only it knows)."""
+    if not leader or not leader.get("reachable") or not leader.get("api"):
+        return None
     try:
-        if leader == replica.id or leader not in by_id or not by_id[leader].get("api"):
-            return replica.membership()
         headers = {"Authorization": "Bearer " + token} if token else {}
         with requests.Session() as session:
             session.trust_env = False
-            reply = session.get(by_id[leader]["api"].rstrip("/") + "/shepherd/v1/members", headers=headers,
-                                timeout=PEER_TIMEOUT)
+            reply = session.get(leader["api"].rstrip("/") + "/shepherd/v1/members", params={"local": "1"},
+                                headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()
         return reply.json()
-    except Exception:  # noqa: BLE001 - the view still shows every replica's own report
-        try:
-            return replica.membership()
-        except Exception:  # noqa: BLE001
-            return None
+    except (requests.RequestException, ValueError):
+        return None
+
