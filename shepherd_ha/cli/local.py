@@ -47,6 +47,9 @@ def add_parser(subparsers):
         p.set_defaults(func=func)
     add = sub.add_parser("add-replica", help="start a new replica (next free id and ports) and add it to the "
                                              "membership; DIR/config follows")
+    add.add_argument("--force", action="store_true",
+                     help="add even when the quorum of the new set would need the new replica (writes stall "
+                          "until it has caught up)")
     add.set_defaults(func=cmd_add_replica)
     remove = sub.add_parser("remove-replica", help="remove a replica from the membership, then stop it")
     remove.add_argument("name", help="replica id, e.g. r3")
@@ -201,7 +204,7 @@ def cmd_start(args, cluster):
 
 @_guard
 def cmd_add_replica(args, cluster):
-    ident = local_members.add_replica(cluster, progress=_say)
+    ident = local_members.add_replica(cluster, progress=_say, force=args.force)
     print("%s is a member and caught up; %s names it" % (ident, os.path.join(cluster.dir, "config")))
     return 0
 

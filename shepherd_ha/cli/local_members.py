@@ -8,6 +8,7 @@ remove-replica: remove it through the API (a leader hands over first), then stop
 directory is kept as DIR/<id>.removed-<time>, and the files above stop naming it.
 """
 import os
+import shutil
 import time
 
 import requests
@@ -64,7 +65,7 @@ def members(cluster, via=None):
     return _checked(_request(cluster, "GET", "/shepherd/v1/members", via=via, timeout=5.0), "members")
 
 
-def add_replica(cluster, progress=print):
+def add_replica(cluster, progress=print, force=False):
     spec = cluster.spec()
     ident = next_id(cluster)
     api_port, raft_port = _free_ports(cluster, int(ident[1:]))
@@ -85,11 +86,13 @@ def add_replica(cluster, progress=print):
                                                                                    member["raft"]))
         _wait_answering(cluster, ident)
         via = [i for i in cluster.ids() if i != ident]
-        info = _checked(_request(cluster, "POST", "/shepherd/v1/members", via=via, json=member), "add %s" % ident)
+        info = _checked(_request(cluster, "POST", "/shepherd/v1/members", via=via, json=dict(member, force=force)),
+                        "add %s" % ident)
     except BaseException:
         cluster.stop(ident)
         spec["replicas"] = [r for r in spec["replicas"] if r["id"] != ident]
         cluster._write_spec(spec)
+        shutil.rmtree(rdir, ignore_errors=True)     # never a member: nothing to keep
         raise
     progress("%s added: quorum %s of %d; catching up" % (ident, info["quorum"], len(info["members"])))
     wait_caught_up(cluster, ident, via)
