@@ -14,7 +14,9 @@ import time
 import requests
 import yaml
 
+from . import netns
 from .local_cluster import API_OFFSET, RAFT_OFFSET, LocalClusterError, port_free
+from .netns_cluster import AGENT_HOST_BASE, API_PORT, RAFT_PORT, REPLICA_HOST_BASE, NetnsCluster
 
 CHANGE_TIMEOUT = 45.0
 CATCH_UP_TIMEOUT = 120.0
@@ -65,15 +67,43 @@ def members(cluster, via=None):
     return _checked(_request(cluster, "GET", "/shepherd/v1/members", via=via, timeout=5.0), "members")
 
 
-def add_replica(cluster, progress=print, force=False):
+def _new_member(cluster, ident):
+    """The layout entry of a new replica: loopback ports, or its own namespace and address."""
+    number = int(ident[1:])
+    if not isinstance(cluster, NetnsCluster):
+        api_port, raft_port = _free_ports(cluster, number)
+        return {"id": ident, "raft": "127.0.0.1:%d" % raft_port, "api": "http://127.0.0.1:%d" % api_port}
+    net = cluster.network()
+    address = "%s.%d" % (net["prefix"], REPLICA_HOST_BASE + number)
+    if number >= AGENT_HOST_BASE - REPLICA_HOST_BASE:
+        raise LocalClusterError("no address left for replica %s (at most %d replicas)"
+                                % (ident, AGENT_HOST_BASE - REPLICA_HOST_BASE - 1))
+    return {"id": ident, "raft": "%s:%d" % (address, RAFT_PORT), "api": "http://%s:%d" % (address, API_PORT),
+            "netns": "shepherd%d-%s" % (net["index"], ident), "address": address,
+            "veth": "shv%d-%d" % (net["index"], REPLICA_HOST_BASE + number)}
+
+
+def _drop_host(cluster, member):
+    """A removed replica's namespace and link go with it (teardown only knows current hosts)."""
+    if isinstance(cluster, NetnsCluster) and member.get("netns"):
+        for step, name in ((netns.delete_link, member["veth"]), (netns.delete_namespace, member["netns"])):
+            try:
+                step(name)
+            except netns.NetnsError:
+                pass
+
+
+def start_new_replica(cluster, progress=print):
+    """Write the layout of the next replica (--join the current members' APIs) and start it; it is
+    not a member until added. Returns its layout entry."""
     spec = cluster.spec()
     ident = next_id(cluster)
-    api_port, raft_port = _free_ports(cluster, int(ident[1:]))
-    member = {"id": ident, "raft": "127.0.0.1:%d" % raft_port, "api": "http://127.0.0.1:%d" % api_port}
+    member = _new_member(cluster, ident)
     rdir = os.path.join(cluster.dir, ident)
     os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
     template = _server_yaml(cluster, spec["replicas"][0]["id"])
-    server = dict(template, id=ident, raft_address=member["raft"], api_bind=member["api"].replace("http://", ""),
+    api_bind = "%s:%s" % (member["address"], API_PORT) if member.get("address") else member["api"][len("http://"):]
+    server = dict(template, id=ident, raft_address=member["raft"], api_bind=api_bind,
                   data_dir=os.path.join(rdir, "data"), join=",".join(cluster.api_urls()))
     server.pop("peers", None)
     with open(os.path.join(rdir, "server.yaml"), "w") as fh:
@@ -85,14 +115,33 @@ def add_replica(cluster, progress=print, force=False):
         progress("%s started (pid %d), API %s, Raft %s; waiting for it to answer" % (ident, pid, member["api"],
                                                                                    member["raft"]))
         _wait_answering(cluster, ident)
+    except BaseException:
+        forget_new_replica(cluster, ident)
+        raise
+    return member
+
+
+def forget_new_replica(cluster, ident):
+    """Undo start_new_replica for one that never became a member."""
+    member = cluster.replica(ident)
+    cluster.stop(ident)
+    spec = cluster.spec()
+    spec["replicas"] = [r for r in spec["replicas"] if r["id"] != ident]
+    cluster._write_spec(spec)
+    _drop_host(cluster, member)
+    shutil.rmtree(os.path.join(cluster.dir, ident), ignore_errors=True)     # never a member: nothing to keep
+
+
+def add_replica(cluster, progress=print, force=False):
+    member = start_new_replica(cluster, progress)
+    ident = member["id"]
+    try:
         via = [i for i in cluster.ids() if i != ident]
-        info = _checked(_request(cluster, "POST", "/shepherd/v1/members", via=via, json=dict(member, force=force)),
+        info = _checked(_request(cluster, "POST", "/shepherd/v1/members", via=via, json={"id": ident, "raft": member["raft"],
+                                                                                  "api": member["api"], "force": force}),
                         "add %s" % ident)
     except BaseException:
-        cluster.stop(ident)
-        spec["replicas"] = [r for r in spec["replicas"] if r["id"] != ident]
-        cluster._write_spec(spec)
-        shutil.rmtree(rdir, ignore_errors=True)     # never a member: nothing to keep
+        forget_new_replica(cluster, ident)
         raise
     progress("%s added: quorum %s of %d; catching up" % (ident, info["quorum"], len(info["members"])))
     wait_caught_up(cluster, ident, via)
@@ -148,14 +197,23 @@ def remove_replica(cluster, ident, progress=print):
     if reply.status_code != 404:       # 404: not a member any more (an earlier attempt did it)
         info = _checked(reply, "remove %s" % ident)
         progress("%s removed: quorum %s of %d" % (ident, info["quorum"], len(info["members"])))
+    kept = retire_replica(cluster, ident)
+    progress("%s stopped; its files are kept in %s" % (ident, kept))
+
+
+def retire_replica(cluster, ident):
+    """After its removal from the membership: stop it, drop it from the layout (its files are kept
+    as DIR/<id>.removed-<time>), and make every file that names the replicas follow."""
+    member = cluster.replica(ident)
     cluster.stop(ident)
     spec = cluster.spec()
     spec["replicas"] = [r for r in spec["replicas"] if r["id"] != ident]
     cluster._write_spec(spec)
+    _drop_host(cluster, member)
     kept = os.path.join(cluster.dir, "%s.removed-%d" % (ident, int(time.time())))
     os.rename(os.path.join(cluster.dir, ident), kept)
-    progress("%s stopped; its files are kept in %s" % (ident, kept))
     follow_membership(cluster)
+    return kept
 
 
 def follow_membership(cluster):

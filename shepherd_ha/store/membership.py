@@ -81,7 +81,8 @@ def check_add(voters, leader, progress, commit_index, address, ident, known_ids,
     if len(up) < need and not force:
         raise Refused(503, "adding %s makes the quorum %d of %d, and only %d member(s) are caught up (%s); "
                            "the new replica has none of the log yet, so writes would stop until it caught up. "
-                           "Bring the lagging members back first, or pass force to accept the stall"
+                           "Remove a member that is gone for good first (remove-replica), bring lagging ones back, "
+                           "or pass force to accept the stall"
                            % (ident, need, len(voters) + 1, len(up), ", ".join(sorted(up))))
     return None
 
