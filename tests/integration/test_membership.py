@@ -8,6 +8,8 @@ flags, and changes attempted while a majority is paused (refused, the cluster co
 """
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -248,3 +250,52 @@ def test_a_change_during_a_partition_is_refused_and_the_cluster_converges(tmp_pa
         local_members.remove_replica(lc, followers[1], progress=_quiet)
         assert run.members() == sorted([leader, followers[0]])
 
+
+
+def _sheepctl(config, *argv):
+    """Run sheepctl in a subprocess (its own stdout); (code, output)."""
+    proc = subprocess.run([sys.executable, "-m", "ctl.main", "--config", config] + list(argv),
+                          capture_output=True, text=True, timeout=120)
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def test_sheepctl_add_status_remove_and_a_join_under_a_taken_id(tmp_path):
+    with Run(tmp_path, auth=True) as run:
+        lc = run.lc
+        config = os.path.join(lc.dir, "config")
+        # A replica that is not running is not added (it would be a voter that never answers).
+        code, out = _sheepctl(config, "cluster", "add-replica", "r9", "--raft", "127.0.0.1:1",
+                              "--api", "http://127.0.0.1:9", "--wait", "0")
+        assert code == 1 and "does not answer" in out and "--join" in out, out
+        member = local_members.start_new_replica(lc, progress=_quiet)
+        term = lc.replica_status(run.leader())["term"]
+        time.sleep(2.0)      # several election timeouts: a joiner that campaigned would have a term by now
+        assert lc.replica_status("r4")["term"] == 0, lc.replica_status("r4")
+        code, out = _sheepctl(config, "cluster", "add-replica", member["id"], "--raft", member["raft"],
+                              "--api", member["api"])
+        assert code == 0, out
+        # Added and caught up without an election: the joiner stayed passive until contacted.
+        assert lc.replica_status(run.leader())["term"] == term
+        assert lc.replica_status("r4")["term"] == term
+        assert "replica r4 added (quorum now 3 of 4)" in out and "replica r4 caught up" in out, out
+        code, out = _sheepctl(config, "cluster", "status")
+        assert code == 0, out
+        assert "MEMBER" in out and "CAUGHT-UP" in out and "quorum: 3 of 4" in out, out
+        assert any(line.split()[:1] == ["r4"] and member["raft"] in line for line in out.splitlines()), out
+        # Adding it again: 409 naming the fix.
+        code, out = _sheepctl(config, "cluster", "add-replica", "r4", "--raft", member["raft"], "--api",
+                              member["api"], "--wait", "0")
+        assert code == 1 and "already a member" in out, out
+        # A new server joining under r4's id at another address is refused before it starts.
+        proc = subprocess.run([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--id", "r4",
+                               "--raft-address", "127.0.0.1:1", "--api-bind", "127.0.0.1:2",
+                               "--data-dir", str(tmp_path / "dup"), "--raft-password-file",
+                               os.path.join(lc.dir, "raft-password"), "--join", run.url("r1")],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "already a member at Raft %s" % member["raft"] in proc.stderr, proc.stderr
+        code, out = _sheepctl(config, "cluster", "remove-replica", "r4")
+        assert code == 0 and "replica r4 removed (quorum now 2 of 3)" in out, out
+        local_members.retire_replica(lc, "r4")
+        assert run.members() == ["r1", "r2", "r3"]
+        code, out = _sheepctl(config, "cluster", "remove-replica", "r4")
+        assert code == 1 and "not a member" in out, out
