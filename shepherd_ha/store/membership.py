@@ -183,13 +183,24 @@ class MembershipChanger:
     def _hand_over(self, member):
         """Removing the leader: a caught-up member takes over, and the caller retries there."""
         node = self.replica.node
-        commit = node.commit_index()
-        candidates = sorted((p.match_index, p.address) for p in self.progress().values() if p.caught_up(commit))
-        if not candidates:
-            raise Refused(503, "no caught-up member can take over from %s; retry in a moment" % member["id"])
-        if not node.transfer_leadership(candidates[-1][1], SETTLE_TIMEOUT):
-            raise Refused(503, "leadership did not move away from %s within %.0fs; retry"
-                               % (member["id"], SETTLE_TIMEOUT))
+        deadline = time.monotonic() + SETTLE_TIMEOUT
+        while True:
+            # PySyncObj hands over only to a member holding the leader's whole log: under writes
+            # the most caught-up one may trail by an entry or two, so try again for a moment.
+            commit = node.commit_index()
+            candidates = sorted((p.match_index, p.address) for p in self.progress().values()
+                                if p.caught_up(commit))
+            try:
+                if candidates and node.transfer_leadership(candidates[-1][1], 1.0):
+                    break
+            except Unavailable:
+                pass
+            if not node.is_leader():
+                break                     # it moved (an election, or the transfer answered late)
+            if time.monotonic() >= deadline:
+                raise Refused(503, "leadership did not move away from %s within %.0fs (no caught-up member took "
+                                   "over); retry" % (member["id"], SETTLE_TIMEOUT))
+            time.sleep(0.05)
         deadline = time.monotonic() + SETTLE_TIMEOUT
         while self.replica.leader_id() in (None, member["id"]) and time.monotonic() < deadline:
             time.sleep(0.05)
