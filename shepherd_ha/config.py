@@ -40,6 +40,8 @@ SERVER_OPTIONS = (
     Option("raft_bind", str, None, "host:port to bind Raft on when it differs from --raft-address (NAT)"),
     Option("peers", str, "", "the other replicas: ID@RAFT_HOST:PORT/API_HOST:PORT, comma-separated, "
            "e.g. r2@10.0.0.2:7000/10.0.0.2:8000 (the API part feeds the cluster view)"),
+    Option("join", str, None, "API URLs of existing replicas, comma-separated: start with the cluster's current "
+           "members as peers (instead of --peers) and wait to be added (sheepctl cluster add-replica)"),
     Option("api_bind", str, "127.0.0.1:8001", "host:port the HTTP API listens on"),
     Option("api_url", str, None, "URL other replicas and clients use for this API (default http://API_BIND)"),
     Option("data_dir", str, None, "directory for the Raft journal and snapshots (kept across restarts)"),

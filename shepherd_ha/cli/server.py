@@ -20,7 +20,7 @@ from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
 
-from . import supervisor
+from . import join, supervisor
 
 log = logging.getLogger("shepherd_ha.server")
 
@@ -88,6 +88,9 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
+        if values.get("join"):
+            peers, settings.joining = join.peers_to_join(values, settings)
+            settings.peer_addresses = [p.raft for p in peers]
         controller_settings = ControllerSettings.from_values(values)
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
         flow = FlowControl.from_values(values, values["id"])

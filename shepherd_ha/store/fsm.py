@@ -67,6 +67,7 @@ class StoreFSM(PodCIDRs, ObjectReads):
         self.malformed_commands = 0
         self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
         self.dedup_limit = dedup_limit
+        self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -79,6 +80,8 @@ class StoreFSM(PodCIDRs, ObjectReads):
                 h.update(json.dumps(self.objects[plural][key], sort_keys=True).encode())
         if self.network is not None:
             h.update(json.dumps(self.network, sort_keys=True).encode())
+        if getattr(self, "members", None):
+            h.update(json.dumps(self.members, sort_keys=True).encode())
         return h.hexdigest()
 
     # ---- apply ----
@@ -102,6 +105,17 @@ class StoreFSM(PodCIDRs, ObjectReads):
 
     def _apply_barrier(self, command, changes):
         return {"ok": True, "revision": self.revision}
+
+    def _apply_members(self, command, changes):
+        # Not an object: no revision, no watch event. A dump from before the table has none.
+        members = dict(getattr(self, "members", None) or {})
+        for ident in command["remove"]:
+            members.pop(ident, None)
+        for entry in command["set"]:
+            members = {k: v for k, v in members.items() if v["raft"] != entry["raft"]}
+            members[entry["id"]] = {"id": entry["id"], "raft": entry["raft"], "api": entry.get("api")}
+        self.members = members
+        return {"ok": True, "revision": self.revision, "members": sorted(members)}
 
     def _apply_claim(self, command, changes):
         term, replica = int(command["term"]), str(command["replica"])

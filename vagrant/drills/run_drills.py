@@ -21,10 +21,12 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)   # the project, when it is not installed
 
 from drill_kit import DrillFailed, Report  # noqa: E402
-from drills import DRILLS  # noqa: E402
+from drills import DRILLS as FAILURE_DRILLS  # noqa: E402
+from membership_drills import DRILLS as MEMBERSHIP_DRILLS  # noqa: E402
 from target import TARGETS, TargetError, load_target  # noqa: E402
 
-ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
+DRILLS = dict(FAILURE_DRILLS, **MEMBERSHIP_DRILLS)
+ORDER = ["kill-leader", "partition", "worker-loss", "full-restart", "replace-replica", "grow-shrink"]
 
 
 def run_one(target, name, out=print):

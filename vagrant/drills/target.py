@@ -84,6 +84,27 @@ class Target:
         """Undo isolate() on `host`."""
         raise NotImplementedError
 
+    # ---- membership drills (replace-replica, grow-shrink); the change itself goes through the API ----
+
+    def start_control_plane(self):
+        """Start a new control-plane host whose replica joins with `--join` (not a member until
+        the drill adds it through the API); returns its host name (e.g. "cp4")."""
+        raise NotImplementedError
+
+    def member_entry(self, host):
+        """{"id", "raft", "api"} of the replica on `host`: the body of POST /shepherd/v1/members."""
+        raise NotImplementedError
+
+    def admitted(self, host):
+        """The drill added `host`'s replica to the membership: count it among control_planes."""
+        if host not in self.control_planes:
+            self.control_planes = list(self.control_planes) + [host]
+
+    def retire(self, host):
+        """`host`'s replica was removed from the membership (or was never added): stop it for good
+        and forget the host."""
+        raise NotImplementedError
+
     def describe(self):
         """One line for reports."""
         return "%s: control planes %s, workers %s" % (self.name, ", ".join(self.control_planes),

@@ -1,7 +1,8 @@
 #!/bin/bash
 # A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
-# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
+# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
+# join=URL,URL... for a spare VM: it starts with --join and waits to be added)
 # The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
 # by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
 # server's default.
@@ -22,11 +23,16 @@ install -d -m 700 /var/lib/shepherd
 install -m 600 "$SECRET" /etc/shepherd/raft-password
 install -m 600 "$TOKENS" /etc/shepherd/tokens.csv
 
+if [[ $PEERS == join=* ]]; then
+  MEMBERS="join: ${PEERS#join=}"
+else
+  MEMBERS="peers: $PEERS"
+fi
 cat >/etc/shepherd/server.yaml <<EOT
 # Written by vagrant/provision/control-plane.sh
 id: $ID
 raft_address: $RAFT_ADDRESS
-peers: $PEERS
+$MEMBERS
 api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
