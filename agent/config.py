@@ -25,6 +25,9 @@ AGENT_OPTIONS = (
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
            "--token-file; the token's user in group system:nodes)"),
+    Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
+           "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
+           "API refuses its requests"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -134,6 +137,7 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
+    cluster_id: str = None
 
 
 def settings(values):
@@ -190,6 +194,13 @@ def settings(values):
         if len(token) < 16 or any(c.isspace() for c in token):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
+    cluster_id = values.get("cluster_id") or None
+    if cluster_id is not None:
+        from shepherd_ha.cluster_identity import IdentityError, check_format
+        try:
+            check_format(cluster_id, "--cluster-id")
+        except IdentityError as exc:
+            raise ConfigError(str(exc))
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -203,4 +214,4 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token)
+        token=token, cluster_id=cluster_id)

@@ -53,6 +53,8 @@ class RaftSettings:
     # PySyncObj sends an entry this big or bigger in chunks, a path that breaks: above any
     # command a body the API accepts makes (see entry_size); bigger ones are refused.
     append_batch_bytes: int = ENTRY_THRESHOLD
+    # In every Raft message (raft_cipher): peers of another cluster are refused. None: unit tests.
+    cluster_id: str = None
 
     def validate(self):
         if not self.password:
@@ -126,7 +128,8 @@ class RaftNode:
         self.tick_gaps = TickGapMeter()
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
-                                            consumers=[self.consumer], tick_gaps=self.tick_gaps)
+                                            consumers=[self.consumer], tick_gaps=self.tick_gaps,
+                                            cluster_id=settings.cluster_id)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""

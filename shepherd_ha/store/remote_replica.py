@@ -85,6 +85,7 @@ class RemoteReplica:
                  watch_log_size=WatchLog.CAPACITY, on_leadership=None):
         self.id = replica_id
         self.api_url = api_url
+        self.cluster_id = None          # set by the worker (cli/server.py): the store reports its own too
         self.peers = list(peers)
         self.write_timeout = write_timeout
         self.socket_path = socket_path
@@ -221,7 +222,7 @@ class RemoteReplica:
                       "error": "%s: %s" % (UNREACHABLE, exc)}
         for private in ("ready", "tickGaps", "barriersSent"):
             status.pop(private, None)
-        status.update(id=self.id, api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
+        status.update(id=self.id, clusterId=self.cluster_id or status.get("clusterId"), api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
                       controllers=self.controller_status() if self.controller_status else None)
         return status
 

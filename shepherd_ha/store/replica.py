@@ -32,6 +32,7 @@ class Replica:
                  watch_log_size=WatchLog.CAPACITY, on_leadership=None):
         self.id = replica_id
         self.api_url = api_url
+        self.cluster_id = settings.cluster_id
         self.peers = list(peers)                    # the other replicas
         self.write_timeout = write_timeout
         self.watch_log = WatchLog(watch_log_size)
@@ -99,7 +100,7 @@ class Replica:
         node = self.node
         fsm = node.fsm
         return {
-            "id": self.id, "api": self.api_url, "raft": node.settings.self_address,
+            "id": self.id, "clusterId": self.cluster_id, "api": self.api_url, "raft": node.settings.self_address,
             "role": node.role(), "term": node.term(), "leader": self.leader_id(),
             "commitIndex": node.commit_index(), "appliedIndex": node.applied_index(),
             "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),
