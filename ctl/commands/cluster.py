@@ -1,5 +1,6 @@
-"""sheepctl cluster status [-o json]"""
+"""sheepctl cluster status [-o json]; sheepctl cluster snapshot save FILE (snapshot.py)"""
 from .. import printers
+from . import snapshot
 
 
 def register(sub, common):
@@ -9,6 +10,7 @@ def register(sub, common):
                         help="each replica's role, term, commit and applied index, reachability")
     s.add_argument("-o", "--output", choices=("json", "yaml"))
     s.set_defaults(func=run_status)
+    snapshot.register(csub, common)
     p.set_defaults(func=run_status, output=None)
 
 
