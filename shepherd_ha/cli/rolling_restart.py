@@ -101,7 +101,11 @@ def wait_caught_up(cluster, ident, timeout):
 
 def roll(cluster, timeout=60.0, progress=print, probe=True):
     """Restart every replica in roll_order; returns {"order", "longest_gap", "acked", "failed", "steps"}."""
-    cluster.wait_ready(timeout)
+    down = [i for i in cluster.ids() if not cluster.pid(i)]
+    if down:
+        raise LocalClusterError("replica(s) %s not running: start them (`shepherd-ha local start ID`) and let them "
+                                "catch up first; restarting another one now could leave no quorum" % ", ".join(down))
+    cluster.wait_ready(timeout, ids=cluster.ids())
     order = roll_order(cluster)
     writer = WriteProbe(cluster.api_urls(), cluster.token(), cluster.cluster_id()).start() if probe else None
     steps = []

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import requests
 import yaml
 
 from shepherd_ha.client import ApiError, Client
@@ -26,6 +27,13 @@ def _set_server_option(cluster, ident, **options):
     server.update(options)
     with open(path, "w") as fh:
         yaml.safe_dump(server, fh)
+
+
+def _answers(url):
+    try:
+        return call("GET", url + "/healthz", timeout=2.0).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 def _wait(predicate, timeout, what):
@@ -59,6 +67,7 @@ def test_a_replica_of_another_cluster_is_refused_by_its_peers(make_cluster):
         assert seen_by_r3[ident]["reachable"] is False, seen_by_r3[ident]
         assert "names cluster %s, but this is cluster %s" % (theirs, ours) in seen_by_r3[ident]["error"]
     # It never joins: no leader, nothing replicated; the others keep their quorum and serve.
+    _wait(lambda: _answers(cluster.url("r3")), 20, "r3's API answers")
     ready = call("GET", cluster.url("r3") + "/readyz", timeout=3.0)
     assert ready.status_code == 503, ready.text
     me = expect(call("GET", cluster.url("r3") + "/shepherd/v1/replica"), 200)
@@ -117,3 +126,24 @@ def test_an_agent_configured_for_another_cluster_is_refused(cluster, tmp_path):
     finally:
         proc.terminate()
         proc.wait(15)
+
+
+def test_data_dirs_from_before_cluster_ids_adopt_one_alike_and_say_so(make_cluster):
+    cluster = make_cluster()
+    expect(call("POST", cluster.url("r1") + "/api/v1/namespaces", json={"metadata": {"name": "old-data"}}), 201)
+    cluster.stop_all()
+    for ident in cluster.ids:           # as a release before cluster ids left them
+        os.remove(os.path.join(cluster.lc.dir, ident, "data", "cluster-id"))
+        path = os.path.join(cluster.lc.dir, ident, "server.yaml")
+        with open(path) as fh:
+            server = yaml.safe_load(fh)
+        del server["cluster_id"]
+        with open(path, "w") as fh:
+            yaml.safe_dump(server, fh)
+    cluster.start()
+    from shepherd_ha.cluster_identity import derived_cluster_id
+    adopted = derived_cluster_id(cluster.lc.spec()["raft_password"])
+    for ident in cluster.ids:
+        assert "has no cluster id and none is configured (--cluster-id): adopting %s" % adopted in _log(cluster, ident)
+        assert expect(call("GET", cluster.url(ident) + "/version"), 200)["clusterId"] == adopted
+    assert call("GET", cluster.url("r3") + "/api/v1/namespaces/old-data").status_code == 200

@@ -4,6 +4,9 @@ recorded history passes the chaos checker: no acknowledged write lost, none appl
 linearizable registers, no stale reads; the longest write gap is printed."""
 import time
 
+import pytest
+
+from shepherd_ha.cli.local_cluster import LocalClusterError
 from shepherd_ha.cli.rolling_restart import roll, roll_order
 from shepherd_ha.client import Client
 from tests.chaos import quiescence
@@ -68,3 +71,8 @@ def test_local_roll_under_load_loses_no_acknowledged_write(make_cluster, tmp_pat
     assert report.ok, report.render()
     totals = recorder.outcome_totals()
     assert totals.get("ok", 0) > 50, totals
+
+    # With a replica down, a roll would take a second one away: refused, naming it.
+    cluster.kill("r3")
+    with pytest.raises(LocalClusterError, match=r"replica\(s\) r3 not running: start them"):
+        roll(cluster.lc, timeout=10.0, progress=lines.append)

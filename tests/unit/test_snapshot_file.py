@@ -185,3 +185,8 @@ def test_endpoint_refuses_callers_without_the_admin_group():
         response = app.full_dispatch_request()
     assert response.status_code == 403
     assert "system:masters" in response.get_json()["message"]
+
+
+def test_a_snapshot_is_a_bulk_request_for_flow_control():
+    from shepherd_ha.api.flow_control import BULK, FlowControl
+    assert FlowControl().classify("GET", snapshot_endpoint.PATH, {}).level == BULK
