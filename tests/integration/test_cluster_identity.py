@@ -62,12 +62,12 @@ def test_a_replica_of_another_cluster_is_refused_by_its_peers(make_cluster):
         _wait(lambda: (refusal % (theirs, ours)) in _log(cluster, ident), 20, "%s logs the refusal" % ident)
     # PySyncObj dials from the higher address only, so r3's peers never send it a message to
     # refuse: r3 learns it from their APIs, in its cluster view.
+    _wait(lambda: _answers(cluster.url("r3")), 20, "r3's API answers")
     seen_by_r3 = {r["id"]: r for r in cluster.view("r3")["replicas"]}
     for ident in ("r1", "r2"):
         assert seen_by_r3[ident]["reachable"] is False, seen_by_r3[ident]
         assert "names cluster %s, but this is cluster %s" % (theirs, ours) in seen_by_r3[ident]["error"]
     # It never joins: no leader, nothing replicated; the others keep their quorum and serve.
-    _wait(lambda: _answers(cluster.url("r3")), 20, "r3's API answers")
     ready = call("GET", cluster.url("r3") + "/readyz", timeout=3.0)
     assert ready.status_code == 503, ready.text
     me = expect(call("GET", cluster.url("r3") + "/shepherd/v1/replica"), 200)
