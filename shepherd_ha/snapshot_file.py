@@ -50,10 +50,12 @@ def encode(header, items):
 class Reader:
     """Checks a snapshot fed line by line (`feed`); `finish` raises unless it was whole."""
 
-    def __init__(self, source="the snapshot"):
+    def __init__(self, source="the snapshot", keep_objects=True):
         self.source = source
         self.header = None
-        self.objects = []               # [(resource, object)]
+        self.keep_objects = keep_objects
+        self.objects = []               # [(resource, object)], when kept
+        self.count = 0
         self.trailer = None
         self._digest = hashlib.sha256()
         self._lines = 0
@@ -69,7 +71,7 @@ class Reader:
             raise self._bad("line %d is %d bytes long" % (self._lines, len(line)))
         if not line.endswith(b"\n"):
             raise SnapshotError("%s is truncated: line %d ends without a newline (after %d of %s objects)"
-                                % (self.source, self._lines, len(self.objects),
+                                % (self.source, self._lines, self.count,
                                    self.header.get("objects") if self.header else "?"))
         try:
             document = json.loads(line)
@@ -85,7 +87,9 @@ class Reader:
         elif set(document) != {"resource", "object"} or not isinstance(document["object"], dict):
             raise self._bad("line %d is not an object line" % self._lines)
         else:
-            self.objects.append((document["resource"], document["object"]))
+            self.count += 1
+            if self.keep_objects:
+                self.objects.append((document["resource"], document["object"]))
         self._digest.update(line)
 
     def _check_header(self, document):
@@ -106,13 +110,13 @@ class Reader:
             raise SnapshotError("%s is empty" % self.source)
         if self.trailer is None:
             raise SnapshotError("%s is truncated: it ends after %d of %d objects, before its checksum line"
-                                % (self.source, len(self.objects), self.header["objects"]))
+                                % (self.source, self.count, self.header["objects"]))
         want = self.trailer.get("sha256")
         have = self._digest.hexdigest()
         if want != have:
             raise self._bad("its sha256 is %s, its checksum line says %s" % (have, want))
-        if len(self.objects) != self.header["objects"] or self.trailer.get("objects") != self.header["objects"]:
-            raise self._bad("it holds %d objects, its header says %d" % (len(self.objects), self.header["objects"]))
+        if self.count != self.header["objects"] or self.trailer.get("objects") != self.header["objects"]:
+            raise self._bad("it holds %d objects, its header says %d" % (self.count, self.header["objects"]))
         return self
 
 

@@ -45,7 +45,7 @@ def run_save(args, ctx):
     partial = target + ".partial"
     response = ctx.client.request("GET", PATH, stream=True, timeout=60.0)
     total = response.headers.get("Shepherd-Snapshot-Objects", "?")
-    reader = snapshot_file.Reader("the snapshot from %s" % ctx.client.last_server)
+    reader = snapshot_file.Reader("the snapshot from %s" % ctx.client.last_server, keep_objects=False)
     shown = 0.0
     try:
         with open(partial, "wb") as out:
@@ -55,7 +55,7 @@ def run_save(args, ctx):
                 now = time.monotonic()
                 if now - shown >= PROGRESS_EVERY:
                     shown = now
-                    ctx.error("  ... %d/%s objects" % (len(reader.objects), total))
+                    ctx.error("  ... %d/%s objects" % (reader.count, total))
             reader.finish()
             out.flush()
             os.fsync(out.fileno())

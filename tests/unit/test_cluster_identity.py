@@ -125,3 +125,12 @@ def test_local_up_writes_one_id_into_every_replica_agent_and_client_config(tmp_p
     other = LocalCluster(str(tmp_path / "d"))
     other.create(1, find_base_port(1))
     assert other.cluster_id() != ident
+
+
+def test_sheepctl_takes_the_cluster_id_from_its_config_file_only_with_its_servers(tmp_path):
+    from ctl import config as ctl_config
+    path = tmp_path / "config"
+    path.write_text("servers: [http://h:1]\ncluster_id: %s\n" % A)
+    assert ctl_config.resolve(config_arg=str(path), env={}).cluster_id == A
+    # Servers named elsewhere: the file's cluster id is not theirs.
+    assert ctl_config.resolve(server_arg="http://other:1", config_arg=str(path), env={}).cluster_id is None
