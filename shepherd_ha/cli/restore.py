@@ -20,7 +20,7 @@ import yaml
 from shepherd_ha import cluster_identity, snapshot_file
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.fsm import StoreFSM
-from shepherd_ha.store.pysyncobj_overrides.dump_file import write_dump
+from shepherd_ha.store.pysyncobj_overrides.dump_file import dump_bytes, write_dump
 
 from .local_cluster import LocalCluster, LocalClusterError, find_base_port
 
@@ -109,10 +109,10 @@ def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True):
         staged.create(replicas, base_port if base_port is not None else find_base_port(replicas), auth=auth,
                       cluster_id=cluster_id)
         spec = staged.spec()
-        raft = [m["raft"] for m in spec["replicas"]]
+        dump = dump_bytes(fsm, [m["raft"] for m in spec["replicas"]])
         for member in spec["replicas"]:
             data_dir = os.path.join(staging, member["id"], "data")
-            write_dump(data_dir, fsm, raft)
+            write_dump(data_dir, dump)
             with open(os.path.join(data_dir, cluster_identity.FILE_NAME), "w") as fh:
                 fh.write(cluster_id + "\n")
         spec["restored_from"] = {"snapshot": os.path.abspath(snapshot_path),
