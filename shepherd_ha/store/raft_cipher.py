@@ -82,6 +82,9 @@ class RaftCipher:
             raise InvalidToken("message too short")
         version, timestamp, _, _ = _HEADER.unpack_from(token)
         if version != VERSION:
+            if version == 1:        # a replica of a release before cluster ids: say why it never joins
+                raise InvalidToken(self._log_refusal(b"v1", "refused a Raft connection speaking message version 1 "
+                                                     "(a release before cluster ids): upgrade every replica"))
             raise InvalidToken("unknown message version %d" % version)
         return timestamp
 
@@ -97,13 +100,16 @@ class RaftCipher:
             raise InvalidToken("message failed authentication (another Raft password?)") from None
 
     def _refused(self, cluster):
-        message = ("refused a Raft connection: its messages belong to cluster %s, this replica to cluster %s (a "
-                   "replica of another cluster, e.g. a restored copy or a copied data dir, at an address of this "
-                   "one?)" % (cluster.hex(), self._cluster.hex()))
+        return self._log_refusal(cluster, "refused a Raft connection: its messages belong to cluster %s, this "
+                                 "replica to cluster %s (a replica of another cluster, e.g. a restored copy or a "
+                                 "copied data dir, at an address of this one?)" % (cluster.hex(), self._cluster.hex()))
+
+    def _log_refusal(self, key, message):
+        """PySyncObj drops the connection without a word: log why, once a minute per kind."""
         now = time.monotonic()
-        if now - self._refusals_logged.get(cluster, -REFUSAL_LOG_INTERVAL) >= REFUSAL_LOG_INTERVAL:
+        if now - self._refusals_logged.get(key, -REFUSAL_LOG_INTERVAL) >= REFUSAL_LOG_INTERVAL:
             if len(self._refusals_logged) > 64:
                 self._refusals_logged.clear()
-            self._refusals_logged[cluster] = now
+            self._refusals_logged[key] = now
             log.error("%s", message)
         return message

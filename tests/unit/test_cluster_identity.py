@@ -134,3 +134,12 @@ def test_sheepctl_takes_the_cluster_id_from_its_config_file_only_with_its_server
     assert ctl_config.resolve(config_arg=str(path), env={}).cluster_id == A
     # Servers named elsewhere: the file's cluster id is not theirs.
     assert ctl_config.resolve(server_arg="http://other:1", config_arg=str(path), env={}).cluster_id is None
+
+
+def test_a_replica_of_a_release_before_cluster_ids_is_refused_and_named(caplog):
+    import struct
+    old = struct.pack(">BQ12s", 1, 5, bytes(12)) + b"ciphertext and tag"
+    with caplog.at_level(logging.ERROR, logger="shepherd_ha.store.raft_cipher"):
+        with pytest.raises(InvalidToken, match="message version 1"):
+            RaftCipher("pw", A).extract_timestamp(old)
+    assert "a release before cluster ids" in caplog.text
