@@ -16,7 +16,8 @@ from .objects import ObjectApi, Target
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster")
+_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
+                "/shepherd/v1/snapshot")
 
 log = logging.getLogger("shepherd_ha.api")
 
