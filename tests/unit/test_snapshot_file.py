@@ -190,3 +190,24 @@ def test_endpoint_refuses_callers_without_the_admin_group():
 def test_a_snapshot_is_a_bulk_request_for_flow_control():
     from shepherd_ha.api.flow_control import BULK, FlowControl
     assert FlowControl().classify("GET", snapshot_endpoint.PATH, {}).level == BULK
+
+
+def test_sheepctl_save_refuses_a_stream_that_ends_early_and_leaves_no_file(tmp_path, capsys):
+    """A replica that dies mid-stream: what arrived is checked, refused, and removed."""
+    from flask import Flask, Response
+    from test_api_pod_logs import Served
+
+    from ctl.main import main as sheepctl
+    body = b"".join(snapshot_file.encode({"clusterId": CLUSTER, "revision": 9, "objects": len(ITEMS)}, ITEMS))
+    app = Flask("t")
+    app.add_url_rule(snapshot_endpoint.PATH, "snap",
+                     lambda: Response(iter([body[:len(body) // 2]]), mimetype="application/x-ndjson"))
+    served = Served(app)
+    try:
+        target = tmp_path / "out.snap"
+        assert sheepctl(["--server", served.url, "cluster", "snapshot", "save", str(target)]) == 1
+        err = capsys.readouterr().err
+        assert "snapshot not saved" in err and "truncated" in err, err
+        assert not target.exists() and not (tmp_path / "out.snap.partial").exists()
+    finally:
+        served.stop()
