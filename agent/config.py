@@ -26,6 +26,9 @@ AGENT_OPTIONS = (
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
            "--token-file; the token's user in group system:nodes)"),
+    Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
+           "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
+           "API refuses its requests"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -142,6 +145,7 @@ class AgentSettings:
     token: str = None
     pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
     cluster_cidr: str = network.CLUSTER_CIDR
+    cluster_id: str = None
 
 
 def settings(values):
@@ -206,6 +210,13 @@ def settings(values):
         network.parse_plan(cluster_cidr)
     except network.NetworkError as exc:
         raise ConfigError("--cluster-cidr: %s" % exc)
+    cluster_id = values.get("cluster_id") or None
+    if cluster_id is not None:
+        from shepherd_ha.cluster_identity import IdentityError, check_format
+        try:
+            check_format(cluster_id, "--cluster-id")
+        except IdentityError as exc:
+            raise ConfigError(str(exc))
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -219,4 +230,5 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token, pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr)
+        token=token, pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr,
+        cluster_id=cluster_id)

@@ -15,6 +15,7 @@ from shepherd_ha import __version__
 from shepherd_ha.client import Client
 
 from . import config
+from .cluster_check import other_cluster
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
@@ -46,6 +47,7 @@ class Agent:
         self.stop_event = threading.Event()
         self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token,
+                                       cluster_id=s.cluster_id,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
@@ -126,6 +128,10 @@ def main(argv=None):
                         format="%(asctime)s %(levelname)s " + settings.node_name + " %(name)s: %(message)s")
     for noisy in ("urllib3", "docker", "waitress"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    wrong = other_cluster(settings)
+    if wrong:
+        print("shepherd-agent: %s" % wrong, file=sys.stderr)
+        return 2
     try:
         agent = Agent(settings)
     except RuntimeFailure as exc:

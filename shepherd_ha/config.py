@@ -48,6 +48,9 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("cluster_id", str, RAFT["cluster_id"], "the cluster this replica belongs to (32 hex digits, made by `shepherd-ha "
+           "local up` or the provisioning); kept in DATA_DIR/cluster-id, which must agree; unset, a new data dir "
+           "takes one derived from the Raft password"),
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
            "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
            "unset, anyone who reaches the API may do anything"),

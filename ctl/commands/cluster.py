@@ -1,6 +1,7 @@
-"""sheepctl cluster status [-o json]; add-replica, remove-replica: cluster_members.py"""
+"""sheepctl cluster status [-o json]; add-replica, remove-replica (cluster_members.py); snapshot save FILE
+(snapshot.py)"""
 from .. import printers
-from . import cluster_members
+from . import cluster_members, snapshot
 
 
 def register(sub, common):
@@ -11,6 +12,7 @@ def register(sub, common):
     s.add_argument("-o", "--output", choices=("json", "yaml"))
     s.set_defaults(func=run_status)
     cluster_members.register(csub, common)
+    snapshot.register(csub, common)
     p.set_defaults(func=run_status, output=None)
 
 

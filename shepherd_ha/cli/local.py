@@ -1,4 +1,4 @@
-"""`shepherd-ha local up|status|down|kill|start`: a cluster on this machine."""
+"""`shepherd-ha local up|status|down|kill|start|roll`: a cluster on this machine."""
 import os
 import sys
 import time
@@ -6,6 +6,7 @@ import time
 from . import local_members
 from .local_cluster import LocalClusterError
 from .netns_cluster import NetnsCluster, open_cluster
+from .rolling_restart import roll
 
 DEFAULT_DIR = ".local-cluster"
 DEFAULT_AGENTS = 2
@@ -54,8 +55,14 @@ def add_parser(subparsers):
     remove = sub.add_parser("remove-replica", help="remove a replica from the membership, then stop it")
     remove.add_argument("name", help="replica id, e.g. r3")
     remove.set_defaults(func=cmd_remove_replica)
+    rolling = sub.add_parser("roll", help="restart every replica one at a time (followers first, the leader "
+                             "last), each caught up and the cluster ready before the next; prints the longest "
+                             "write gap")
+    rolling.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds each replica may take to catch up and the cluster to be ready (default 60)")
+    rolling.set_defaults(func=cmd_roll)
     for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "add-replica",
-                                                      "remove-replica")]:
+                                                      "remove-replica", "roll")]:
         p.add_argument("--dir", default=os.environ.get("SHEPHERD_LOCAL_DIR", DEFAULT_DIR),
                        help="cluster directory (default %s; env SHEPHERD_LOCAL_DIR)" % DEFAULT_DIR)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
@@ -213,4 +220,13 @@ def cmd_add_replica(args, cluster):
 def cmd_remove_replica(args, cluster):
     local_members.remove_replica(cluster, args.name, progress=_say)
     print("%s is no longer a member; %s no longer names it" % (args.name, os.path.join(cluster.dir, "config")))
+    return 0
+
+
+@_guard
+def cmd_roll(args, cluster):
+    print("rolling restart of %s: %s" % (cluster.dir, ", ".join(cluster.ids())), flush=True)
+    result = roll(cluster, args.timeout, progress=_say)
+    print("rolled %s; leader now %s; longest write gap %.2fs (%d writes acknowledged, %d failed)"
+          % (", ".join(result["order"]), result["leader"], result["longest_gap"], result["acked"], result["failed"]))
     return 0

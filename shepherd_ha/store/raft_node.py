@@ -54,6 +54,8 @@ class RaftSettings:
     # command a body the API accepts makes (see entry_size); bigger ones are refused.
     append_batch_bytes: int = ENTRY_THRESHOLD
     joining: bool = False                  # started by --join on an empty data dir: no campaign until contacted
+    # In every Raft message (raft_cipher): peers of another cluster are refused. None: unit tests.
+    cluster_id: str = None
 
     def validate(self):
         if not self.password:
@@ -128,7 +130,7 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
-                                            joining=settings.joining)
+                                            joining=settings.joining, cluster_id=settings.cluster_id)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""

@@ -87,6 +87,7 @@ class RemoteReplica:
         self.api_url = api_url
         self.config_peers = list(peers)
         self._members = (0.0, None)        # (when, the store's member list): the cluster view asks often
+        self.cluster_id = None          # set by the worker (cli/server.py): the store reports its own too
         self.write_timeout = write_timeout
         self.socket_path = socket_path
         self.mirror = Mirror(watch_log_size)
@@ -255,7 +256,7 @@ class RemoteReplica:
                       "error": "%s: %s" % (UNREACHABLE, exc)}
         for private in ("ready", "tickGaps", "barriersSent"):
             status.pop(private, None)
-        status.update(id=self.id, api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
+        status.update(id=self.id, clusterId=self.cluster_id or status.get("clusterId"), api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
                       controllers=self.controller_status() if self.controller_status else None)
         return status
 

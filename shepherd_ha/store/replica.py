@@ -34,6 +34,7 @@ class Replica:
         self.id = replica_id
         self.api_url = api_url
         self.config_peers = list(peers)             # the other replicas as the flags name them
+        self.cluster_id = settings.cluster_id
         self.write_timeout = write_timeout
         self.watch_log = WatchLog(watch_log_size)
         self._on_leadership = on_leadership
@@ -153,7 +154,7 @@ class Replica:
         node = self.node
         fsm = node.fsm
         return {
-            "id": self.id, "api": self.api_url, "raft": node.settings.self_address,
+            "id": self.id, "clusterId": self.cluster_id, "api": self.api_url, "raft": node.settings.self_address,
             "role": node.role(), "term": node.term(), "leader": self.leader_id(),
             "commitIndex": node.commit_index(), "appliedIndex": node.applied_index(),
             "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),

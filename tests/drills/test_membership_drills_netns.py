@@ -6,8 +6,6 @@ from shepherd_ha.cli import netns
 from .conftest import netns_or_fail
 from .test_drills_netns import _import_runner
 
-MEMBERSHIP = ["replace-replica", "grow-shrink"]
-
 
 def test_membership_drills_pass_on_netns_target(tmp_path):
     netns_or_fail()
@@ -19,7 +17,7 @@ def test_membership_drills_pass_on_netns_target(tmp_path):
         print(line, flush=True)
 
     target = NetnsTarget(str(tmp_path / "cluster"))
-    reports = run_drills.run(target, MEMBERSHIP, out=out)
+    reports = run_drills.run(target, run_drills.MEMBERSHIP, out=out)
     failed = ["%s: %s" % (r.drill, r.verdict) for r in reports if r.verdict != "PASS"]
     assert not failed, "drills failed: %s\n%s" % ("; ".join(failed), "\n".join(lines))
     text = "\n".join(lines)
@@ -27,7 +25,7 @@ def test_membership_drills_pass_on_netns_target(tmp_path):
     assert "members r1, r2, r4: quorum 2 of 3" in text, text
     assert "quorum 3 of 5" in text, text
     figures = {r.drill: r.figures for r in reports}
-    for drill in MEMBERSHIP:
+    for drill in run_drills.MEMBERSHIP:
         assert figures[drill].get("writes acknowledged", 0) > 0, "%s acknowledged no write" % drill
     # The removed replicas' namespaces went with them, and close() removed the rest.
     index = int(target.subnet.split(".")[2])

@@ -157,6 +157,13 @@ class NetnsTarget(Target):
         raise TargetError("%s: API %s not answering %.0fs after start (log %s/%s/server.log)"
                           % (host, url, self.boot_timeout, self.dir, self.replica_id(host)))
 
+    def restart(self, host):
+        if host in self.control_planes:
+            self._need_cluster().stop(self.replica_id(host))     # SIGTERM, as systemd would
+        else:
+            self._need_cluster().stop_agent(self.node_name(host))
+        self.power_on(host)
+
     def isolate(self, host, peers):
         self._need_cluster().isolate(self._ident(host), [self._ident(p) for p in peers])
 

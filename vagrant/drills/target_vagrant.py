@@ -172,6 +172,14 @@ class VagrantTarget(Target):
             self.wait_service(host, deadline=start + self.boot_timeout)
         self.log(f"  [vagrant] {', '.join(hosts)} up {time.monotonic() - start:.0f} s after start")
 
+    def restart(self, host):
+        """systemctl restart of the host's unit (SIGTERM, then start), waiting until it is active."""
+        self.layout.address(host)
+        start = time.monotonic()
+        self.log(f"  [vagrant] systemctl restart {self.service(host)} on {host}")
+        self.ssh(host, f"systemctl restart {self.service(host)}", timeout=120)
+        self.wait_service(host, deadline=start + self.boot_timeout)
+
     # -- ssh ----------------------------------------------------------------
     def refresh_ssh_config(self):
         os.makedirs(self.state_dir, exist_ok=True)

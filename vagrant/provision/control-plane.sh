@@ -14,8 +14,9 @@ PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
+CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS"; do
+for f in "$SECRET" "$TOKENS" "$OPTIONS" "$CLUSTER_ID_FILE"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -38,6 +39,7 @@ api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
 token_file: /etc/shepherd/tokens.csv
+cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
 
