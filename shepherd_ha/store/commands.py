@@ -10,6 +10,8 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
             independent commands sharing one log entry (group commit); one result each
   claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
   barrier  {"type": "barrier", "version": 1}                             read marker
+  service_network {"type": "service_network", "version": 1, "cidr": str, "epoch": [term, replica]|None}
+            the range cluster IPs are allocated from (the leader's --service-cidr)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
@@ -20,6 +22,7 @@ Optional fields are left out when unset (the FSM reads them with .get). A comman
 logged before the version field existed has none: it is version 1.
 """
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.service_network import parse_service_cidr
 
 VERSION = 1            # the newest command format this code writes and applies
 
@@ -42,6 +45,11 @@ def claim(term, replica):
 
 def barrier():
     return {"type": "barrier", "version": VERSION}
+
+
+def service_network(cidr, epoch=None):
+    return {"type": "service_network", "version": VERSION, "cidr": cidr,
+            "epoch": None if epoch is None else list(epoch)}
 
 
 # ---- ops ----
@@ -137,5 +145,16 @@ def _check_claim(command):
     return None
 
 
+def _check_service_network(command):
+    epoch = command.get("epoch")
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a service_network's epoch is [term, replica] or None, not %r" % (epoch,)
+    try:
+        parse_service_cidr(command.get("cidr"))
+    except ValueError as exc:
+        return "service_network: %s" % exc
+    return None
+
+
 _COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
-                   "barrier": lambda command: None}
+                   "barrier": lambda command: None, "service_network": _check_service_network}
