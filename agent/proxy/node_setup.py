@@ -6,7 +6,10 @@
 - a route for the service CIDR: a process on the node connecting to a cluster IP
   needs a route before the nat OUTPUT chain rewrites the destination (a node
   without a default route has none). Tagged `proto 249` (SERVICE_ROUTE_PROTO) so it
-  is told apart from the pod network's routes.
+  is told apart from the pod network's routes. It points back into the pod bridge,
+  so ICMP redirects are turned off there (and in `all`, which the kernel ORs in):
+  with them, a pod's packet for a cluster IP without endpoints gets a redirect, the
+  pod then ARPs for the cluster IP and times out instead of being refused at once.
 - hairpin mode on the bridge ports: a pod reaching itself through its Service gets
   its packet back out of the port it came in by. The pod network (agent/network/)
   owns the bridge and its ports: it calls `set_hairpin(run, port)` for each pod's
@@ -42,7 +45,10 @@ def prepare_node(run):
 
 
 def ensure_service_route(run, service_cidr, device):
-    """A route for the service CIDR through `device` (the pod bridge), tagged as ours."""
+    """A route for the service CIDR through `device` (the pod bridge), tagged as ours,
+    and no ICMP redirects from that device."""
+    for conf in ("all", device):
+        run.run(["sysctl", "-q", "-w", "net.ipv4.conf.%s.send_redirects=0" % conf])
     run.run(["ip", "route", "replace", service_cidr, "dev", device, "proto", SERVICE_ROUTE_PROTO])
 
 
