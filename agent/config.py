@@ -14,6 +14,7 @@ from shepherd_ha import options as options_module
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
 
 CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
@@ -60,6 +61,12 @@ AGENT_OPTIONS = (
            "volumes from the API (a container start always reads the ConfigMaps)"),
     Option("event_qps", float, 50.0, "Events posted per second at most (bursts of 100; repeats are aggregated "
            "meanwhile); 0 posts none"),
+    Option("proxy_mode", str, "none", "Services on this node: iptables (cluster IPs and node ports through "
+           "SHEP-* chains, root) or none; on one machine with several agents, only one may program the rules"),
+    Option("service_cidr", str, DEFAULT_SERVICE_CIDR, "the servers' --service-cidr (the route toward cluster IPs)"),
+    Option("cluster_cidr", str, "", "the pod network; traffic to a cluster IP from outside it is masqueraded "
+           "(empty: no such rule)"),
+    Option("service_route_dev", str, "", "device of the service CIDR route (the pod bridge); empty: no route"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -134,6 +141,10 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
+    proxy_mode: str = "none"
+    service_cidr: str = DEFAULT_SERVICE_CIDR
+    cluster_cidr: str = ""
+    service_route_dev: str = ""
 
 
 def settings(values):
@@ -190,6 +201,7 @@ def settings(values):
         if len(token) < 16 or any(c.isspace() for c in token):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
+    proxy = _proxy_settings(values)
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -203,4 +215,21 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token)
+        token=token, **proxy)
+
+
+def _proxy_settings(values):
+    mode = (values.get("proxy_mode") or "none").lower()
+    if mode not in ("none", "iptables"):
+        raise ConfigError("--proxy-mode %r: use iptables or none" % values.get("proxy_mode"))
+    out = {"proxy_mode": mode, "service_route_dev": values.get("service_route_dev") or ""}
+    for key in ("service_cidr", "cluster_cidr"):
+        text = values.get(key) or ""
+        if key == "service_cidr" or text:
+            try:
+                text = str(parse_service_cidr(text or DEFAULT_SERVICE_CIDR)) if key == "service_cidr" \
+                    else str(ipaddress.ip_network(text))
+            except ValueError as exc:
+                raise ConfigError("--%s: %s" % (key.replace("_", "-"), exc))
+        out[key] = text
+    return out

@@ -18,6 +18,7 @@ from . import config
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
+from .proxy.wiring import build_proxy
 from .runtime import RuntimeFailure, make_runtime
 
 log = logging.getLogger("agent")
@@ -62,6 +63,7 @@ class Agent:
                                 lease_interval=s.lease_interval, status_interval=s.status_interval,
                                 containers=self.pods.running_containers,
                                 runtime_error=lambda: self.pods.runtime_error)
+        self.proxy = build_proxy(s, self.client, self.stop_event)
 
     def start(self):
         s = self.settings
@@ -83,6 +85,8 @@ class Agent:
         self.node.port = port or 0
         self.node.start()
         self.pods.start()
+        if self.proxy is not None:
+            self.proxy.start()
         log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
                  self.runtime.name, s.address, ", ".join(s.servers))
 
@@ -91,6 +95,8 @@ class Agent:
         self.stop_event.set()
         self.pods.shutdown(timeout)
         self.node.join(timeout)
+        if self.proxy is not None:
+            self.proxy.join(timeout)
         if self.log_server is not None:
             try:
                 self.log_server.stop()
@@ -101,6 +107,10 @@ class Agent:
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["network"]:            # shepherd-agent network cleanup
+        from .network_cli import main as network_main
+        return network_main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         values = config.resolve(args)
