@@ -2,11 +2,13 @@
 rendered by rules.render, applied by one iptables-restore per sync.
 
 A change wakes the loop; syncs are at least `min_interval` apart (a burst of
-endpoint changes costs one restore), and every `full_interval` a full sync rewrites
-every chain, re-checks the jumps and deletes chains of ours that the kernel has but
-we did not render (an earlier agent's, or a restore that failed halfway through a
-sequence). Between full syncs only the chains whose rules changed are written:
-the comparison is with what was rendered last time, never with iptables-save.
+endpoint changes costs one restore). Every `full_interval` a full sync re-checks
+the jumps, writes again the chains the kernel lacks and deletes chains of ours it
+has but we did not render (an earlier agent's); the first sync, the one after a
+failure and one every `rewrite_interval` rewrite every chain (slow with thousands of
+Services: iptables-nft takes seconds for 10,000 chains). Otherwise only the chains
+whose rules changed are written: the comparison is with what was rendered last
+time, never with iptables-save's text.
 After the restore, conntrack entries of removed UDP endpoints are deleted.
 A failed sync is logged and retried (next time in full); the loop never dies.
 """
@@ -22,8 +24,16 @@ from .conntrack import Conntrack, stale_flows
 log = logging.getLogger(__name__)
 
 MIN_INTERVAL = 1.0       # seconds between two syncs at least
-FULL_INTERVAL = 30.0     # seconds between full syncs
+FULL_INTERVAL = 30.0     # seconds between full syncs (jumps, chain set)
+REWRITE_INTERVAL = 600.0  # seconds between full syncs that rewrite every chain (7 s for 11,000 chains)
 RETRY = 2.0              # seconds after a failed sync
+
+
+def _without_missing(applied, present):
+    """`applied` less the chains the kernel does not have (deleted by hand, or by a
+    cleanup): the next restore writes them again."""
+    return {table: {c: r for c, r in chains.items() if c in present.get(table, ())}
+            for table, chains in applied.items()}
 
 
 def _key(obj):
@@ -101,7 +111,7 @@ def watch_into(client, resource, state, stop, on_synced=None):
 
 class Proxier:
     def __init__(self, state, iptables, node_ips=(), cluster_cidr=None, min_interval=MIN_INTERVAL,
-                 full_interval=FULL_INTERVAL, clock=time.monotonic):
+                 full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic):
         self.state = state
         self.iptables = iptables
         self.conntrack = Conntrack(iptables)
@@ -109,6 +119,9 @@ class Proxier:
         self.cluster_cidr = cluster_cidr
         self.min_interval = min_interval
         self.full_interval = full_interval
+        self.rewrite_interval = rewrite_interval
+        self.setup = setup           # callable run on every full sync (sysctls, the service route)
+        self.rewritten = None        # when every chain was last written
         self.clock = clock
         self.applied = None          # the ruleset the kernel holds (None: unknown, next sync is full)
         self.ports = []              # the ServicePorts it was rendered from
@@ -125,21 +138,28 @@ class Proxier:
         ruleset = rules.render(ports, self.node_ips, self.cluster_cidr)
         rendered = self.clock()
         full = full or self.applied is None
-        present = None
+        rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval
+        present, before = None, self.applied
         if full:
-            self.iptables.ensure_jumps()
+            self._node_setup()
+            # Before the jumps: ensure_jumps creates missing chains empty, and an empty
+            # chain must not pass for one holding what was applied.
             present = self.iptables.our_chains()
-        text = rules.restore_text(ruleset, None if full else self.applied, present)
+            self.iptables.ensure_jumps()
+            before = None if rewrite else _without_missing(self.applied, present)
+        text = rules.restore_text(ruleset, before, present)
         if text:
             self.applied = None      # unknown until the restore succeeds
             self.iptables.restore(text)
         restored = self.clock()
         self.applied = ruleset
+        if before is None:
+            self.rewritten = restored
         flows = stale_flows(self.ports, ports)
         self.conntrack.delete(flows)
         self.ports = ports
         self.syncs += 1
-        self.last = {"full": full, "render": rendered - started, "restore": restored - rendered,
+        self.last = {"full": full, "rewrite": before is None, "render": rendered - started, "restore": restored - rendered,
                      "conntrack": self.clock() - restored, "rules": rules.count_rules(ruleset),
                      "chains": sum(len(t) for t in ruleset.values()), "bytes": len(text),
                      "service_ports": len(ports), "stale_flows": len(flows)}
@@ -147,6 +167,14 @@ class Proxier:
             self.applied_version = version
             self.synced.notify_all()
         return self.last
+
+    def _node_setup(self):
+        if self.setup is None:
+            return
+        try:
+            self.setup()
+        except Exception as exc:  # noqa: BLE001 - e.g. the bridge is not there yet: the rules still go in
+            log.warning("node setup for Services failed: %s (retried at the next full sync)", exc)
 
     def wait_applied(self, version, timeout):
         """True once a sync has applied state version `version` or a later one."""

@@ -15,11 +15,13 @@ def build_proxy(settings, client, stop, iptables=None):
     if settings.proxy_mode != "iptables":
         return None
     iptables = iptables or Iptables()
-    prepare_node(iptables)
-    if settings.service_route_dev:
-        ensure_service_route(iptables, settings.service_cidr, settings.service_route_dev)
+
+    def setup():                # on every full sync: a cleanup or a reboot of the bridge is repaired
+        prepare_node(iptables)
+        if settings.service_route_dev:
+            ensure_service_route(iptables, settings.service_cidr, settings.service_route_dev)
     # Node ports answer on the node's address; on loopback (one machine), on every local one.
     node_ips = () if ipaddress.ip_address(settings.address).is_loopback else (settings.address,)
     log.info("service proxy: iptables, service CIDR %s, node ports on %s", settings.service_cidr,
              ", ".join(node_ips) or "every local address")
-    return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None)
+    return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None, setup=setup)

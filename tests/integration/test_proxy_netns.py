@@ -114,7 +114,8 @@ def cluster():
         ensure_service_route(run, "10.96.0.0/12", "svbr0")
         assert sorted(hairpin_all(run, "svbr0")) == ["svv0", "svv1", "svv2"]
         state = ProxyState()
-        proxier = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16")
+        proxier = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16",
+                          setup=lambda: ensure_service_route(run, "10.96.0.0/12", "svbr0"))
         yield state, proxier, run
     finally:
         for proc in servers:
@@ -229,6 +230,8 @@ def test_cleanup_removes_every_chain_jump_and_the_route(cluster):
     assert "chain(s)" in sentence
     assert "SHEP" not in sh("iptables-save", ns=NODE)
     assert "10.96.0.0/12" not in sh("ip", "route", ns=NODE)
-    proxier.applied = None        # the proxier can start over after a cleanup
-    proxier.sync()
+    figures = proxier.sync(full=True)      # the next periodic full sync puts everything back
+    assert figures["full"] and not figures["rewrite"]
+    assert "10.96.0.0/12" in sh("ip", "route", ns=NODE)
+    assert set(ask(NODE, "tcp", "10.96.0.10", 80, count=10)) == {"svpod1", "svpod2"}
     assert set(ask(CLIENT, "tcp", "10.96.0.10", 80, count=20)) == {"svpod1", "svpod2"}

@@ -1,5 +1,6 @@
 """The proxy's sync loop against a recording iptables (agent/proxy/proxier.py): what
 it writes when, failures, batching; and the agent's proxy options."""
+import re
 import threading
 import time
 
@@ -76,6 +77,20 @@ def test_first_sync_is_full_then_only_changed_chains_are_written(proxy):
     assert proxier.sync()["bytes"] == 0 and len(iptables.restores) == 2      # nothing changed: no restore
 
 
+def test_a_periodic_full_sync_writes_back_chains_the_kernel_lost_and_rewrites_all_now_and_then(proxy):
+    state, iptables, proxier = proxy
+    state.put("services", svc("a", "10.96.0.2"))
+    state.put("endpoints", eps("a", "10.244.1.2"))
+    assert proxier.sync()["rewrite"]
+    lost = next(c for c in iptables.chains["nat"] if c.startswith("SHEP-SEP-"))
+    iptables.chains["nat"].discard(lost)              # flushed and deleted by hand
+    figures = proxier.sync(full=True)
+    assert figures["full"] and not figures["rewrite"]
+    assert re.findall(r"^:(\S+)", iptables.restores[-1], re.M) == [lost]
+    proxier.rewritten -= proxier.rewrite_interval
+    assert proxier.sync(full=True)["rewrite"] and "SHEP-POSTROUTING" in iptables.restores[-1]
+
+
 def test_a_failed_restore_makes_the_next_sync_full(proxy):
     state, iptables, proxier = proxy
     state.put("services", svc("a", "10.96.0.2"))
@@ -85,7 +100,8 @@ def test_a_failed_restore_makes_the_next_sync_full(proxy):
     with pytest.raises(IptablesError):
         proxier.sync()
     iptables.fail = False
-    assert proxier.sync()["full"]
+    figures = proxier.sync()
+    assert figures["full"] and figures["rewrite"]
 
 
 def test_udp_endpoint_removal_runs_conntrack_after_the_restore(proxy):
