@@ -123,6 +123,7 @@ class Proxier:
         self.setup = setup           # callable run on every full sync (sysctls, the service route)
         self.rewritten = None        # when every chain was last written
         self.clock = clock
+        self.renderer = rules.Renderer()
         self.applied = None          # the ruleset the kernel holds (None: unknown, next sync is full)
         self.ports = []              # the ServicePorts it was rendered from
         self.applied_version = -1
@@ -135,7 +136,7 @@ class Proxier:
         services, endpoints, version = self.state.snapshot()
         started = self.clock()
         ports = rules.service_ports(services, endpoints)
-        ruleset = rules.render(ports, self.node_ips, self.cluster_cidr)
+        ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr)
         rendered = self.clock()
         full = full or self.applied is None
         rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval

@@ -124,12 +124,15 @@ def _ready(subsets, port_name, protocol):
 
 # ---- the rules ----
 
-def render(ports, node_ips=(), cluster_cidr=None):
+def render(ports, node_ips=(), cluster_cidr=None, cache=None):
     """{table: {chain: [rule, ...]}} of every chain we own, in a fixed order.
 
     node_ips: addresses node ports answer on (none: every local address);
     cluster_cidr: the pod network; traffic to a cluster IP from outside it is
-    masqueraded (None: no such rule, as kube-proxy without --cluster-cidr)."""
+    masqueraded (None: no such rule, as kube-proxy without --cluster-cidr).
+    cache: a dict kept between calls (Renderer): a Service port rendered before
+    with the same inputs is reused, not rendered again. Callers must not modify
+    the returned rule lists."""
     nat = collections.OrderedDict((c, []) for c in (SERVICES, NODEPORTS, POSTROUTING, MARK_MASQ))
     filt = collections.OrderedDict((c, []) for c in (SERVICES, EXTERNAL, FORWARD))
     nat[MARK_MASQ].append("-A %s -j MARK --or-mark %s" % (MARK_MASQ, MASQ_BIT))
@@ -139,39 +142,84 @@ def render(ports, node_ips=(), cluster_cidr=None):
                          % POSTROUTING]
     filt[FORWARD] += ["-A %s -m mark --mark %s/%s -j ACCEPT" % (FORWARD, MASQ_BIT, MASQ_BIT),
                       "-A %s -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT" % FORWARD]
-    local = ["-d %s/32" % ip for ip in node_ips] or ["-m addrtype --dst-type LOCAL"]
+    local = tuple("-d %s/32" % ip for ip in node_ips) or ("-m addrtype --dst-type LOCAL",)
+    tables = {"nat": nat, "filter": filt}
     for sp in ports:
-        proto = sp.protocol.lower()
-        match = "-p %s -m %s --dport %d" % (proto, proto, sp.port)
-        comment = '-m comment --comment "%s"' % sp.id
-        if not sp.endpoints:
-            filt[SERVICES].append("-A %s -d %s/32 %s %s -j REJECT --reject-with icmp-port-unreachable"
-                                  % (SERVICES, sp.cluster_ip, match, comment))
-            if sp.node_port:
-                for dest in local:
-                    filt[EXTERNAL].append("-A %s %s -p %s -m %s --dport %d %s -j REJECT --reject-with "
-                                          "icmp-port-unreachable" % (EXTERNAL, dest, proto, proto, sp.node_port,
-                                                                     comment))
-            continue
-        svc = svc_chain(sp)
-        nat[SERVICES].append("-A %s -d %s/32 %s %s -j %s" % (SERVICES, sp.cluster_ip, match, comment, svc))
-        if sp.node_port:
-            ext = ext_chain(sp)
-            nat[NODEPORTS].append("-A %s -p %s -m %s --dport %d %s -j %s"
-                                  % (NODEPORTS, proto, proto, sp.node_port, comment, ext))
-            nat[ext] = ["-A %s -j %s" % (ext, MARK_MASQ), "-A %s -j %s" % (ext, svc)]
-        rules = nat[svc] = []
-        if cluster_cidr:
-            rules.append("-A %s ! -s %s -d %s/32 %s -j %s" % (svc, cluster_cidr, sp.cluster_ip, match, MARK_MASQ))
-        count = len(sp.endpoints)
-        for i, endpoint in enumerate(sp.endpoints):
-            sep = sep_chain(sp, endpoint)
-            pick = "" if i == count - 1 else "-m statistic --mode random --probability %.10f " % (1.0 / (count - i))
-            rules.append("-A %s %s-j %s" % (svc, pick, sep))
-            nat[sep] = ["-A %s -s %s/32 -j %s" % (sep, endpoint[0], MARK_MASQ),
-                        "-A %s -p %s -m %s -j DNAT --to-destination %s:%d" % (sep, proto, proto, *endpoint)]
+        key = (sp, local, cluster_cidr)
+        piece = cache.get(key) if cache is not None else None
+        if piece is None:
+            piece = _port_rules(sp, local, cluster_cidr)
+        if cache is not None:
+            cache[key] = piece
+        appended, owned = piece
+        for table, chain, line in appended:
+            tables[table][chain].append(line)
+        for chain, rules in owned:
+            nat[chain] = rules
     nat[SERVICES] += ["-A %s %s -j %s" % (SERVICES, dest, NODEPORTS) for dest in local]
-    return {"nat": nat, "filter": filt}
+    return tables
+
+
+def _port_rules(sp, local, cluster_cidr):
+    """One Service port's rules: ([(table, shared chain, rule)], [(own nat chain, rules)])."""
+    appended, owned = [], []
+    proto = sp.protocol.lower()
+    match = "-p %s -m %s --dport %d" % (proto, proto, sp.port)
+    comment = '-m comment --comment "%s"' % sp.id
+    if not sp.endpoints:
+        appended.append(("filter", SERVICES, "-A %s -d %s/32 %s %s -j REJECT --reject-with icmp-port-unreachable"
+                         % (SERVICES, sp.cluster_ip, match, comment)))
+        if sp.node_port:
+            for dest in local:
+                appended.append(("filter", EXTERNAL, "-A %s %s -p %s -m %s --dport %d %s -j REJECT --reject-with "
+                                 "icmp-port-unreachable" % (EXTERNAL, dest, proto, proto, sp.node_port, comment)))
+        return appended, owned
+    svc = svc_chain(sp)
+    appended.append(("nat", SERVICES, "-A %s -d %s/32 %s %s -j %s" % (SERVICES, sp.cluster_ip, match, comment, svc)))
+    if sp.node_port:
+        ext = ext_chain(sp)
+        appended.append(("nat", NODEPORTS, "-A %s -p %s -m %s --dport %d %s -j %s"
+                         % (NODEPORTS, proto, proto, sp.node_port, comment, ext)))
+        owned.append((ext, ["-A %s -j %s" % (ext, MARK_MASQ), "-A %s -j %s" % (ext, svc)]))
+    rules = []
+    owned.append((svc, rules))
+    if cluster_cidr:
+        rules.append("-A %s ! -s %s -d %s/32 %s -j %s" % (svc, cluster_cidr, sp.cluster_ip, match, MARK_MASQ))
+    count = len(sp.endpoints)
+    for i, endpoint in enumerate(sp.endpoints):
+        sep = sep_chain(sp, endpoint)
+        pick = "" if i == count - 1 else "-m statistic --mode random --probability %.10f " % (1.0 / (count - i))
+        rules.append("-A %s %s-j %s" % (svc, pick, sep))
+        owned.append((sep, ["-A %s -s %s/32 -j %s" % (sep, endpoint[0], MARK_MASQ),
+                            "-A %s -p %s -m %s -j DNAT --to-destination %s:%d" % (sep, proto, proto, *endpoint)]))
+    return appended, owned
+
+
+class Renderer:
+    """render() with a cache of the Service ports of the previous call only (so it
+    holds what exists now, not everything ever rendered)."""
+
+    def __init__(self):
+        self._cache = {}
+
+    def render(self, ports, node_ips=(), cluster_cidr=None):
+        fresh = _Reuse(self._cache)
+        ruleset = render(ports, node_ips, cluster_cidr, fresh)
+        self._cache = fresh.kept
+        return ruleset
+
+
+class _Reuse:
+    """A cache that reads the old entries and keeps only those used (or added) now."""
+
+    def __init__(self, old):
+        self.old, self.kept = old, {}
+
+    def get(self, key):
+        return self.old.get(key)
+
+    def __setitem__(self, key, value):
+        self.kept[key] = value
 
 
 def restore_text(new, old=None, present=None):

@@ -136,3 +136,15 @@ def test_stale_udp_flows_of_removed_endpoints_and_of_a_port_getting_its_first_en
     assert [f[-1] for f in stale_flows(new, zero)] == ["10.244.1.4", "10.244.1.4"]        # scale to zero
     assert stale_flows(zero, new) == [["-p", "udp", "--orig-dst", "10.96.0.11"]]
     assert [f[-1] for f in stale_flows(new, [])] == ["10.244.1.4", "10.244.1.4"]          # service deleted
+
+
+def test_the_cached_renderer_renders_the_same_and_keeps_only_current_ports():
+    renderer = rules.Renderer()
+    first = rules.service_ports([WEB, DNS, EMPTY], endpoints(WEB_EP, DNS_EP))
+    assert renderer.render(first, NODE_IPS, CLUSTER) == rules.render(first, NODE_IPS, CLUSTER)
+    assert renderer.render(first, NODE_IPS, CLUSTER) == rules.render(first, NODE_IPS, CLUSTER)
+    moved = ep("web", ["10.244.1.2"], [{"name": "http", "port": 8080, "protocol": "TCP"}])
+    second = rules.service_ports([WEB, EMPTY], endpoints(moved))
+    assert renderer.render(second, NODE_IPS, CLUSTER) == rules.render(second, NODE_IPS, CLUSTER)
+    assert len(renderer._cache) == 2
+    assert renderer.render(second, (), None) == rules.render(second)
