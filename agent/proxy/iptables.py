@@ -23,7 +23,7 @@ class IptablesError(Exception):
 
 
 class Iptables:
-    def __init__(self, prefix=(), timeout=60.0):
+    def __init__(self, prefix=(), timeout=300.0):   # a full write of 10,000 chains takes seconds, more under load
         self.prefix = list(prefix)
         self.timeout = timeout
 
