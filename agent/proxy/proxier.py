@@ -160,7 +160,8 @@ class Proxier:
         self.conntrack.delete(flows)
         self.ports = ports
         self.syncs += 1
-        self.last = {"full": full, "rewrite": before is None, "render": rendered - started, "restore": restored - rendered,
+        self.last = {"full": full, "rewrite": before is None, "render": rendered - started,
+                     "restore": restored - rendered,
                      "conntrack": self.clock() - restored, "rules": rules.count_rules(ruleset),
                      "chains": sum(len(t) for t in ruleset.values()), "bytes": len(text),
                      "service_ports": len(ports), "stale_flows": len(flows)}

@@ -133,7 +133,8 @@ def service(name, ip, port, target, protocol="TCP", node_port=None):
 
 
 def endpoints(name, ips, port, protocol="TCP"):
-    subsets = [{"addresses": [{"ip": ip} for ip in ips], "ports": [{"port": port, "protocol": protocol}]}] if ips else []
+    subsets = [{"addresses": [{"ip": ip} for ip in ips], "ports": [{"port": port, "protocol": protocol}]}]
+    subsets = subsets if ips else []
     return {"metadata": {"namespace": "default", "name": name}, "subsets": subsets}
 
 
@@ -179,7 +180,8 @@ def test_a_service_without_endpoints_refuses_at_once(cluster):
 
 def test_removing_an_endpoint_deletes_its_udp_conntrack_entries(cluster):
     state, proxier, run = cluster
-    publish(state, proxier, service("dns", "10.96.0.20", 53, 5353, "UDP"), endpoints("dns", [PODS["svpod1"]], 5353, "UDP"))
+    publish(state, proxier, service("dns", "10.96.0.20", 53, 5353, "UDP"),
+            endpoints("dns", [PODS["svpod1"]], 5353, "UDP"))
     assert ask(CLIENT, "udp", "10.96.0.20", 53) == ["svpod1"]
     assert PODS["svpod1"] in sh("conntrack", "-L", "-p", "udp", "--orig-dst", "10.96.0.20", ns=NODE)
     # The same flow (same source port) would stay with svpod1 while its entry lives.

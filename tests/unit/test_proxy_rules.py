@@ -15,7 +15,8 @@ NODE_IPS, CLUSTER = ["192.168.50.11"], "10.244.0.0/16"
 
 
 def svc(name, ip, ports, type_="ClusterIP", namespace="default"):
-    return {"metadata": {"namespace": namespace, "name": name}, "spec": {"clusterIP": ip, "type": type_, "ports": ports}}
+    return {"metadata": {"namespace": namespace, "name": name},
+            "spec": {"clusterIP": ip, "type": type_, "ports": ports}}
 
 
 def ep(name, ips, ports, not_ready=(), namespace="default"):
