@@ -149,8 +149,8 @@ def test_cleanup_runs_every_step_even_after_one_fails_and_others_can_add_theirs(
     assert calls == ["broken", "b"] and removed == ["thing b"] and failures == ["a: no iptables here"]
     before = list(cleanup.STEPS)
     try:
-        cleanup.add_step("service chains", lambda context: [], before="pod networks")
-        assert [n for n, _ in cleanup.STEPS] == ["pod routes", "pod network iptables", "service chains",
+        cleanup.add_step("dns", lambda context: [], before="pod networks")
+        assert [n for n, _ in cleanup.STEPS] == ["service rules", "pod routes", "pod network iptables", "dns",
                                                  "pod networks"]
     finally:
         cleanup.STEPS[:] = before
