@@ -5,9 +5,8 @@ import requests
 from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-import shepherd_ha
-
 from .bodies import dumps
+from .version import version_info
 
 PEER_TIMEOUT = 0.5
 
@@ -28,8 +27,7 @@ def register(app, replica, metrics, peer_token=None):
 
     @app.get("/version")
     def version():
-        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id}),
-                        mimetype="application/json")
+        return Response(dumps(version_info(replica.id)), mimetype="application/json")
 
     @app.get("/shepherd/v1/replica")
     def replica_status():
