@@ -97,6 +97,7 @@ def stream(replica, target):
         write = environ.get(WRITE_KEY)
         if write is not None:
             write(b"")
+        yield b""       # waitress skips an empty chunk; a WSGI caller waiting for the first one gets it
         yield from initial
         if not initial and bookmarks:
             yield dumps(bookmark(start)) + "\n"
