@@ -1,0 +1,249 @@
+"""Real kubectl (1.32, on PATH) against a real 3-replica cluster: discovery, version,
+cluster-info, get with server-side Tables (-o wide|yaml|json|jsonpath, -l, -A,
+--field-selector), get -w, describe with events. Assertions are on kubectl's output.
+
+The cluster runs without authentication over plain HTTP for now; `kubeconfig` is the
+one place that says how kubectl reaches it (the TLS kubeconfig of `local up` goes
+there once the security issue lands).
+"""
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+import yaml
+
+from .helpers import call, ensure_namespace, expect, unique
+
+KUBECTL_TIMEOUT = 60
+NS = "kubectl-read"
+
+
+def write_kubeconfig(path, server, namespace="default"):
+    """A kubeconfig whose one context points at `server` with no user (no token)."""
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "shepherd",
+              "clusters": [{"name": "shepherd", "cluster": {"server": server}}],
+              "contexts": [{"name": "shepherd", "context": {"cluster": "shepherd", "namespace": namespace}}],
+              "users": []}
+    with open(path, "w") as fh:
+        yaml.safe_dump(config, fh)
+    return path
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(cluster, tmp_path_factory):
+    return write_kubeconfig(str(tmp_path_factory.mktemp("kubeconfig") / "config"), cluster.url(cluster.ids[0]), NS)
+
+
+@pytest.fixture(scope="module")
+def kubectl(kubeconfig, tmp_path_factory):
+    binary = shutil.which("kubectl")
+    assert binary, "kubectl 1.32 is needed on PATH for these tests"
+    cache = str(tmp_path_factory.mktemp("kubectl-cache"))    # no discovery cached from another cluster
+
+    def run(*args, check=True):
+        proc = subprocess.run([binary, "--kubeconfig", kubeconfig, "--cache-dir", cache] + list(args),
+                              capture_output=True, text=True, timeout=KUBECTL_TIMEOUT,
+                              env=dict(os.environ, KUBECONFIG=kubeconfig))
+        if check:
+            assert proc.returncode == 0, "kubectl %s failed (%d):\n%s\n%s" % (
+                " ".join(args), proc.returncode, proc.stdout, proc.stderr)
+        return proc
+    run.argv = [binary, "--kubeconfig", kubeconfig, "--cache-dir", cache]
+    return run
+
+
+def rows(text):
+    """kubectl's table output as dicts per row, split on runs of 2+ spaces."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    return header, [dict(zip(header, re.split(r"\s{2,}", line.strip()))) for line in lines[1:]]
+
+
+def merge_patch(url, path, body):
+    return expect(call("PATCH", url + path, data=json.dumps(body),
+                       headers={"Content-Type": "application/merge-patch+json"}), 200)
+
+
+@pytest.fixture(scope="module")
+def objects(cluster):
+    """A node, pods (one Running on it), a deployment, a service, a config map and an event."""
+    url = cluster.url(cluster.ids[0])
+    recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    ensure_namespace(url, NS)
+    ensure_namespace(url, "kubectl-other")
+    node = unique("kn")
+    expect(call("POST", url + "/api/v1/nodes", json={
+        "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}}), 201)
+    merge_patch(url, "/api/v1/nodes/%s/status" % node, {"status": {
+        "addresses": [{"type": "InternalIP", "address": "10.9.0.7"}, {"type": "Hostname", "address": node}],
+        "nodeInfo": {"kubeletVersion": "shepherd-agent/test", "osImage": "Debian GNU/Linux 12 (bookworm)",
+                     "kernelVersion": "6.1.0-test", "containerRuntimeVersion": "docker://24.0.7"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady",
+                        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    pod = {"metadata": {"name": "web-1", "labels": {"app": "web", "tier": "front"}},
+           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx:1.25"}]}}
+    created = expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json=pod), 201)
+    merge_patch(url, "/api/v1/namespaces/%s/pods/web-1/status" % NS, {"status": {
+        "phase": "Running", "podIP": "10.244.1.5",
+        "containerStatuses": [{"name": "app", "image": "nginx:1.25", "imageID": "", "ready": True,
+                               "restartCount": 0, "started": True,
+                               "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+        "metadata": {"name": "batch-1", "labels": {"app": "batch"}},
+        "spec": {"containers": [{"name": "job", "image": "busybox"}]}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/kubectl-other/pods", json={
+        "metadata": {"name": "elsewhere", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}}), 201)
+    expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % NS, json={
+        "metadata": {"name": "api"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "api"}},
+                 "template": {"metadata": {"labels": {"app": "api"}},
+                              "spec": {"containers": [{"name": "srv", "image": "shepherd/api:2"}]}}}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/services" % NS, json={
+        "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/configmaps" % NS, json={
+        "metadata": {"name": "settings"}, "data": {"a": "1", "b": "2", "c": "3"}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/events" % NS, json={
+        "metadata": {"name": "web-1.manual"}, "type": "Warning", "reason": "ProbeWobble",
+        "message": "readiness probe wobbled on purpose", "count": 1, "source": {"component": "kubectl-test"},
+        "involvedObject": {"kind": "Pod", "namespace": NS, "name": "web-1", "uid": created["metadata"]["uid"],
+                           "apiVersion": "v1"},
+        # recent: the event pruner drops old events
+        "firstTimestamp": recent, "lastTimestamp": recent}), 201)
+    return {"url": url, "node": node}
+
+
+def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
+    version = json.loads(kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"].startswith("v1.32.0-shepherd.")
+    assert version["serverVersion"]["major"] == "1" and version["serverVersion"]["minor"] == "32"
+    assert "Server Version: v1.32.0-shepherd." in kubectl("version").stdout
+    assert kubectl("api-versions").stdout.split() == ["apps/v1", "coordination.k8s.io/v1", "v1"]
+    header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
+    assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    by_name = {r["NAME"]: r for r in resources}
+    assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
+                            "controllerrevisions", "deployments", "leases"}
+    assert [by_name["pods"][k] for k in ("SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND")] == \
+        ["po", "v1", "true", "Pod"]
+    assert by_name["pods"]["CATEGORIES"] == "all"
+    assert by_name["deployments"]["SHORTNAMES"] == "deploy" and by_name["deployments"]["APIVERSION"] == "apps/v1"
+    assert by_name["nodes"]["NAMESPACED"] == "false"
+    assert kubectl("api-resources", "--namespaced=false", "-o", "name").stdout.split() == ["namespaces", "nodes"]
+    info = kubectl("cluster-info").stdout
+    assert "Kubernetes control plane is running at %s" % cluster.url(cluster.ids[0]) in info
+
+
+def test_get_pods_prints_kubernetes_columns_and_wide_ones(kubectl, objects):
+    header, pods = rows(kubectl("get", "pods").stdout)
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    by_name = {p["NAME"]: p for p in pods}
+    assert set(by_name) == {"web-1", "batch-1"}
+    assert (by_name["web-1"]["READY"], by_name["web-1"]["STATUS"], by_name["web-1"]["RESTARTS"]) == \
+        ("1/1", "Running", "0")
+    assert (by_name["batch-1"]["READY"], by_name["batch-1"]["STATUS"]) == ("0/1", "Pending")
+    header, pods = rows(kubectl("get", "pods", "-o", "wide").stdout)
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE",
+                      "READINESS GATES"]
+    web = [p for p in pods if p["NAME"] == "web-1"][0]
+    assert web["IP"] == "10.244.1.5" and web["NODE"] == objects["node"]
+    header, pods = rows(kubectl("get", "po", "-l", "app=web").stdout)
+    assert [p["NAME"] for p in pods] == ["web-1"]
+    header, pods = rows(kubectl("get", "pods", "-A", "-l", "app=web").stdout)
+    assert header[:2] == ["NAMESPACE", "NAME"]
+    assert sorted((p["NAMESPACE"], p["NAME"]) for p in pods) == [("kubectl-other", "elsewhere"), (NS, "web-1")]
+    header, pods = rows(kubectl("get", "pods", "--field-selector", "status.phase=Running").stdout)
+    assert [p["NAME"] for p in pods] == ["web-1"]
+    header, pods = rows(kubectl("get", "pods", "--show-labels").stdout)
+    assert [p["LABELS"] for p in pods if p["NAME"] == "web-1"] == ["app=web,tier=front"]
+
+
+def test_output_formats(kubectl, objects):
+    listed = json.loads(kubectl("get", "pods", "-o", "json").stdout)
+    assert listed["kind"] == "List" and sorted(i["metadata"]["name"] for i in listed["items"]) == ["batch-1", "web-1"]
+    assert all(i["kind"] == "Pod" and i["spec"]["containers"] for i in listed["items"])
+    pod = yaml.safe_load(kubectl("get", "pod", "web-1", "-o", "yaml").stdout)
+    assert pod["kind"] == "Pod" and pod["status"]["podIP"] == "10.244.1.5"
+    assert kubectl("get", "pod", "web-1", "-o", "jsonpath={.spec.nodeName}").stdout == objects["node"]
+    names = kubectl("get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}").stdout
+    assert names.split() == ["batch-1", "web-1"]
+    assert kubectl("get", "pods", "-o", "name").stdout.split() == ["pod/batch-1", "pod/web-1"]
+    header, cols = rows(kubectl("get", "pod", "web-1", "-o", "custom-columns=N:.metadata.name,IP:.status.podIP").stdout)
+    assert cols == [{"N": "web-1", "IP": "10.244.1.5"}]
+
+
+def test_get_other_kinds_with_their_columns(kubectl, objects):
+    header, deploys = rows(kubectl("get", "deploy", "-o", "wide").stdout)
+    assert header == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+    api = [d for d in deploys if d["NAME"] == "api"][0]
+    assert (api["READY"], api["CONTAINERS"], api["IMAGES"], api["SELECTOR"]) == \
+        ("0/0", "srv", "shepherd/api:2", "app=api")
+    header, services = rows(kubectl("get", "svc").stdout)
+    assert header == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    web = [s for s in services if s["NAME"] == "web"][0]
+    assert web["TYPE"] == "ClusterIP" and web["PORT(S)"] == "80/TCP"
+    header, nodes = rows(kubectl("get", "nodes", "-o", "wide").stdout)
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                      "KERNEL-VERSION", "CONTAINER-RUNTIME"]
+    node = [n for n in nodes if n["NAME"] == objects["node"]][0]
+    assert node["STATUS"] in ("Ready", "NotReady")     # no agent renews its lease: it may turn NotReady
+    assert (node["ROLES"], node["VERSION"], node["INTERNAL-IP"], node["OS-IMAGE"], node["KERNEL-VERSION"],
+            node["CONTAINER-RUNTIME"]) == ("worker", "shepherd-agent/test", "10.9.0.7",
+                                           "Debian GNU/Linux 12 (bookworm)", "6.1.0-test", "docker://24.0.7")
+    header, namespaces = rows(kubectl("get", "ns").stdout)
+    assert header == ["NAME", "STATUS", "AGE"]
+    assert {"name": NS, "status": "Active"} in [{"name": n["NAME"], "status": n["STATUS"]} for n in namespaces]
+    header, maps = rows(kubectl("get", "cm").stdout)
+    assert header == ["NAME", "DATA", "AGE"] and [(m["NAME"], m["DATA"]) for m in maps] == [("settings", "3")]
+    everything = kubectl("get", "all").stdout
+    for name in ("pod/web-1", "pod/batch-1", "service/web", "deployment.apps/api"):
+        assert name in everything
+    header, events = rows(kubectl("get", "events", "--field-selector", "reason=ProbeWobble").stdout)
+    assert header == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert [(e["TYPE"], e["OBJECT"], e["MESSAGE"]) for e in events] == \
+        [("Warning", "pod/web-1", "readiness probe wobbled on purpose")]
+
+
+def test_describe_pod_shows_its_events(kubectl, objects):
+    text = kubectl("describe", "pod", "web-1").stdout
+    assert re.search(r"^Name:\s+web-1$", text, re.M) and re.search(r"^Node:\s+%s" % objects["node"], text, re.M)
+    events = text[text.index("\nEvents:"):]
+    assert re.search(r"Warning\s+ProbeWobble\s+\S+\s+kubectl-test\s+readiness probe wobbled on purpose", events)
+
+
+def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
+    proc = subprocess.Popen(kubectl.argv + ["get", "pods", "-w", "-l", "app=batch"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in proc.stdout], daemon=True).start()
+
+    def next_line(timeout=30):
+        try:
+            return lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("kubectl get -w printed nothing in %ds: %s" % (timeout, proc.stderr.read()
+                                                                               if proc.poll() is not None else ""))
+    try:
+        assert re.split(r"\s{2,}", next_line()) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert re.split(r"\s{2,}", next_line())[:3] == ["batch-1", "0/1", "Pending"]
+        time.sleep(1.0)         # the watch is open once the list is printed; give it a moment
+        merge_patch(objects["url"], "/api/v1/namespaces/%s/pods/batch-1/status" % NS, {"status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "job", "image": "busybox", "imageID": "", "ready": False,
+                                   "restartCount": 0,
+                                   "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}]}})
+        changed = re.split(r"\s{2,}", next_line())
+        assert changed[:3] == ["batch-1", "0/1", "Error"], changed
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
