@@ -15,8 +15,11 @@ import subprocess
 import threading
 import time
 
+import kubernetes
 import pytest
 import yaml
+
+from agent.node_info import node_info
 
 from .helpers import call, ensure_namespace, expect, unique
 
@@ -82,8 +85,9 @@ def objects(cluster):
         "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}}), 201)
     merge_patch(url, "/api/v1/nodes/%s/status" % node, {"status": {
         "addresses": [{"type": "InternalIP", "address": "10.9.0.7"}, {"type": "Hostname", "address": node}],
-        "nodeInfo": {"kubeletVersion": "shepherd-agent/test", "osImage": "Debian GNU/Linux 12 (bookworm)",
-                     "kernelVersion": "6.1.0-test", "containerRuntimeVersion": "docker://24.0.7"},
+        # what an agent reports (agent/node_info.py), with a few values pinned for the assertions
+        "nodeInfo": dict(node_info("docker://24.0.7", "shepherd-agent/test"),
+                         osImage="Debian GNU/Linux 12 (bookworm)", kernelVersion="6.1.0-test"),
         "conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady",
                         "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
     pod = {"metadata": {"name": "web-1", "labels": {"app": "web", "tier": "front"}},
@@ -247,3 +251,34 @@ def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+
+
+def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has_no_none(objects):
+    config = kubernetes.client.Configuration(host=objects["url"])
+    with kubernetes.client.ApiClient(config) as api_client:
+        core = kubernetes.client.CoreV1Api(api_client)
+        nodes = {n.metadata.name: n for n in core.list_node().items}
+        info = nodes[objects["node"]].status.node_info
+        assert info.kernel_version == "6.1.0-test" and info.boot_id and info.kube_proxy_version == ""
+        pods = core.list_namespaced_pod(NS)
+        assert sorted(p.metadata.name for p in pods.items) == ["batch-1", "web-1"]
+        events = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=3))
+        assert sorted((e["type"], e["object"].metadata.name) for e in events) == \
+            [("ADDED", "batch-1"), ("ADDED", "web-1")]
+        assert all(isinstance(e["object"], kubernetes.client.V1Pod) for e in events)
+        # From the list's revision: nothing to send at first (the old server sent a bare
+        # newline there, which this client yields as a None event), then one pod.
+        late = threading.Timer(1.0, lambda: expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS,
+                                                        json={"metadata": {"name": "late-1"},
+                                                              "spec": {"containers": [{"name": "a", "image": "x"}]}}),
+                                                   201))
+        late.start()
+        try:
+            events = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=4,
+                                                          resource_version=pods.metadata.resource_version))
+        finally:
+            late.join()
+        assert None not in events and events[0]["type"] == "ADDED"
+        assert {(e["type"], e["object"].metadata.name) for e in events[1:]} <= {("MODIFIED", "late-1")}  # bound
+        apps = kubernetes.client.AppsV1Api(api_client)
+        assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["api"]
