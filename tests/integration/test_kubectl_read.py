@@ -282,3 +282,31 @@ def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has
         assert {(e["type"], e["object"].metadata.name) for e in events[1:]} <= {("MODIFIED", "late-1")}  # bound
         apps = kubernetes.client.AppsV1Api(api_client)
         assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["api"]
+
+
+def test_wait_for_a_condition_then_delete_by_name_and_by_label(kubectl, objects):
+    url = objects["url"]
+    for name in ("gone-1", "gone-2", "gone-3"):
+        # never bound (no node matches): deleted at once, with no agent to wait for
+        expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+            "metadata": {"name": name, "labels": {"app": "gone"}},
+            "spec": {"nodeSelector": {"kubectl-test": "nowhere"},
+                     "containers": [{"name": "a", "image": "nginx"}]}}), 201)
+    waiter = subprocess.Popen(kubectl.argv + ["wait", "--for=condition=Ready", "pod/gone-1", "--timeout=30s"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        assert waiter.poll() is None, "kubectl wait returned before the pod was Ready: %s" % (waiter.communicate(),)
+        merge_patch(url, "/api/v1/namespaces/%s/pods/gone-1/status" % NS, {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait(5)
+    assert waiter.returncode == 0 and out.strip() == "pod/gone-1 condition met", (out, err)
+    assert kubectl("delete", "pod", "gone-1").stdout.strip() == 'pod "gone-1" deleted'
+    deleted = kubectl("delete", "pods", "-l", "app=gone").stdout.splitlines()
+    assert sorted(deleted) == ['pod "gone-2" deleted', 'pod "gone-3" deleted']
+    gone = kubectl("get", "pods", "-l", "app=gone")
+    assert gone.stdout == "" and "No resources found in %s namespace." % NS in gone.stderr
