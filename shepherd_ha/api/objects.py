@@ -142,7 +142,7 @@ class ObjectApi:
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         if table is not None:
-            return json_response(table.table(target.info, items, revision))
+            return Response(table.list_chunks(target.info, items, revision), mimetype="application/json")
         # Serialized here, in chunks, while the request holds its flow-control seat.
         return Response(dumps_list({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
                                     "metadata": {"resourceVersion": str(revision)}}, items),

@@ -205,3 +205,16 @@ def test_watch_events_carry_one_row_tables_and_bookmarks_stay_as_they_are():
 ])
 def test_which_accept_headers_ask_for_a_table(accept, version):
     assert table_version(accept) == version
+
+
+@pytest.mark.parametrize("count", [0, 1, 250])
+def test_a_list_table_in_chunks_is_the_same_json(count):
+    import json
+    pods = [pod("p%03d" % i) for i in range(count)]
+    req = TableRequest("v1", "Metadata")
+    chunks = req.list_chunks(RESOURCES["pods"], pods, "9")
+    assert len(chunks) == 2 + (count + 99) // 100
+    whole = json.loads(b"".join(chunks))
+    one_piece = req.table(RESOURCES["pods"], pods, "9")
+    assert whole["columnDefinitions"] == one_piece["columnDefinitions"] and whole["metadata"] == {"resourceVersion": "9"}
+    assert [r["cells"][0] for r in whole["rows"]] == [r["cells"][0] for r in one_piece["rows"]]
