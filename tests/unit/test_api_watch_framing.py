@@ -4,6 +4,7 @@ single-replica store, served by waitress. Headers come at once, no bare newline 
 asked, Tables when asked; our own client's watch still gets every change across
 long silences."""
 import json
+import socket
 import threading
 import time
 
@@ -22,7 +23,7 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
+def served_replica(tmp_path_factory):
     port = find_base_port(1)
     settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
                             data_dir=str(tmp_path_factory.mktemp("watch-framing")), password="x")
@@ -36,11 +37,21 @@ def api(tmp_path_factory):
         served = Served(create_app(replica))
         ns = requests.post(served.url + "/api/v1/namespaces", json={"metadata": {"name": "default"}}, timeout=10)
         assert ns.status_code in (201, 409), ns.text
-        yield served.url
+        yield served.url, replica
     finally:
         if served is not None:
             served.stop()
         replica.close()
+
+
+@pytest.fixture
+def api(served_replica):
+    return served_replica[0]
+
+
+@pytest.fixture
+def replica_of_api(served_replica):
+    return served_replica[1]
 
 
 @pytest.fixture(autouse=True)
@@ -104,7 +115,17 @@ class RawStream:
         return False
 
     def close(self):
+        # Shut the socket down first: close() alone waits for the reader's blocked recv.
+        for path in (("_fp", "fp", "raw", "_sock"), ("_connection", "sock")):
+            try:
+                sock = self.resp.raw
+                for attr in path:
+                    sock = getattr(sock, attr)
+                sock.shutdown(socket.SHUT_RDWR)
+            except Exception:   # noqa: BLE001 - another urllib3 layout: the next path
+                pass
         self.resp.close()
+        self.thread.join(5)
 
 
 def test_an_idle_watch_without_bookmarks_opens_at_once_and_sends_nothing_but_events(api):
@@ -181,3 +202,20 @@ def test_our_client_watch_gets_every_change_across_silences_longer_than_its_read
     finally:
         stop.set()
         reader.join(5)
+
+
+def test_a_silent_watch_whose_reader_left_frees_its_slot_within_seconds(api, replica_of_api):
+    from shepherd_ha.api.flow_control import LONG_RUNNING_OTHER, FlowControl
+    flow = FlowControl(max_inflight=8, max_watches=4, queue_wait=1.0, replica_id="r1")
+    served = Served(create_app(replica_of_api, flow=flow))
+    try:
+        stream = RawStream(served.url, {"resourceVersion": revision(api), "timeoutSeconds": "60"})
+        assert stream.resp.status_code == 200
+        assert flow.snapshot()[LONG_RUNNING_OTHER]["inFlight"] == 1
+        stream.close()          # nothing was ever written to it: only the disconnect check can notice
+        deadline = time.monotonic() + 5
+        while flow.snapshot()[LONG_RUNNING_OTHER]["inFlight"] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert flow.snapshot()[LONG_RUNNING_OTHER]["inFlight"] == 0, "the server still holds the left watch"
+    finally:
+        served.stop()
