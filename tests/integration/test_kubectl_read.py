@@ -180,6 +180,11 @@ def test_output_formats(kubectl, objects):
     assert kubectl("get", "pods", "-o", "name").stdout.split() == ["pod/batch-1", "pod/web-1"]
     header, cols = rows(kubectl("get", "pod", "web-1", "-o", "custom-columns=N:.metadata.name,IP:.status.podIP").stdout)
     assert cols == [{"N": "web-1", "IP": "10.244.1.5"}]
+    header, one = rows(kubectl("get", "pod", "web-1").stdout)          # one object: a one-row Table
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] and one[0]["STATUS"] == "Running"
+    mixed = kubectl("get", "deploy/api", "svc/web").stdout
+    assert re.search(r"^deployment\.apps/api\s+0/0\s+0\s+0\s", mixed, re.M)
+    assert re.search(r"^service/web\s+ClusterIP\s", mixed, re.M)
 
 
 def test_get_other_kinds_with_their_columns(kubectl, objects):
