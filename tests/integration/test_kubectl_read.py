@@ -180,6 +180,9 @@ def test_output_formats(kubectl, objects):
     assert kubectl("get", "pods", "-o", "name").stdout.split() == ["pod/batch-1", "pod/web-1"]
     header, cols = rows(kubectl("get", "pod", "web-1", "-o", "custom-columns=N:.metadata.name,IP:.status.podIP").stdout)
     assert cols == [{"N": "web-1", "IP": "10.244.1.5"}]
+    # --sort-by asks for whole objects in the rows (includeObject=Object): container "app" before "job"
+    header, by_container = rows(kubectl("get", "pods", "--sort-by=.spec.containers[0].name").stdout)
+    assert [p["NAME"] for p in by_container] == ["web-1", "batch-1"]
     header, one = rows(kubectl("get", "pod", "web-1").stdout)          # one object: a one-row Table
     assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] and one[0]["STATUS"] == "Running"
     mixed = kubectl("get", "deploy/api", "svc/web").stdout
