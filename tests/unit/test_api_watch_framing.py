@@ -219,3 +219,19 @@ def test_a_silent_watch_whose_reader_left_frees_its_slot_within_seconds(api, rep
         assert flow.snapshot()[LONG_RUNNING_OTHER]["inFlight"] == 0, "the server still holds the left watch"
     finally:
         served.stop()
+
+
+def test_tables_over_http_for_get_and_list_and_a_bad_include_object_is_a_400(api):
+    create_pod(api, "http-table-1")
+    one = requests.get(api + "/api/v1/namespaces/default/pods/http-table-1", headers={"Accept": TABLE}, timeout=10)
+    assert one.status_code == 200 and one.json()["kind"] == "Table"
+    assert [r["cells"][0] for r in one.json()["rows"]] == ["http-table-1"]
+    listed = requests.get(api + "/api/v1/pods", params={"labelSelector": "app=framing", "includeObject": "None"},
+                          headers={"Accept": TABLE}, timeout=10).json()
+    assert listed["kind"] == "Table" and "http-table-1" in [r["cells"][0] for r in listed["rows"]]
+    assert all("object" not in r for r in listed["rows"])
+    plain = requests.get(api + "/api/v1/pods", params={"includeObject": "Whatever"}, timeout=10)
+    assert plain.status_code == 200 and plain.json()["kind"] == "PodList"      # not a Table: ignored
+    bad = requests.get(api + "/api/v1/pods", params={"includeObject": "Everything"}, headers={"Accept": TABLE},
+                       timeout=10)
+    assert bad.status_code == 400 and "Metadata, Object, None" in bad.json()["message"]
