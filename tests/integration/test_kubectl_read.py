@@ -318,3 +318,40 @@ def test_wait_for_a_condition_then_delete_by_name_and_by_label(kubectl, objects)
     assert sorted(deleted) == ['pod "gone-2" deleted', 'pod "gone-3" deleted']
     gone = kubectl("get", "pods", "-l", "app=gone")
     assert gone.stdout == "" and "No resources found in %s namespace." % NS in gone.stderr
+
+
+def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_client(kubectl, cluster, objects):
+    """Last in the module: a Ready node lets the scheduler bind the other tests' pods."""
+    name = unique("agent")
+    cluster.lc.add_agent(name, runtime="hollow")
+    cluster.lc.start_agent(name)
+    try:
+        expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS, json={
+            "metadata": {"name": "on-agent", "labels": {"app": "on-agent"}},
+            "spec": {"nodeName": name, "containers": [{"name": "app", "image": "registry.example/app:1"}]}}), 201)
+        deadline = time.monotonic() + 60
+        while True:
+            nodes = kubectl("get", "nodes", name, "-o", "wide", check=False)
+            pods = kubectl("get", "pods", "-l", "app=on-agent", check=False)
+            if nodes.returncode == 0 and pods.returncode == 0 and rows(nodes.stdout)[1][0]["STATUS"] == "Ready" \
+                    and rows(pods.stdout)[1][0]["STATUS"] == "Running":
+                break
+            assert time.monotonic() < deadline, "the agent's node or pod never got ready:\n%s%s%s\n%s" % (
+                nodes.stdout, nodes.stderr, pods.stdout, open(cluster.lc.agent_log(name)).read()[-3000:])
+            time.sleep(1.0)
+        node = rows(nodes.stdout)[1][0]
+        assert node["VERSION"].startswith("shepherd-agent/") and node["CONTAINER-RUNTIME"] == "hollow://1"
+        assert node["KERNEL-VERSION"] not in ("", "<unknown>") and node["OS-IMAGE"] not in ("", "<unknown>")
+        assert rows(pods.stdout)[1][0]["READY"] == "1/1"
+        config = kubernetes.client.Configuration(host=objects["url"])
+        with kubernetes.client.ApiClient(config) as api_client:
+            typed = kubernetes.client.CoreV1Api(api_client).read_node(name)
+        info = typed.status.node_info
+        assert info.boot_id and info.machine_id and info.system_uuid and info.os_image and info.kernel_version
+        assert info.kube_proxy_version == "" and info.architecture and info.operating_system == "linux"
+        assert {a.type for a in typed.status.addresses} == {"InternalIP", "Hostname"}
+        assert typed.status.capacity["pods"] and typed.status.allocatable["cpu"]
+        assert typed.status.daemon_endpoints.kubelet_endpoint.port > 0
+        assert [c.status for c in typed.status.conditions if c.type == "Ready"] == ["True"]
+    finally:
+        cluster.lc.stop_agent(name)
