@@ -227,6 +227,13 @@ def test_describe_pod_shows_its_events(kubectl, objects):
     assert re.search(r"^Name:\s+web-1$", text, re.M) and re.search(r"^Node:\s+%s" % objects["node"], text, re.M)
     events = text[text.index("\nEvents:"):]
     assert re.search(r"Warning\s+ProbeWobble\s+\S+\s+kubectl-test\s+readiness probe wobbled on purpose", events)
+    node = kubectl("describe", "node", objects["node"]).stdout
+    assert re.search(r"^Roles:\s+worker$", node, re.M) and re.search(r"Kernel Version:\s+6.1.0-test", node)
+    assert re.search(r"^\s+%s\s+web-1\s" % NS, node, re.M), node       # its non-terminated pods
+    deploy = kubectl("describe", "deployment", "api").stdout
+    assert re.search(r"^Replicas:\s+0 desired", deploy, re.M) and re.search(r"^Selector:\s+app=api$", deploy, re.M)
+    svc = kubectl("describe", "svc", "web").stdout
+    assert re.search(r"^Selector:\s+app=web$", svc, re.M) and re.search(r"^Port:\s+<unset>\s+80/TCP$", svc, re.M)
 
 
 def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
