@@ -295,6 +295,11 @@ def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has
             late.join()
         assert None not in events and events[0]["type"] == "ADDED"
         assert {(e["type"], e["object"].metadata.name) for e in events[1:]} <= {("MODIFIED", "late-1")}  # bound
+        # deserialize=False parses each line with json.loads: a bare newline killed it (ValueError)
+        raw = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=2,
+                                                   resource_version=pods.metadata.resource_version,
+                                                   deserialize=False))
+        assert raw and all(isinstance(e, dict) and e["type"] in ("ADDED", "MODIFIED") for e in raw)
         apps = kubernetes.client.AppsV1Api(api_client)
         assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["api"]
 
