@@ -8,7 +8,7 @@ from werkzeug.exceptions import HTTPException
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
-from . import auth, cluster_check, health, membership, snapshot_endpoint
+from . import auth, cluster_check, discovery, health, membership, snapshot_endpoint
 from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
@@ -17,7 +17,7 @@ from .objects import ObjectApi, Target
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
-                "/shepherd/v1/members", "/shepherd/v1/snapshot")
+                "/shepherd/v1/members", "/shepherd/v1/snapshot", "/api", "/apis")
 
 log = logging.getLogger("shepherd_ha.api")
 
@@ -65,6 +65,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None):
     health.register(app, replica, metrics, peer_token)
     membership.register(app, replica)
     snapshot_endpoint.register(app, replica)
+    discovery.register(app)     # /api, /apis: derived from the registry
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

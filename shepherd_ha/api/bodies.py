@@ -86,12 +86,12 @@ def dumps(obj):
 LIST_CHUNK_ITEMS = 100
 
 
-def dumps_list(head, items):
-    """The JSON of `head` (a non-empty object without "items") plus "items": `items`,
+def dumps_list(head, items, key="items"):
+    """The JSON of `head` (a non-empty object without `key`) plus `key`: `items`,
     as bytes chunks of LIST_CHUNK_ITEMS items. One json.dumps of 10,000 pods holds the
     GIL for 300 ms or more in a single C call, longer than a Raft election timeout; in
     chunks the other threads (the Raft tick first) get their turns in between."""
-    chunks = [(dumps(head)[:-1] + ',"items":[').encode()]
+    chunks = [(dumps(head)[:-1] + ',"%s":[' % key).encode()]
     for start in range(0, len(items), LIST_CHUNK_ITEMS):
         text = dumps(items[start:start + LIST_CHUNK_ITEMS])[1:-1]
         chunks.append((text if start == 0 else "," + text).encode())

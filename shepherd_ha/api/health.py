@@ -5,10 +5,10 @@ import requests
 from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-import shepherd_ha
 from shepherd_ha import cluster_identity
 
 from .bodies import dumps
+from .version import version_info
 
 PEER_TIMEOUT = 0.5
 
@@ -29,9 +29,8 @@ def register(app, replica, metrics, peer_token=None):
 
     @app.get("/version")
     def version():
-        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id,
-                               "clusterId": getattr(replica, "cluster_id", None)}),
-                        mimetype="application/json")
+        info = dict(version_info(replica.id), clusterId=getattr(replica, "cluster_id", None))
+        return Response(dumps(info), mimetype="application/json")
 
     @app.get("/shepherd/v1/replica")
     def replica_status():

@@ -25,7 +25,7 @@ from shepherd_ha.store.stamping import stamp_new
 from .bodies import (dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body,
                      require_merge_patch)
 from .errors import ApiError, unavailable
-from . import pod_logs, watch
+from . import pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -125,9 +125,14 @@ class ObjectApi:
         return obj
 
     def get(self, target):
-        return json_response(self._read(target, self._consistency()))
+        table = tables.requested()
+        obj = self._read(target, self._consistency())
+        if table is not None:
+            return json_response(table.table(target.info, [obj], obj["metadata"].get("resourceVersion")))
+        return json_response(obj)
 
     def list(self, target):
+        table = tables.requested()
         label_sel, field_sel = selectors(target)
         try:
             items, revision = self.replica.list(target.plural, target.namespace, self._consistency())
@@ -136,6 +141,8 @@ class ObjectApi:
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if table is not None:
+            return Response(table.list_chunks(target.info, items, revision), mimetype="application/json")
         # Serialized here, in chunks, while the request holds its flow-control seat.
         return Response(dumps_list({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
                                     "metadata": {"resourceVersion": str(revision)}}, items),

@@ -1,8 +1,12 @@
 """Watch streams: newline-delimited JSON events from a replica's watch log.
 
-A watch holds one server thread while it lasts; it wakes on every applied change
-(or every second) and writes a bookmark or a bare newline when idle, so a client
-that went away is noticed and its thread freed.
+A stream carries events only, as Kubernetes' do (a typed client parses every line
+as an event): its headers go out at once (an empty write), keep-alive is a BOOKMARK
+every BOOKMARK_INTERVAL idle seconds when the client allows bookmarks, else nothing.
+A watch holds one server thread while it lasts; it wakes on every applied change or
+every second and checks that its reader is still there (waitress'
+client_disconnected), so a client that went away frees its thread within a second.
+With a Table in the Accept header each event carries a one-row Table (api/tables.py).
 """
 import time
 
@@ -11,6 +15,9 @@ from flask import Response, request
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.watch_log import WatchExpired
 
+from shepherd_ha.streaming import WRITE_KEY
+
+from . import tables
 from .bodies import dumps, flag, is_number
 from .errors import ApiError, status_body, unavailable
 
@@ -22,6 +29,9 @@ def stream(replica, target):
     from .objects import selectors  # shared parsing; imported here to avoid a cycle
     label_sel, field_sel = selectors(target)
     bookmarks = flag("allowWatchBookmarks")
+    table = tables.requested()
+    environ = request.environ
+    gone = environ.get("waitress.client_disconnected") or (lambda: False)
     timeout = _timeout()
     rv = request.args.get("resourceVersion")
     info = target.info
@@ -42,7 +52,10 @@ def stream(replica, target):
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes
         # back once the stream starts): a 30,000-pod initial list is the costly part.
-        initial = _serialized([{"type": "ADDED", "object": o} for o in items if matches(o)])
+        initial = [{"type": "ADDED", "object": o} for o in items if matches(o)]
+        if table is not None:
+            initial = [table.watch_event(info, e, i == 0) for i, e in enumerate(initial)]
+        initial = _serialized(initial)
     elif not is_number(rv):
         raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
     else:
@@ -70,16 +83,28 @@ def stream(replica, target):
         return {"type": "BOOKMARK", "object": {"kind": info.kind, "apiVersion": info.api_version,
                                                "metadata": {"resourceVersion": str(revision)}}}
 
+    sent = [bool(initial)]      # whether an event went out yet (a Table's columns go with the first)
+
+    def line(event):
+        if table is not None:
+            event = table.watch_event(info, event, not sent[0])
+        sent[0] = True
+        return dumps(event) + "\n"
+
     def generate():
+        # waitress sends the headers with the first non-empty chunk: send them now,
+        # so the client knows at once that its watch is established.
+        write = environ.get(WRITE_KEY)
+        if write is not None:
+            write(b"")
+        yield b""       # waitress skips an empty chunk; a WSGI caller waiting for the first one gets it
         yield from initial
-        if not initial:
-            # waitress sends the headers with the first bytes: open the stream now,
-            # so the client knows its watch is established.
-            yield dumps(bookmark(start)) + "\n" if bookmarks else "\n"
+        if not initial and bookmarks:
+            yield dumps(bookmark(start)) + "\n"
         last = start
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not gone():
             try:
                 changes = replica.watch_log.since(last)
             except WatchExpired as exc:
@@ -90,13 +115,13 @@ def stream(replica, target):
                 last = change.revision
                 event = events_of(change)
                 if event is not None:
-                    out.append(dumps(event) + "\n")
+                    out.append(line(event))
             if out:
                 quiet_since = time.monotonic()
                 yield "".join(out)
-            elif time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
+            elif bookmarks and time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
                 quiet_since = time.monotonic()
-                yield dumps(bookmark(last)) + "\n" if bookmarks else "\n"
+                yield dumps(bookmark(last)) + "\n"
             replica.watch_log.wait_beyond(last, 1.0)
 
     return Response(generate(), mimetype="application/json",

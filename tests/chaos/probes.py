@@ -134,7 +134,7 @@ class PodWatch(threading.Thread):
     def run(self):
         try:
             self.resp = requests.get("%s/api/v1/namespaces/%s/pods" % (self.url, self.namespace), stream=True,
-                                     timeout=(2, 30), params={"watch": "1", "resourceVersion": str(self.revision),
+                                     timeout=(2, 70), params={"watch": "1", "resourceVersion": str(self.revision),
                                                               "timeoutSeconds": "60"})
             for line in self.resp.iter_lines():
                 if line.strip():

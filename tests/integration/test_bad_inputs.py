@@ -82,7 +82,7 @@ CASES = {
     "invalid-namespace-in-path": ("POST", "/api/v1/namespaces/Not_Valid/pods", {"json": pod("p")}, 400, None),
     "bad-label-selector": ("GET", PODS, {"params": {"labelSelector": "app in (web"}}, 400, "BadRequest"),
     "bad-label-selector-all-ns": ("GET", "/api/v1/pods", {"params": {"labelSelector": "a=b=c"}}, 400, "BadRequest"),
-    "unsupported-field-selector": ("GET", PODS, {"params": {"fieldSelector": "spec.restartPolicy=Always"}},
+    "unsupported-field-selector": ("GET", PODS, {"params": {"fieldSelector": "spec.dnsPolicy=Default"}},
                                    400, "BadRequest"),
     "malformed-field-selector": ("GET", PODS, {"params": {"fieldSelector": "metadata.name"}}, 400, "BadRequest"),
     "watch-non-numeric-rv": ("GET", PODS, {"params": {"watch": "1", "resourceVersion": "abc"}}, 400, "BadRequest"),
