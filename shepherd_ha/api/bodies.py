@@ -7,7 +7,6 @@ from .errors import ApiError
 
 MAX_IDEMPOTENCY_KEY = 128
 MAX_DEPTH = 100
-MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/json")
 
 
 def json_body(required=True):
@@ -70,13 +69,6 @@ def is_number(text):
 def flag(name):
     value = request.args.get(name)
     return value is not None and value.lower() in ("1", "true", "yes")
-
-
-def require_merge_patch():
-    ctype = (request.mimetype or "").lower()
-    if ctype not in MERGE_PATCH_TYPES:
-        raise ApiError(415, "PATCH content type %r is not supported: send a JSON merge patch with "
-                       "Content-Type: application/merge-patch+json" % (request.mimetype or ""))
 
 
 def dumps(obj):
