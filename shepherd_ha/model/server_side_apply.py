@@ -198,14 +198,39 @@ def _entry(manager, operation, api_version, now, paths, subresource=None):
     return entry
 
 
+def _content(obj, subresource=None):
+    """What a write to the object (or its status) can change, managedFields aside."""
+    if subresource == "status":
+        return obj.get("status")
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items()
+            if k not in ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")}
+    return {k: v for k, v in dict(obj, metadata=meta).items() if k != "status"}
+
+
+def _keep_if_unchanged(old, new, subresource=None):
+    """A write that changes nothing keeps the old managedFields (times included), so the
+    store still sees a no-op as unchanged and makes no new revision."""
+    if old is not None and _content(old, subresource) == _content(new, subresource):
+        meta = new.setdefault("metadata", {})
+        if "managedFields" in (old.get("metadata") or {}):
+            meta["managedFields"] = old["metadata"]["managedFields"]
+        else:
+            meta.pop("managedFields", None)
+        return True
+    return False
+
+
 def record_update(plural, old, new, manager, api_version, now, subresource=None):
     """`new` (modified in place and returned) with managedFields after a non-apply write
     that turned `old` (None for a create) into `new`."""
+    if _keep_if_unchanged(old, new, subresource):
+        return new
     status = subresource == "status"
     entries = _entries(old) if old else []
     old_fields = field_set(plural, old, status) if old else set()
     new_fields = field_set(plural, new, status)
-    changed = {p for p in new_fields if old is None or value_at(old, p) != value_at(new, p)}
+    changed = {p for p in new_fields if old is None or value_at(old, p) is _MISSING
+               or (p[-1] != "." and value_at(old, p) != value_at(new, p))}
     gone = old_fields - new_fields
     mine = set()
     for entry in entries:
@@ -255,14 +280,32 @@ def apply(plural, current, applied, manager, api_version, now, force=False):
         paths = decode(entry.get("fieldsV1")) - set(taken.get(i, ()))
         entry["fieldsV1"] = encode(paths)
         others |= paths
-    # Fields this manager stops applying go when nobody else owns them (items last).
-    for path in sorted(previous - applied_fields - others, key=lambda p: (p[-1] == ".", -len(p))):
-        if not any(o[:len(path) - (path[-1] == ".")] == path[:len(path) - (path[-1] == ".")] for o in others):
-            remove_path(result, path)
+    # Fields this manager stops applying go when nobody else owns them or anything under
+    # them; whole list items first (their leaves go with them), then emptied parents.
+    kept = others | applied_fields
+    for path in sorted(previous - kept, key=lambda p: (p[-1] != ".", len(p))):
+        base = path[:-1] if path[-1] == "." else path
+        if any(o[:len(base)] == base for o in kept):
+            continue
+        remove_path(result, path)
+        for end in range(len(base) - 1, 1, -1):
+            parent = base[:end]
+            value = value_at(result, parent)
+            if value in ({}, []) and parent[-1].startswith("f:") and not any(o[:end] == parent for o in kept):
+                remove_path(result, parent)
     entries = [e for e in entries if not _same(e, manager, "Apply", None)]
     entries.append(_entry(manager, "Apply", api_version, now, applied_fields))
     _store(result, entries)
+    if current is not None and ssa_unchanged(current, result, manager):
+        _keep_if_unchanged(current, result)
     return result
+
+
+def ssa_unchanged(current, result, manager):
+    """True when an apply changed neither the object nor what `manager` applies."""
+    before = {(e.get("manager"), e.get("operation")): e.get("fieldsV1") for e in _entries(current)}
+    after = {(e.get("manager"), e.get("operation")): e.get("fieldsV1") for e in _entries(result)}
+    return before == after and _content(current) == _content(result)
 
 
 def _without_meta(applied):
