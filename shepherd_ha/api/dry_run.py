@@ -5,7 +5,7 @@ namespace, a name taken, a stale resourceVersion) is refused here from a
 linearizable read, with the FSM's codes."""
 import copy
 
-from flask import request
+from flask import g, request
 
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.raft_node import Unavailable
@@ -16,14 +16,30 @@ from .write_options import invalid_option
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
+def from_options(options):
+    """DeleteOptions may carry dryRun in the body (kubectl delete --dry-run=server does)."""
+    values = options.get("dryRun")
+    if values is None:
+        return
+    if not isinstance(values, list):
+        values = [values]
+    _check(values)
+    g.dry_run_in_body = bool(values)
+
+
 def requested():
-    """True for dryRun=All; 400 for any other value (Kubernetes knows only All)."""
+    """True for dryRun=All (in the query, or in a DELETE's options); 422 for any other
+    value (Kubernetes knows only All)."""
     values = request.args.getlist("dryRun")
+    _check(values)
+    return bool(values) or g.get("dry_run_in_body", False)
+
+
+def _check(values):
     for value in values:
         if value != "All":
             raise invalid_option(_kind(), "dryRun", "Unsupported value: %r: supported values: \"All\" "
                                  "(kubectl --dry-run=server)" % value)
-    return bool(values)
 
 
 def _kind():

@@ -325,6 +325,7 @@ class ObjectApi:
         options = json_body(required=False) or {}
         if not isinstance(options, dict):
             raise ApiError(400, "delete options must be a JSON object")
+        dry_run.from_options(options)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise ApiError(400, "preconditions must be an object with resourceVersion and/or uid")
