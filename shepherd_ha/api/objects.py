@@ -367,14 +367,19 @@ class ObjectApi:
                            "a merge patch" % target.info.kind)
         patch = patches.read_patch(ptype)
         current = self._scale_of(self._read(target, True))
-        return self._set_replicas(target, patches.applier(ptype, None, patch)(current))
+        # Only a resourceVersion the patch itself names pins the write: the one read here
+        # would turn every status update by a controller in between into a 409.
+        return self._set_replicas(target, patches.applier(ptype, None, patch)(current),
+                                  patches.resource_version_of(ptype, patch))
 
-    def _set_replicas(self, target, scale):
+    def _set_replicas(self, target, scale, client_rv=False):
         causes = validate_scale(scale)
         if causes:
             raise invalid(target, causes)
         replicas = scale["spec"]["replicas"]
-        client_rv = (scale.get("metadata") or {}).get("resourceVersion") if isinstance(scale.get("metadata"), dict) else None
+        if client_rv is False:      # a PUT: the body's resourceVersion, if any
+            client_rv = (scale.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(scale.get("metadata"), dict) else None
         main = Target(target.info.api_version, target.namespace, target.plural, target.name)
 
         def change(current):
