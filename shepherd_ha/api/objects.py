@@ -224,7 +224,10 @@ class ObjectApi:
                                 "message": 'conflict with "%s" using %s' % (who, using)}
                                for who, using, field in exc.conflicts]})
             except ssa.PatchError as exc:
-                raise ApiError(422, "the apply configuration does not merge: %s" % exc, "Invalid")
+                message = "the apply configuration does not merge: %s" % exc
+                raise ApiError(422, message, "Invalid", details={
+                    "name": target.name, "kind": target.plural,
+                    "causes": [{"reason": "FieldValueInvalid", "field": "", "message": message}]})
         if target.sub is None:
             try:
                 self._read(target, consistent=True)
@@ -305,9 +308,12 @@ class ObjectApi:
                 causes = validate_update(target.plural, current, new)
                 if causes:
                     raise invalid(target, causes)
-            if managed:         # an Update by the request's manager (an apply has set its own)
+            # An Update by the request's manager (an apply has set its own); a string names
+            # the subresource written through (scale). Not for /status: the store keeps a
+            # status write's status only, so the entry could not be stored.
+            if managed and target.sub != "status":
                 new = ssa.record_update(target.plural, current, new, field_manager(), target.info.api_version,
-                                        now_rfc3339(), target.sub)
+                                        now_rfc3339(), target.sub if managed is True else managed)
             precondition = {"resourceVersion": str(client_rv) if client_rv else current["metadata"]["resourceVersion"]}
             try:
                 result = self._submit([commands.update(target.plural, target.namespace, target.name, new,
@@ -386,7 +392,7 @@ class ObjectApi:
             new = copy.deepcopy(current)
             new.setdefault("spec", {})["replicas"] = replicas
             return new
-        obj, _ = self._read_modify_write(main, change, client_rv)
+        obj, _ = self._read_modify_write(main, change, client_rv, managed="scale")
         return json_response(self._scale_of(obj), 200)
 
     # ---- checks ----

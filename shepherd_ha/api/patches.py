@@ -81,6 +81,10 @@ def resource_version_of(ptype, patch):
     return None
 
 
+def _causes(field, message):
+    return {"causes": [{"reason": "FieldValueInvalid", "field": field, "message": message}]}
+
+
 def applier(ptype, plural, patch):
     """current -> patched object, for every type but apply; PatchError and JsonPatchError become 4xx."""
     def change(current):
@@ -91,7 +95,8 @@ def applier(ptype, plural, patch):
                 return strategic_merge(plural, current, patch)
             return merge_patch(current, patch)
         except JsonPatchError as exc:
-            raise ApiError(exc.code, str(exc))
+            raise ApiError(exc.code, str(exc), details=_causes(exc.path, str(exc)) if exc.code == 422 else None)
         except PatchError as exc:
-            raise ApiError(422, "the strategic merge patch does not apply: %s" % exc, "Invalid")
+            message = "the strategic merge patch does not apply: %s" % exc
+            raise ApiError(422, message, "Invalid", details=_causes("", message))
     return change

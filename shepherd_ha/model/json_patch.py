@@ -1,12 +1,15 @@
 """RFC 6902 JSON patch (application/json-patch+json), applied with the `jsonpatch` library."""
+import json
+
 import jsonpatch
 import jsonpointer
 
 
 class JsonPatchError(ValueError):
-    def __init__(self, code, message):
+    def __init__(self, code, message, path=""):
         super().__init__(message)
         self.code = code
+        self.path = path        # the JSON pointer of the operation that failed
 
 
 def apply_json_patch(document, patch):
@@ -21,13 +24,29 @@ def apply_json_patch(document, patch):
     for i, op in enumerate(patch):
         if not isinstance(op, dict) or not isinstance(op.get("op"), str) or not isinstance(op.get("path"), str):
             raise JsonPatchError(400, "operation %d must be an object with op and path, got %r" % (i, op))
+    # One operation at a time, so a refusal can name the operation (all or nothing still:
+    # the document is copied first and only returned when every operation applied).
+    document = jsonpatch.JsonPatch([]).apply(document, in_place=False)
+    for i, op in enumerate(patch):
+        document = _apply_one(document, i, op)
+    return document
+
+
+def _apply_one(document, i, op):
+    where = "operation %d (%s %s)" % (i, op["op"], op["path"])
     try:
-        return jsonpatch.JsonPatch(patch).apply(document, in_place=False)
-    except jsonpatch.JsonPatchTestFailed as exc:
-        raise JsonPatchError(422, "the JSON patch's test failed: %s" % exc)
+        return jsonpatch.JsonPatch([op]).apply(document, in_place=True)
+    except jsonpatch.JsonPatchTestFailed:
+        found = jsonpointer.resolve_pointer(document, op["path"], _Absent)
+        raise JsonPatchError(422, "%s failed: the value there is %s, not %s" % (
+            where, "absent" if found is _Absent else json.dumps(found), json.dumps(op.get("value"))), op["path"])
     except jsonpatch.InvalidJsonPatch as exc:
-        raise JsonPatchError(400, "the JSON patch is malformed: %s" % exc)
+        raise JsonPatchError(400, "%s is malformed: %s" % (where, exc), op["path"])
     except (jsonpatch.JsonPatchConflict, jsonpointer.JsonPointerException) as exc:
-        raise JsonPatchError(422, "the JSON patch does not apply: %s" % exc)
+        raise JsonPatchError(422, "%s does not apply: %s" % (where, exc), op["path"])
     except (TypeError, ValueError, KeyError, IndexError) as exc:
-        raise JsonPatchError(422, "the JSON patch does not apply: %s" % exc)
+        raise JsonPatchError(422, "%s does not apply: %s" % (where, exc), op["path"])
+
+
+class _Absent:
+    pass

@@ -220,13 +220,35 @@ def _keep_if_unchanged(old, new, subresource=None):
     return False
 
 
+def _sent_entries(new):
+    """The managedFields a write itself carries when they are well-formed FieldsV1 entries
+    (kubectl rewrites them with a JSON patch when it moves client-side apply ownership to
+    server-side apply); None when absent or malformed (then the stored ones count)."""
+    entries = (new.get("metadata") or {}).get("managedFields") if isinstance(new, dict) else None
+    if not isinstance(entries, list):
+        return None
+    for e in entries:
+        if not (isinstance(e, dict) and isinstance(e.get("manager"), str) and e.get("operation") in ("Apply", "Update")
+                and e.get("fieldsType", FIELDS_TYPE) == FIELDS_TYPE and isinstance(e.get("fieldsV1"), dict)):
+            return None
+    return [dict(e) for e in entries]
+
+
 def record_update(plural, old, new, manager, api_version, now, subresource=None):
     """`new` (modified in place and returned) with managedFields after a non-apply write
-    that turned `old` (None for a create) into `new`."""
-    if _keep_if_unchanged(old, new, subresource):
+    that turned `old` (None for a create) into `new`. managedFields the write sets itself
+    (changed from the stored ones, or [] to reset them) replace the stored ones."""
+    sent = _sent_entries(new) if old is not None else None
+    stored = _entries(old) if old else []
+    if sent is not None and sent == stored:
+        sent = None
+    if _keep_if_unchanged(old, new, subresource) and sent is None:
+        return new
+    if old is not None and _content(old, subresource) == _content(new, subresource):
+        _store(new, sent)        # only managedFields changed: take them as sent
         return new
     status = subresource == "status"
-    entries = _entries(old) if old else []
+    entries = sent if sent is not None else stored
     old_fields = field_set(plural, old, status) if old else set()
     new_fields = field_set(plural, new, status)
     changed = {p for p in new_fields if old is None or value_at(old, p) is _MISSING
