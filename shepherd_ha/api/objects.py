@@ -220,9 +220,8 @@ class ObjectApi:
             except ssa.ApplyConflict as exc:
                 raise ApiError(409, str(exc), "Conflict", details={
                     "name": target.name, "kind": target.plural,
-                    "causes": [{"reason": "FieldManagerConflict", "field": field,
-                                "message": 'conflict with "%s" using %s' % (who, using)}
-                               for who, using, field in exc.conflicts]})
+                    "causes": [{"reason": "FieldManagerConflict", "field": field, "message": who}
+                               for who, field in exc.conflicts]})
             except ssa.PatchError as exc:
                 message = "the apply configuration does not merge: %s" % exc
                 raise ApiError(422, message, "Invalid", details={

@@ -25,13 +25,18 @@ _KEY_DEFAULTS = {"protocol": "TCP"}      # listMapKeys the server defaults: part
 _MISSING = object()
 
 
+def conflict_with(manager, subresource, api_version):
+    """Kubernetes' words for a conflicting manager: conflict with "kubectl" with subresource "scale" using apps/v1"""
+    sub = ' with subresource "%s"' % subresource if subresource else ""
+    return 'conflict with "%s"%s using %s' % (manager, sub, api_version)
+
+
 class ApplyConflict(Exception):
     def __init__(self, conflicts):
-        """conflicts: [(manager, apiVersion, dotted field)]"""
+        """conflicts: [(conflict_with(...), dotted field)]"""
         self.conflicts = conflicts
         super().__init__("Apply failed with %d conflict%s: %s" % (
-            len(conflicts), "" if len(conflicts) == 1 else "s",
-            "; ".join('conflict with "%s" using %s: %s' % c for c in conflicts)))
+            len(conflicts), "" if len(conflicts) == 1 else "s", "; ".join("%s: %s" % c for c in conflicts)))
 
 
 # ---- field sets ----
@@ -285,13 +290,16 @@ def apply(plural, current, applied, manager, api_version, now, force=False):
         if _same(entry, manager, "Apply", None):
             previous = paths
             continue
-        if entry.get("manager") == manager or entry.get("subresource") == "status":
+        if entry.get("subresource") == "status":
             continue
+        # The same manager's Update entries count as another manager (as in Kubernetes:
+        # `kubectl scale` then `kubectl apply --server-side` conflict on .spec.replicas).
         clash = sorted(p for p in paths & applied_fields
                        if p[-1] != "." and value_at(live, p) != value_at(applied, p))
         if clash:
             taken[i] = clash
-            conflicts.extend((entry["manager"], entry.get("apiVersion", api_version), dotted(p)) for p in clash)
+            who = conflict_with(entry["manager"], entry.get("subresource"), entry.get("apiVersion", api_version))
+            conflicts.extend((who, dotted(p)) for p in clash)
     if conflicts and not force:
         raise ApplyConflict(conflicts)
     result = strategic_merge(plural, live, _without_meta(applied))

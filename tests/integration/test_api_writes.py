@@ -89,7 +89,7 @@ def test_server_side_apply_conflict_and_force(urls):
     conflict = assert_status(call("PATCH", urls[2] + DEPLOYMENTS + "/ssa?fieldManager=kubectl&force=false",
                                   data=config, headers=APPLY), 409, "Conflict")
     assert conflict["details"]["causes"] == [{"reason": "FieldManagerConflict", "field": ".spec.replicas",
-                                              "message": 'conflict with "kubectl-scale" using apps/v1'}]
+                                              "message": 'conflict with "kubectl-scale" with subresource "scale" using apps/v1'}]
     forced = expect(call("PATCH", urls[2] + DEPLOYMENTS + "/ssa?fieldManager=kubectl&force=true",
                          data=config, headers=APPLY), 200)
     assert forced["spec"]["replicas"] == 1

@@ -210,7 +210,7 @@ def test_server_side_apply_creates_conflicts_and_forces():
     status = conflict.get_json()
     assert status["reason"] == "Conflict"
     assert status["details"]["causes"] == [{"reason": "FieldManagerConflict", "field": ".spec.replicas",
-                                            "message": 'conflict with "kubectl-scale" using apps/v1'}]
+                                            "message": 'conflict with "kubectl-scale" with subresource "scale" using apps/v1'}]
     assert client.get(WEB).get_json()["spec"]["replicas"] == 5
     forced = patch(client, WEB + "?fieldManager=kubectl&force=true", config, APPLY)
     assert forced.status_code == 200 and forced.get_json()["spec"]["replicas"] == 2

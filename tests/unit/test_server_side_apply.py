@@ -55,7 +55,7 @@ def test_another_managers_change_conflicts_and_force_takes_it_over():
     assert ("f:spec", "f:replicas") not in ssa.decode(entries(scaled)["alice", "Apply"]["fieldsV1"])
     with pytest.raises(ssa.ApplyConflict) as err:
         apply(scaled)
-    assert err.value.conflicts == [("kubectl-scale", "apps/v1", ".spec.replicas")]
+    assert err.value.conflicts == [('conflict with "kubectl-scale" using apps/v1', ".spec.replicas")]
     assert 'conflict with "kubectl-scale" using apps/v1: .spec.replicas' in str(err.value)
     forced = apply(scaled, force=True)
     assert forced["spec"]["replicas"] == 2
@@ -70,7 +70,7 @@ def test_applying_the_same_value_shares_ownership_without_conflict():
     changed["spec"]["template"]["spec"]["containers"][0]["image"] = "nginx:2"
     with pytest.raises(ssa.ApplyConflict) as err:
         apply(both, changed)
-    assert err.value.conflicts == [("bob", "apps/v1", '.spec.template.spec.containers[name="web"].image')]
+    assert err.value.conflicts == [('conflict with "bob" using apps/v1', '.spec.template.spec.containers[name="web"].image')]
 
 
 def test_a_field_no_longer_applied_is_removed_when_nobody_else_owns_it():
@@ -148,3 +148,13 @@ def test_a_write_that_changes_nothing_keeps_managed_fields_as_they_were():
     assert again["metadata"]["managedFields"] == obj["metadata"]["managedFields"]
     same = ssa.record_update("deployments", obj, copy.deepcopy(obj), "kubectl-edit", "apps/v1", "2030")
     assert same["metadata"]["managedFields"] == obj["metadata"]["managedFields"]
+
+
+def test_the_same_managers_update_entry_conflicts_with_its_apply():
+    obj = apply(None, manager="kubectl")
+    scaled = copy.deepcopy(obj)
+    scaled["spec"]["replicas"] = 0
+    scaled = ssa.record_update("deployments", obj, scaled, "kubectl", "apps/v1", "t", subresource="scale")
+    with pytest.raises(ssa.ApplyConflict) as err:
+        apply(scaled, manager="kubectl")
+    assert err.value.conflicts == [('conflict with "kubectl" with subresource "scale" using apps/v1', ".spec.replicas")]
