@@ -207,6 +207,10 @@ class ObjectApi:
         """Server-side apply: merge the configuration, own its fields, 409 on conflicts;
         creates the object when absent."""
         manager, forced, mode = field_manager(required=True), force(), field_validation()
+        if target.sub is not None:
+            raise ApiError(400, "server-side apply of %s/%s is not supported: apply the %s itself, or send the "
+                           "%s as a merge or strategic merge patch" % (target.plural, target.sub, target.info.kind,
+                                                                       target.sub))
         applied = self._checked_body(target, known_fields_only(target.plural, applied, mode=mode))
         if applied["metadata"].get("name") not in (None, target.name):
             raise ApiError(400, "metadata.name %r does not match the name in the URL %r"
@@ -227,13 +231,12 @@ class ObjectApi:
                 raise ApiError(422, message, "Invalid", details={
                     "name": target.name, "kind": target.plural,
                     "causes": [{"reason": "FieldValueInvalid", "field": "", "message": message}]})
-        if target.sub is None:
-            try:
-                self._read(target, consistent=True)
-            except ApiError as err:
-                if err.code != 404:
-                    raise
-                return self.create(target, applied, lambda obj: _managed_as(obj, change(None)))
+        try:
+            self._read(target, consistent=True)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            return self.create(target, applied, lambda obj: _managed_as(obj, change(None)))
         return json_response(*self._read_modify_write(target, change, None, managed=False))
 
     def _read_modify_write(self, target, change, client_rv, managed=True):

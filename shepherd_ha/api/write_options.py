@@ -64,7 +64,7 @@ def warn(text):
 
 def add_warnings(response):
     """Put the request's warnings on its answer: Warning: 299 - "text"."""
-    for text in g.get("write_warnings", ()):
+    for text in dict.fromkeys(g.get("write_warnings", ())):     # once each, though a retried write warns again
         response.headers.add("Warning", '299 - "%s"' % text.replace("\\", "\\\\").replace('"', '\\"'))
     return response
 

@@ -246,3 +246,19 @@ def test_the_default_field_manager_comes_from_the_user_agent(api):
     client, _ = api
     resp = patch(client, WEB, {"metadata": {"labels": {"x": "y"}}}, SMP)
     assert ("kubectl", "Update") in managers(resp.get_json())
+
+
+def test_apply_to_a_subresource_is_refused_with_a_way_out(api):
+    client, replica = api
+    writes = replica.writes
+    resp = patch(client, WEB + "/status?fieldManager=me", '{"status": {"replicas": 1}}', APPLY)
+    assert resp.status_code == 400 and "merge" in resp.get_json()["message"]
+    resp = patch(client, WEB + "/scale?fieldManager=me", '{"spec": {"replicas": 1}}', APPLY)
+    assert resp.status_code == 415
+    assert replica.writes == writes
+
+
+def test_force_is_only_for_apply(api):
+    client, _ = api
+    resp = patch(client, WEB + "?force=true", {"spec": {"replicas": 2}}, SMP)
+    assert resp.status_code == 422 and "non-apply" in resp.get_json()["message"]
