@@ -43,7 +43,12 @@ class ApplyConflict(Exception):
 
 def field_set(plural, obj, status=False):
     """The set of field paths `obj` sets: spec and the rest, or only status when `status`."""
-    out = set()
+    return set(field_values(plural, obj, status))
+
+
+def field_values(plural, obj, status=False):
+    """{path: value} for the fields `obj` sets (a list item's "." path maps to True)."""
+    out = {}
     if not isinstance(obj, dict):
         return out
     for key, value in obj.items():
@@ -70,17 +75,18 @@ def _walk(plural, value, dotted, path, out):
         return
     strategy = list_strategy(plural, dotted) if isinstance(value, list) and value else None
     if strategy is None:
-        out.add(path)           # a scalar, an empty map or list, or an atomic list
+        out[path] = value           # a scalar, an empty map or list, or an atomic list
     elif strategy.kind == "set":
-        out.update(path + ("v:" + json.dumps(v, sort_keys=True, separators=(",", ":")),) for v in value)
+        for v in value:
+            out[path + ("v:" + json.dumps(v, sort_keys=True, separators=(",", ":")),)] = v
     elif all(isinstance(i, dict) and strategy.keys[0] in i for i in value):
         for item in value:
             at = path + (_item_key(item, strategy),)
-            out.add(at + (".",))
+            out[at + (".",)] = True
             for key, sub in item.items():
                 _walk(plural, sub, dotted + "." + key, at + ("f:" + key,), out)
     else:
-        out.add(path)
+        out[path] = value
 
 
 def encode(paths):
@@ -254,11 +260,11 @@ def record_update(plural, old, new, manager, api_version, now, subresource=None)
         return new
     status = subresource == "status"
     entries = sent if sent is not None else stored
-    old_fields = field_set(plural, old, status) if old else set()
-    new_fields = field_set(plural, new, status)
-    changed = {p for p in new_fields if old is None or value_at(old, p) is _MISSING
-               or (p[-1] != "." and value_at(old, p) != value_at(new, p))}
-    gone = old_fields - new_fields
+    old_values = field_values(plural, old, status) if old else {}
+    new_values = field_values(plural, new, status)
+    new_fields = set(new_values)
+    changed = {p for p, v in new_values.items() if p not in old_values or old_values[p] != v}
+    gone = set(old_values) - new_fields
     mine = set()
     for entry in entries:
         paths = decode(entry.get("fieldsV1")) if entry.get("fieldsType", FIELDS_TYPE) == FIELDS_TYPE else set()
@@ -282,7 +288,9 @@ def apply(plural, current, applied, manager, api_version, now, force=False):
     configuration whose lists cannot be merged."""
     entries = _entries(current) if current else []
     live = {k: v for k, v in (current or {}).items()}
-    applied_fields = field_set(plural, applied)
+    applied_values = field_values(plural, applied)
+    applied_fields = set(applied_values)
+    live_values = field_values(plural, live)
     conflicts, taken = [], {}
     previous = set()
     for i, entry in enumerate(entries):
@@ -295,7 +303,7 @@ def apply(plural, current, applied, manager, api_version, now, force=False):
         # The same manager's Update entries count as another manager (as in Kubernetes:
         # `kubectl scale` then `kubectl apply --server-side` conflict on .spec.replicas).
         clash = sorted(p for p in paths & applied_fields
-                       if p[-1] != "." and value_at(live, p) != value_at(applied, p))
+                       if p[-1] != "." and live_values.get(p, _MISSING) != applied_values[p])
         if clash:
             taken[i] = clash
             who = conflict_with(entry["manager"], entry.get("subresource"), entry.get("apiVersion", api_version))
