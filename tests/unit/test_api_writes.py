@@ -262,3 +262,21 @@ def test_force_is_only_for_apply(api):
     client, _ = api
     resp = patch(client, WEB + "?force=true", {"spec": {"replicas": 2}}, SMP)
     assert resp.status_code == 422 and "non-apply" in resp.get_json()["message"]
+
+
+def test_managed_fields_a_write_sets_replace_the_stored_ones(api):
+    """kubectl moves client-side apply ownership to server-side apply with a JSON patch of
+    metadata.managedFields, then applies: the fields it stopped applying go."""
+    client, _ = api
+    moved = [{"manager": "kubectl", "operation": "Apply", "apiVersion": "apps/v1", "time": "2026-01-01T00:00:00Z",
+              "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}}}}}]
+    resp = patch(client, WEB + "?fieldManager=kubectl", [{"op": "replace", "path": "/metadata/managedFields",
+                                                           "value": moved}], "application/json-patch+json")
+    assert resp.status_code == 200 and resp.get_json()["metadata"]["managedFields"] == moved
+    config = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}
+    applied = patch(client, WEB + "?fieldManager=kubectl", json.dumps(config), APPLY)
+    assert applied.status_code == 200, applied.get_json()
+    assert not applied.get_json()["metadata"].get("labels")
+    reset = patch(client, WEB, [{"op": "replace", "path": "/metadata/managedFields", "value": []}],
+                  "application/json-patch+json")
+    assert reset.get_json()["metadata"]["managedFields"] == []

@@ -148,3 +148,20 @@ def test_directives_never_reach_the_result_even_inside_replaced_lists():
     patch = {"spec": {"template": {"spec": {"volumes": [{"$patch": "replace"}, {"name": "v", "emptyDir": {"$x": 1}}]}}}}
     out = strategic_merge("deployments", deployment([WEB]), patch)
     assert out["spec"]["template"]["spec"]["volumes"] == [{"name": "v", "emptyDir": {}}]
+
+
+from hypothesis import HealthCheck, given, settings, strategies as st   # noqa: E402
+
+from shepherd_ha.model.merge_patch import merge_patch   # noqa: E402
+
+_KEYS = st.sampled_from(["a", "b", "c", "spec", "data"])
+_SCALARS = st.one_of(st.none(), st.integers(), st.text(max_size=3), st.booleans())
+_MAPS = st.recursive(_SCALARS, lambda inner: st.dictionaries(_KEYS, inner, max_size=3), max_leaves=8)
+
+
+# A noisy shared machine makes generation slow at times: that is no failure of the property.
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(_KEYS, _MAPS, max_size=3), st.dictionaries(_KEYS, _MAPS, max_size=3))
+def test_without_lists_or_directives_it_is_a_json_merge_patch(original, patch):
+    original = {k: v for k, v in original.items() if v is not None}
+    assert strategic_merge("configmaps", original, patch) == merge_patch(original, patch)
