@@ -70,20 +70,23 @@ def add_warnings(response):
 
 
 def known_fields_only(plural, obj, baseline=None, mode=None):
-    """`obj` without fields its kind does not have. Strict refuses them (400, as
-    Kubernetes' strict decoding does), Warn drops them with a warning, Ignore drops
-    them silently. Fields already in `baseline` (the stored object, for a patch)
+    """`obj` without fields its kind does not have. Strict refuses them and keys the
+    body has twice (400, as Kubernetes' strict decoding does), Warn drops them with a
+    warning, Ignore drops them silently. Fields already in `baseline` (the stored object, for a patch)
     are dropped without complaint: the client did not send them."""
     mode = mode or field_validation()
     pruned, unknown = prune_unknown(plural, obj)
     if baseline is not None:
         before = set(prune_unknown(plural, baseline)[1])
         unknown = [f for f in unknown if f not in before]
-    if unknown and mode == "Strict":
-        raise ApiError(400, "strict decoding error: %s" % ", ".join('unknown field "%s"' % f for f in unknown),
-                       details={"causes": [{"reason": "FieldValueInvalid", "field": f,
-                                            "message": 'unknown field "%s"' % f} for f in unknown]})
+    twice = list(dict.fromkeys(g.get("duplicate_fields", ())))
+    problems = [(f, 'unknown field "%s"' % f) for f in unknown] + \
+        [(f, 'json: duplicate field "%s"' % f) for f in twice]
+    if problems and mode == "Strict":
+        raise ApiError(400, "strict decoding error: %s" % ", ".join(m for _, m in problems),
+                       details={"causes": [{"reason": "FieldValueInvalid", "field": f, "message": m}
+                                           for f, m in problems]})
     if mode == "Warn":
-        for field in unknown:
-            warn('unknown field "%s"' % field)
+        for _, message in problems:
+            warn(message)
     return pruned

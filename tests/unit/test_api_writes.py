@@ -280,3 +280,14 @@ def test_managed_fields_a_write_sets_replace_the_stored_ones(api):
     reset = patch(client, WEB, [{"op": "replace", "path": "/metadata/managedFields", "value": []}],
                   "application/json-patch+json")
     assert reset.get_json()["metadata"]["managedFields"] == []
+
+
+def test_a_key_sent_twice_is_refused_when_strict_and_warned_about_otherwise():
+    client, replica = api_client()
+    body = '{"metadata": {"name": "cm"}, "data": {"a": "1", "a": "2"}}'
+    strict = client.post(NS + "/configmaps?fieldValidation=Strict", data=body, content_type="application/json")
+    assert strict.status_code == 400 and 'duplicate field "a"' in strict.get_json()["message"]
+    assert client.get(NS + "/configmaps/cm").status_code == 404
+    warned = client.post(NS + "/configmaps", data=body, content_type="application/json")
+    assert warned.status_code == 201 and warned.headers.get_all("Warning") == ['299 - "json: duplicate field \\"a\\""']
+    assert warned.get_json()["data"] == {"a": "2"}
