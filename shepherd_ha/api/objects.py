@@ -216,21 +216,8 @@ class ObjectApi:
             raise ApiError(400, "metadata.name %r does not match the name in the URL %r"
                            % (applied["metadata"].get("name"), target.name))
         applied["metadata"]["name"] = target.name
-        version, now = target.info.api_version, now_rfc3339()
-
-        def change(current):
-            try:
-                return ssa.apply(target.plural, current, applied, manager, version, now, forced)
-            except ssa.ApplyConflict as exc:
-                raise ApiError(409, str(exc), "Conflict", details={
-                    "name": target.name, "kind": target.plural,
-                    "causes": [{"reason": "FieldManagerConflict", "field": field, "message": who}
-                               for who, field in exc.conflicts]})
-            except ssa.PatchError as exc:
-                message = "the apply configuration does not merge: %s" % exc
-                raise ApiError(422, message, "Invalid", details={
-                    "name": target.name, "kind": target.plural,
-                    "causes": [{"reason": "FieldValueInvalid", "field": "", "message": message}]})
+        change = patches.apply_change(target.plural, target.name, applied, manager, target.info.api_version,
+                                      now_rfc3339(), forced)
         try:
             self._read(target, consistent=True)
         except ApiError as err:

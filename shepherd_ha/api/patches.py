@@ -1,10 +1,11 @@
 """PATCH bodies by content type: JSON merge patch, RFC 6902 JSON patch, strategic
 merge patch and server-side apply. Each becomes a function current -> new object
-for the API's read-modify-write; apply is handled by the caller (it may create)."""
+for the API's read-modify-write (apply's may start from nothing: it creates)."""
 import yaml
 from flask import request
 
 from shepherd_ha.model.json_patch import JsonPatchError, apply_json_patch
+from shepherd_ha.model import server_side_apply as ssa
 from shepherd_ha.model.merge_patch import merge_patch
 from shepherd_ha.model.strategic_merge import PatchError, strategic_merge
 
@@ -99,4 +100,21 @@ def applier(ptype, plural, patch):
         except PatchError as exc:
             message = "the strategic merge patch does not apply: %s" % exc
             raise ApiError(422, message, "Invalid", details=_causes("", message))
+    return change
+
+
+def apply_change(plural, name, applied, manager, api_version, now, force):
+    """current (None: absent) -> the object after `manager` applies `applied`; conflicts
+    are a 409 whose causes name each field and its manager, as Kubernetes answers."""
+    def change(current):
+        try:
+            return ssa.apply(plural, current, applied, manager, api_version, now, force)
+        except ssa.ApplyConflict as exc:
+            raise ApiError(409, str(exc), "Conflict", details={
+                "name": name, "kind": plural,
+                "causes": [{"reason": "FieldManagerConflict", "field": field, "message": who}
+                           for who, field in exc.conflicts]})
+        except PatchError as exc:
+            message = "the apply configuration does not merge: %s" % exc
+            raise ApiError(422, message, "Invalid", details=dict(_causes("", message), name=name, kind=plural))
     return change
