@@ -1,13 +1,12 @@
 """Reading requests: JSON bodies, query flags and the idempotency key."""
 import json
 
-from flask import request
+from flask import g, request
 
 from .errors import ApiError
 
 MAX_IDEMPOTENCY_KEY = 128
 MAX_DEPTH = 100
-MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/json")
 
 
 def json_body(required=True):
@@ -17,8 +16,9 @@ def json_body(required=True):
         if required:
             raise ApiError(400, "request body is empty: send a JSON object")
         return None
+    duplicates = []
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, duplicates))
     except RecursionError:
         raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -26,7 +26,17 @@ def json_body(required=True):
     problem = _unsupported_value(body)
     if problem:
         raise ApiError(400, "request body %s" % problem)
+    g.duplicate_fields = duplicates      # for fieldValidation (api/write_options.py)
     return body
+
+
+def _object(pairs, duplicates):
+    """A JSON object; keys it has twice are noted (the last one wins, as in Go's decoder)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        duplicates.extend(k for k, _ in pairs if k in seen or seen.add(k))
+    return obj
 
 
 def _unsupported_value(value, depth=0):
@@ -70,13 +80,6 @@ def is_number(text):
 def flag(name):
     value = request.args.get(name)
     return value is not None and value.lower() in ("1", "true", "yes")
-
-
-def require_merge_patch():
-    ctype = (request.mimetype or "").lower()
-    if ctype not in MERGE_PATCH_TYPES:
-        raise ApiError(415, "PATCH content type %r is not supported: send a JSON merge patch with "
-                       "Content-Type: application/merge-patch+json" % (request.mimetype or ""))
 
 
 def dumps(obj):
