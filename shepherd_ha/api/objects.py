@@ -9,7 +9,7 @@ import random
 import string
 import time
 
-from flask import Response, request
+from flask import Response, g, request
 
 from shepherd_ha.model.defaults import apply_defaults
 from shepherd_ha.model.merge_patch import merge_patch
@@ -25,7 +25,7 @@ from shepherd_ha.store.stamping import stamp_new
 from .bodies import (dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body,
                      require_merge_patch)
 from .errors import ApiError, unavailable
-from . import pod_logs, watch
+from . import admission, pod_logs, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -33,7 +33,10 @@ MAX_RECALLED_ATTEMPTS = 1000     # lost races one request can have tried (bounde
 
 
 def json_response(body, code=200):
-    return Response(dumps(body), status=code, mimetype="application/json")
+    response = Response(dumps(body), status=code, mimetype="application/json")
+    for header, value in admission.warning_headers() if g else ():
+        response.headers.add(header, value)
+    return response
 
 
 class Target:
@@ -167,6 +170,7 @@ class ObjectApi:
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
         obj = stamp_new(self._defaulted_valid(target, obj))
+        admission.admit(self.replica, target, obj)
         result = self._submit([commands.create(target.plural, obj)])
         return json_response(result["object"], result["code"])
 
@@ -259,6 +263,7 @@ class ObjectApi:
                 causes = validate_update(target.plural, current, new)
                 if causes:
                     raise invalid(target, causes)
+                admission.admit(self.replica, target, new, current)
             precondition = {"resourceVersion": str(client_rv) if client_rv else current["metadata"]["resourceVersion"]}
             try:
                 result = self._submit([commands.update(target.plural, target.namespace, target.name, new,
