@@ -108,7 +108,7 @@ def _baseline(spec):
     if added:
         out.append("non-default capabilities (%s must not include %s in securityContext.capabilities.add)"
                    % (_who(list({id(c): c for c, _ in added}.values())),
-                      ", ".join(sorted({show(cap) for _, cap in added}))))
+                      ", ".join(sorted({"\"%s\"" % cap for _, cap in added}))))
     host_paths = [v.get("name") for v in spec.get("volumes") or [] if isinstance(v, dict) and "hostPath" in v]
     if host_paths:
         out.append("hostPath volumes (volume%s %s)" % ("s" if len(host_paths) > 1 else "",
