@@ -74,6 +74,8 @@ def validate_secret(causes, obj):
             if key not in keys:
                 causes.add(join("data", key), "is required for a Secret of type %s" % kind)
     causes.boolean("immutable", obj.get("immutable"))
+    if obj.get("encryptedData") is not None:
+        causes.add("encryptedData", "is written by the server (encryption at rest): send data or stringData")
 
 
 def default_secret(obj):
