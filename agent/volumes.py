@@ -361,7 +361,7 @@ def refresh_configmap_volumes(pod, state_dir, get_configmap):
             files = _configmap_files(volume, namespace, cms)
         except ConfigProblem:
             continue
-        write_files(target, files)
+        write_files(target, files, group=fs_group(pod))
         done.append(name)
     return done
 
