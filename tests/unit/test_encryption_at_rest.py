@@ -102,3 +102,22 @@ class _FakeReplica:
 
     def list(self, resource, namespace=None, consistent=True):
         return [o for (r, ns, _), o in self.objects.items() if r == resource and ns == namespace], 1
+
+
+def test_watch_events_of_secrets_are_opened_and_others_pass(tmp_path):
+    from shepherd_ha.store.fsm import Change
+    cipher = SecretCipher.from_file(key_file(tmp_path, "k1"))
+    sealed = cipher.encrypt(SECRET)
+    cm = {"kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}, FIELD: "untouched"}
+
+    class Log:
+        def since(self, revision):
+            return [Change(5, "ADDED", "secrets", sealed, None), Change(6, "ADDED", "configmaps", cm, None)]
+
+    store = _FakeReplica()
+    store.watch_log = Log()
+    secret_change, cm_change = SecretsAtRest(store, cipher).watch_log.since(0)
+    assert isinstance(secret_change, Change) and secret_change.object == SECRET and secret_change.revision == 5
+    assert cm_change.object is cm
+    # without the key, a watch sends the Secret sealed rather than failing the stream
+    assert SecretsAtRest(store, None).watch_log.since(0)[0].object == sealed
