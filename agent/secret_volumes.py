@@ -65,6 +65,17 @@ def unmount_under(directory):
     return count
 
 
+def secret_text(secret):
+    """{key: str} of a Secret's base64 data, for env vars (undecodable values skipped)."""
+    out = {}
+    for key, value in ((secret or {}).get("data") or {}).items():
+        try:
+            out[key] = base64.b64decode(value).decode("utf-8", errors="replace")
+        except (ValueError, TypeError):
+            continue
+    return out
+
+
 def secret_files(volume, secret, missing):
     """({relative path: bytes}, {relative path: mode}) of a secret volume holding `secret`
     (None when there is none). `missing(message)` builds the exception to raise."""

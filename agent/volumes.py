@@ -73,17 +73,6 @@ def _no_secrets(namespace, name):
     raise ConfigProblem('secret "%s" in namespace "%s": this agent reads no Secrets' % (name, namespace))
 
 
-def _secret_text(secret):
-    """{key: str} of a Secret's base64 data (undecodable values skipped)."""
-    out = {}
-    for key, value in ((secret or {}).get("data") or {}).items():
-        try:
-            out[key] = base64.b64decode(value).decode("utf-8", errors="replace")
-        except (ValueError, TypeError):
-            continue
-    return out
-
-
 class _Cache:
     """ConfigMaps read once per container start."""
 
@@ -113,7 +102,7 @@ def resolve_env(pod, container, get_configmap, get_secret=None):
     namespace = _namespace(pod)
     sources = {"configmap": (get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace),
                              lambda cm: cm.get("data") or {}),
-               "secret": (_Cache(get_secret or _no_secrets, namespace), _secret_text)}
+               "secret": (_Cache(get_secret or _no_secrets, namespace), SV.secret_text)}
     cname = container.get("name") or "?"
     values = {}
     for i, source in enumerate(container.get("envFrom") or []):
