@@ -80,6 +80,7 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
         self.configmap_refresh_interval = float(configmap_refresh_interval)
         self.events = events if events is not None else EventSink(client, node_name, stop)
         self._get_configmap = V.configmap_getter(client)
+        self._get_secret = V.secret_getter(client)
         self._threads = []
         self._pods_resource = resolve_resource("pods")
         self.prober = None

@@ -271,6 +271,8 @@ COLUMNS = {
     "namespaces": (["NAME", "STATUS", "AGE"], _ns_row, [], None),
     "endpoints": (["NAME", "ENDPOINTS", "AGE"], _ep_row, [], None),
     "configmaps": (["NAME", "DATA", "AGE"], _cm_row, [], None),
+    "secrets": (["NAME", "TYPE", "DATA", "AGE"], lambda o, now: [meta(o).get("name"), o.get("type") or "Opaque"]
+                + _cm_row(o, now)[1:], [], None),
     "events": (["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], _ev_row, [], None),
 }
 

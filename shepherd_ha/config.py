@@ -54,6 +54,8 @@ SERVER_OPTIONS = (
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
            "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
            "unset, anyone who reaches the API may do anything"),
+    Option("encryption_key_file", str, None, "encrypt Secrets at rest (journal, dump, snapshots) with AES-GCM: a "
+           "file of lines NAME:BASE64 (32-byte keys); the first encrypts, all decrypt; the same file on every replica"),
     Option("heartbeat", float, RAFT["heartbeat"], "seconds between leader heartbeats"),
     Option("election_timeout_min", float, RAFT["election_timeout_min"], "lower bound of the random election "
            "timeout (s); must exceed 3 x heartbeat"),

@@ -76,6 +76,17 @@ class ContainerConfig:
     ipv4_address: Optional[str] = None          # the address on that network (the pod network's pick)
     hostname: Optional[str] = None              # only for a container that owns its network
     mounts: List[Mount] = dataclasses.field(default_factory=list)   # bind mounts (pod volumes)
+    # securityContext (agent/security_context.py)
+    user: Optional[str] = None                  # "uid[:gid]" (None: the image's user)
+    group_add: List[str] = dataclasses.field(default_factory=list)
+    cap_add: List[str] = dataclasses.field(default_factory=list)
+    cap_drop: List[str] = dataclasses.field(default_factory=list)
+    privileged: bool = False
+    read_only: bool = False                     # read-only root filesystem
+    security_opt: List[str] = dataclasses.field(default_factory=list)   # no-new-privileges, seccomp=...
+    sysctls: Dict[str, str] = dataclasses.field(default_factory=dict)
+    pid_mode: Optional[str] = None              # "host" for hostPID
+    ipc_mode: Optional[str] = None              # "host" for hostIPC
 
 
 @dataclasses.dataclass
@@ -132,6 +143,11 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def pull_image(self, image: str) -> None:
         """Pull the image; ImagePullError on failure."""
+
+    def image_user(self, image: str) -> Optional[str]:
+        """The user the image runs as ("" = root), None when unknown (simulated
+        runtimes: runAsNonRoot is then not checked against the image)."""
+        return None
 
     # ---- containers ----
 

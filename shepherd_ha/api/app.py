@@ -13,6 +13,7 @@ from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
+from .secrets_at_rest import SecretsAtRest
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
@@ -22,13 +23,14 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
     peer_token: what this replica shows the other replicas (their status) and the agents
     (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica, peer_token)
+    # Secrets sealed before they are submitted, opened when served (--encryption-key-file).
+    objects = ObjectApi(SecretsAtRest(replica, secrets_cipher), peer_token)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 

@@ -9,7 +9,7 @@ import random
 import string
 import time
 
-from flask import Response, request
+from flask import Response, g, request
 
 from shepherd_ha.model.defaults import apply_defaults
 from shepherd_ha.model import server_side_apply as ssa
@@ -25,7 +25,7 @@ from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 from .bodies import dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body
 from .errors import ApiError, unavailable
 from .write_options import add_warnings, field_manager, field_validation, force, known_fields_only
-from . import dry_run, patches, pod_logs, tables, watch
+from . import admission, dry_run, patches, pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -33,7 +33,10 @@ MAX_RECALLED_ATTEMPTS = 1000     # lost races one request can have tried (bounde
 
 
 def json_response(body, code=200):
-    return add_warnings(Response(dumps(body), status=code, mimetype="application/json"))
+    response = Response(dumps(body), status=code, mimetype="application/json")
+    for header, value in admission.warning_headers() if g else ():
+        response.headers.add(header, value)
+    return add_warnings(response)
 
 
 class Target:
@@ -185,6 +188,7 @@ class ObjectApi:
                                     now_rfc3339())
         else:
             obj = managed(obj)
+        admission.admit(self.replica, target, obj)
         result = self._submit([commands.create(target.plural, obj)])
         return json_response(result["object"], result["code"])
 
@@ -304,6 +308,7 @@ class ObjectApi:
                 causes = validate_update(target.plural, current, new)
                 if causes:
                     raise invalid(target, causes)
+                admission.admit(self.replica, target, new, current)
             # An Update by the request's manager (an apply has set its own); a string names
             # the subresource written through (scale). Not for /status: the store keeps a
             # status write's status only, so the entry could not be stored.

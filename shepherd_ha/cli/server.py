@@ -16,6 +16,7 @@ from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import gc_tuning
+from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
@@ -93,6 +94,7 @@ def run(args):
             settings.peer_addresses = [p.raft for p in peers]
         controller_settings = ControllerSettings.from_values(values)
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
+        _secrets_cipher(values)         # a bad key file stops the server here, with its line
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
         if values["api_workers"] < 1:
@@ -188,6 +190,13 @@ def run_store(values, settings, peers, api_url, socket_path):
         signal.pause()
 
 
+def _secrets_cipher(values):
+    try:
+        return SecretCipher.from_file(values.get("encryption_key_file"))
+    except KeyFileError as exc:
+        raise ConfigError(str(exc))
+
+
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
                    worker, socket_path):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
@@ -207,7 +216,8 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow)
+    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow,
+                     secrets_cipher=_secrets_cipher(values))
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:

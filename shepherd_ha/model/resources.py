@@ -54,6 +54,9 @@ RESOURCES = {r.plural: r for r in (
     Resource("events", "Event", "v1", True, (), ("ev",)),
     # Configuration as key/value strings; also the registers of the chaos suite and the drills.
     Resource("configmaps", "ConfigMap", "v1", True, (), ("cm",)),
+    # Confidential key/values (base64 data): delivered to pods as env vars and tmpfs files;
+    # encrypted in the Raft log when the server has --encryption-key-file.
+    Resource("secrets", "Secret", "v1", True, (), ()),
     Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",), ("all",)),
     # Node heartbeats: one small Lease per node, renewed often (cheap writes).
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),

@@ -9,8 +9,10 @@ import re
 from ._checks import Cause, Causes, is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
                     is_dns1123_subdomain, show)
+from .pod_security import level_label_problem
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
 from .resources import RESOURCES
+from .secret_validation import validate_secret
 from .selectors import LabelSelector, SelectorError
 from .service_network import parse_ipv4
 from .status_validation import validate_status
@@ -306,7 +308,10 @@ def _endpoints(causes, obj):
 
 
 def _namespace(causes, obj):
-    pass
+    problem = level_label_problem((obj.get("metadata") or {}).get("labels")
+                                  if isinstance(obj.get("metadata"), dict) else None)
+    if problem:
+        causes.add("metadata.labels[%s]" % problem[0], problem[1])
 
 
 def _lease(causes, obj):
@@ -340,7 +345,8 @@ def _controller_revision(causes, obj):
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
-               "controllerrevisions": _controller_revision, "configmaps": _config_map}
+               "controllerrevisions": _controller_revision, "configmaps": _config_map,
+               "secrets": validate_secret}
 
 
 def validate_scale(obj):

@@ -19,7 +19,10 @@ MIB = 1024 * 1024
 @pytest.fixture(scope="module")
 def env(cluster):
     url = cluster.url(cluster.followers()[0])
-    ensure_namespace(url, NS)
+    # privileged: FULL_POD sets every pod field, hostPort included (admission is tested elsewhere)
+    resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": NS, "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}})
+    assert resp.status_code in (201, 409), describe(resp)
     ensure_namespace(url, NS_NAN)
     existing = expect(call("POST", url + PODS.format(ns=NS), json=pod("exists", {"app": "x"})), 201)
     expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % NS, json=deployment("dep")), 201)

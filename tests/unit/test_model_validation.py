@@ -68,6 +68,8 @@ SAMPLES = {
                    "metadata": {"name": "web-config", "namespace": "default"},
                    "data": {"MODE": "prod", "nginx.conf": "worker_processes 1;\n", "a-b_c.d": ""},
                    "binaryData": {"logo.png": "iVBORw0KGgo="}, "immutable": False},
+    "secrets": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+                "type": "Opaque", "data": {"password": "czNjcjN0"}, "immutable": False},
     "controllerrevisions": {"apiVersion": "apps/v1", "kind": "ControllerRevision",
                             "metadata": {"name": "web-5d8f7b9c6b", "namespace": "default",
                                          "labels": {"app": "web", "pod-template-hash": "5d8f7b9c6b"}},
