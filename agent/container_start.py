@@ -7,6 +7,7 @@ A mixin of PodManager (agent/pods.py), whose attributes it uses.
 import logging
 
 from . import spec as P
+from .dns.pod_dns import resolver_config
 from . import volumes as V
 from .runtime.base import ContainerGone, CreateError, ImagePullError
 
@@ -61,7 +62,7 @@ class ContainerStartMixin:
                 emit(pod, getattr(exc, "event", "FailedMount"), "Error: %s" % message, "Warning", name)
                 return self._retry_later(cs, "CreateContainerConfigError", message, now)
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
-                                        env=env, mounts=mounts)
+                                        env=env, mounts=mounts, dns=resolver_config(pod, self.cluster_dns))
             try:
                 cid = self.runtime.create(config)
             except CreateError as exc:

@@ -15,6 +15,7 @@ from shepherd_ha import __version__
 from shepherd_ha.client import Client
 
 from . import config
+from .dns import node_dns
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
@@ -48,12 +49,14 @@ class Agent:
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
+        self.dns = node_dns.build(s, self.runtime, self.client, self.stop_event)
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
-                               configmap_refresh_interval=s.configmap_refresh_interval, events=events)
+                               configmap_refresh_interval=s.configmap_refresh_interval, events=events,
+                               cluster_dns=self.dns.cluster_dns if self.dns is not None else None)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                 labels=labels, port=0, cpu_millicores=s.cpu_millicores,
@@ -81,6 +84,8 @@ class Agent:
             port = self.log_server.port
             log.info("serving container logs on %s:%d", s.bind, port)
         self.node.port = port or 0
+        if self.dns is not None:
+            self.dns.start()
         self.node.start()
         self.pods.start()
         log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
@@ -91,6 +96,8 @@ class Agent:
         self.stop_event.set()
         self.pods.shutdown(timeout)
         self.node.join(timeout)
+        if self.dns is not None:
+            self.dns.shutdown(timeout)
         if self.log_server is not None:
             try:
                 self.log_server.stop()

@@ -75,6 +75,11 @@ class ContainerConfig:
     network_mode: str = "bridge"                # bridge, host, container:<id>
     hostname: Optional[str] = None              # only for a container that owns its network
     mounts: List[Mount] = dataclasses.field(default_factory=list)   # bind mounts (pod volumes)
+    # the pod's resolv.conf (agent/dns/pod_dns.py); None: the runtime's default. Only
+    # for a container that owns its network (Docker refuses them with container:<id>)
+    dns_servers: Optional[List[str]] = None
+    dns_search: Optional[List[str]] = None
+    dns_options: Optional[List[str]] = None
 
 
 @dataclasses.dataclass

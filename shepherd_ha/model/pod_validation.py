@@ -4,6 +4,7 @@ import re
 from ._checks import is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, PORT_NAME_RULE, is_dns1123_label,
                     is_dns1123_subdomain, is_port_name, show)
+from .pod_dns_validation import validate_pod_dns
 from .quantity import QuantityError, parse_cpu, parse_memory
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
@@ -53,6 +54,7 @@ def validate_pod_spec(causes, prefix, spec):
                    spec.get("terminationGracePeriodSeconds"), 0)
     causes.integer(join(prefix, "activeDeadlineSeconds"), spec.get("activeDeadlineSeconds"), 1)
     causes.boolean(join(prefix, "hostNetwork"), spec.get("hostNetwork"))
+    validate_pod_dns(causes, prefix, spec)
 
 
 def _container(causes, f, c, names, volumes=None, volumes_field="spec.volumes"):

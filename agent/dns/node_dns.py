@@ -1,0 +1,116 @@
+"""The node's cluster DNS as one part of the agent: the zone, its watch, the server and
+the forwarder wired together, plus the address pods are told to use.
+
+--dns-address: `auto` (the default with the docker runtime) listens on the gateway of
+the pods' Docker network, an address of this node every pod reaches; `IP` or `IP:port`
+listens there (pods can only be told an IP: they ask port 53); `off` serves nothing
+and pods keep Docker's default resolv.conf. The server binds in the background and
+retries every BIND_RETRY s while the address is missing or the port taken (two
+agents on one machine sharing one bridge: the first serves both nodes' pods, with
+the same answers, since both watch the same Services)."""
+import ipaddress
+import logging
+import threading
+
+from .forwarder import RESOLV_CONF, Forwarder, ResolvConfUpstreams
+from .pod_dns import ClusterDNS
+from .records import Zone
+from .server import DNSServer
+from .watch import ZoneWatch
+
+log = logging.getLogger(__name__)
+
+BIND_RETRY = 5.0
+DNS_PORT = 53
+
+
+def parse_address(text):
+    """'auto' | 'off' | 'IP' | 'IP:port' | '[v6]:port' -> ('auto'|'off'|IP, port); ValueError."""
+    text = (text or "auto").strip()
+    if text in ("auto", "off"):
+        return text, DNS_PORT
+    host, port = text, DNS_PORT
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            port = int(rest.lstrip(":"))
+    elif text.count(":") == 1:
+        host, port = text.split(":")
+        port = int(port)
+    if not 0 <= port <= 65535:
+        raise ValueError("port %d is not 0-65535" % port)
+    return str(ipaddress.ip_address(host)), port
+
+
+def docker_network_gateway(runtime, network="bridge"):
+    """The gateway IP of a Docker network (the node's address on that bridge), or None."""
+    api = getattr(runtime, "api", None)
+    if api is None:
+        return None
+    try:
+        for config in (api.inspect_network(network).get("IPAM") or {}).get("Config") or []:
+            gateway = (config or {}).get("Gateway")
+            if gateway and ":" not in gateway:
+                return gateway
+    except Exception as exc:  # noqa: BLE001 - the Docker SDK raises many kinds
+        log.warning("DNS: cannot read the gateway of Docker network %s: %s", network, exc)
+    return None
+
+
+class NodeDNS:
+    def __init__(self, client, host, port, stop, domain, resolv_conf=RESOLV_CONF):
+        self.host, self.port = host, int(port)
+        self.stop = stop
+        self.zone = Zone(domain)
+        self.watch = ZoneWatch(client, self.zone, stop)
+        upstreams = ResolvConfUpstreams(resolv_conf, own=[(host, self.port)])
+        self.server = DNSServer(self.zone, host, self.port, Forwarder(upstreams))
+        self.cluster_dns = ClusterDNS(nameserver=host, domain=self.zone.domain)
+        self.serving = threading.Event()
+        self._binder = None
+        if self.port != DNS_PORT:
+            log.warning("DNS: listening on port %d: pods ask port 53, so only clients told the port use it",
+                        self.port)
+
+    def start(self):
+        self.watch.start()
+        self._binder = threading.Thread(target=self._bind_loop, name="dns-bind", daemon=True)
+        self._binder.start()
+        return self
+
+    def _bind_loop(self):
+        warned = False
+        while not self.stop.is_set():
+            try:
+                self.server.start()
+                self.serving.set()
+                log.info("DNS: serving %s on %s:%d (UDP and TCP)", self.zone.domain, self.host, self.server.port)
+                return
+            except OSError as exc:
+                if not warned:
+                    log.warning("DNS: cannot listen on %s:%d: %s; retrying every %.0fs", self.host, self.port,
+                                exc.strerror or exc, BIND_RETRY)
+                    warned = True
+            self.stop.wait(BIND_RETRY)
+
+    def shutdown(self, timeout=2.0):
+        if self._binder is not None:
+            self._binder.join(timeout)
+        self.watch.join(timeout)
+        if self.serving.is_set():
+            self.server.stop(timeout)
+
+
+def build(settings, runtime, client, stop):
+    """The agent's NodeDNS from its settings, or None (--dns-address off, or auto with
+    no pod network gateway to listen on)."""
+    host = settings.dns_address
+    if host == "off":
+        return None
+    if host == "auto":
+        host = docker_network_gateway(runtime)
+        if host is None:
+            log.warning("DNS: no pod network gateway found (--dns-address auto): no cluster DNS on this node; "
+                        "pods get Docker's default resolv.conf (give --dns-address IP)")
+            return None
+    return NodeDNS(client, host, settings.dns_port, stop, settings.cluster_domain, settings.dns_resolv_conf)
