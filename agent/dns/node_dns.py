@@ -4,10 +4,13 @@ the forwarder wired together, plus the address pods are told to use.
 --dns-address: `auto` (the default with the docker runtime) listens on the gateway of
 the pods' Docker network, an address of this node every pod reaches; `IP` or `IP:port`
 listens there (pods can only be told an IP: they ask port 53); `off` serves nothing
-and pods keep Docker's default resolv.conf. The server binds in the background and
-retries every BIND_RETRY s while the address is missing or the port taken (two
-agents on one machine sharing one bridge: the first serves both nodes' pods, with
-the same answers, since both watch the same Services)."""
+and pods keep Docker's default resolv.conf. The server binds at once when it can, else
+in the background, retrying every BIND_RETRY s while the address is missing or the
+port taken (two agents on one machine sharing one bridge: the first serves both
+nodes' pods, with the same answers, since both watch the same Services). With auto,
+an agent not allowed port 53 (not root) serves nothing and leaves pods Docker's
+default, rather than telling them a nameserver nobody answers on."""
+import errno
 import ipaddress
 import logging
 import threading
@@ -72,25 +75,35 @@ class NodeDNS:
             log.warning("DNS: listening on port %d: pods ask port 53, so only clients told the port use it",
                         self.port)
 
+    def bind(self):
+        """Try to listen now; the OSError when that fails (None when serving)."""
+        if self.serving.is_set():
+            return None
+        try:
+            self.server.start()
+        except OSError as exc:
+            return exc
+        self.serving.set()
+        log.info("DNS: serving %s on %s:%d (UDP and TCP)", self.zone.domain, self.host, self.server.port)
+        return None
+
     def start(self):
         self.watch.start()
-        self._binder = threading.Thread(target=self._bind_loop, name="dns-bind", daemon=True)
-        self._binder.start()
+        if self.bind() is not None:
+            self._binder = threading.Thread(target=self._bind_loop, name="dns-bind", daemon=True)
+            self._binder.start()
         return self
 
     def _bind_loop(self):
         warned = False
         while not self.stop.is_set():
-            try:
-                self.server.start()
-                self.serving.set()
-                log.info("DNS: serving %s on %s:%d (UDP and TCP)", self.zone.domain, self.host, self.server.port)
+            exc = self.bind()
+            if exc is None:
                 return
-            except OSError as exc:
-                if not warned:
-                    log.warning("DNS: cannot listen on %s:%d: %s; retrying every %.0fs", self.host, self.port,
-                                exc.strerror or exc, BIND_RETRY)
-                    warned = True
+            if not warned:
+                log.warning("DNS: cannot listen on %s:%d: %s; retrying every %.0fs", self.host, self.port,
+                            exc.strerror or exc, BIND_RETRY)
+                warned = True
             self.stop.wait(BIND_RETRY)
 
     def shutdown(self, timeout=2.0):
@@ -113,4 +126,12 @@ def build(settings, runtime, client, stop):
             log.warning("DNS: no pod network gateway found (--dns-address auto): no cluster DNS on this node; "
                         "pods get Docker's default resolv.conf (give --dns-address IP)")
             return None
-    return NodeDNS(client, host, settings.dns_port, stop, settings.cluster_domain, settings.dns_resolv_conf)
+    dns = NodeDNS(client, host, settings.dns_port, stop, settings.cluster_domain, settings.dns_resolv_conf)
+    if settings.dns_address == "auto":
+        exc = dns.bind()
+        if exc is not None and exc.errno in (errno.EACCES, errno.EPERM):
+            log.warning("DNS: not allowed to listen on %s:%d (%s; port 53 needs root or CAP_NET_BIND_SERVICE): "
+                        "no cluster DNS on this node; pods get Docker's default resolv.conf", host,
+                        settings.dns_port, exc.strerror)
+            return None
+    return dns

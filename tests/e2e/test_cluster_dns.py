@@ -1,0 +1,117 @@
+"""Cluster DNS on real Docker: an agent process serves the zone on the gateway of a Docker
+network this test makes (dn-<tag>); busybox pods the agent runs, one of a single container
+and one of two (sandbox + joined containers), resolve a Service by its short, namespaced
+and full names through the libc resolver (busybox ping's "PING name (ip)" line, our
+getent: it applies the search path and ndots:5), a headless Service to its pod's IP, and
+an outside name through the agent's forwarder to an upstream DNS server the test runs."""
+import uuid
+
+import pytest
+from dnslib import DNSRecord
+
+from tests.unit.dns_kit import FakeUpstream
+
+from .helpers import IMAGE, wait_until
+
+pytestmark = pytest.mark.e2e
+
+CLUSTER_IP = "10.96.77.10"
+
+
+@pytest.fixture
+def dns_network(docker_engine):
+    name = "dn-%s" % uuid.uuid4().hex[:8]
+    network = docker_engine.api.create_network(name, driver="bridge")
+    try:
+        info = docker_engine.api.inspect_network(network["Id"])
+        yield info["IPAM"]["Config"][0]["Gateway"]
+    finally:
+        docker_engine.api.remove_network(network["Id"])
+
+
+@pytest.fixture
+def upstream(tmp_path):
+    up = FakeUpstream(port=53)
+    path = tmp_path / "resolv.conf"
+    path.write_text("nameserver %s\n" % up.host)
+    yield str(path)
+    up.close()
+
+
+def resolved(agents, node, pod, container, name):
+    """The address the container's libc resolver gives for `name` (None when it fails)."""
+    ids = [c["Id"] for c in agents.containers(node, pod) if c["Labels"].get("shepherd.io/container-name") == container
+           and c["State"] == "running"]
+    if not ids:
+        return None
+    exec_id = agents.engine.api.exec_create(ids[0], ["ping", "-c", "1", "-W", "1", name])["Id"]
+    out = agents.engine.api.exec_start(exec_id).decode(errors="replace")
+    first = out.splitlines()[0] if out else ""
+    if first.startswith("PING ") and "(" in first:
+        return first.split("(", 1)[1].split(")", 1)[0]
+    return None
+
+
+def read_file(agents, node, pod, container, path):
+    [cid] = [c["Id"] for c in agents.containers(node, pod)
+             if c["Labels"].get("shepherd.io/container-name") == container and c["State"] == "running"]
+    return agents.engine.api.exec_start(agents.engine.api.exec_create(cid, ["cat", path])["Id"]).decode()
+
+
+def test_pods_resolve_services_by_short_and_full_names(agents, dns_network, upstream):
+    gateway = dns_network
+    node = agents.start("dn", extra=["--dns-address", gateway, "--dns-resolv-conf", upstream])
+    tag = agents.tag
+    web, db = "web-%s" % tag, "db-%s" % tag
+    sleeper = {"image": IMAGE, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}
+    agents.create_pod("backend-%s" % tag, [dict(sleeper, name="main")], node=node, labels={"app": web})
+    for name, spec in ((web, {"clusterIP": CLUSTER_IP}), (db, {"clusterIP": "None"})):
+        agents.client.create("services", {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                                          "spec": dict(spec, selector={"app": web},
+                                                       ports=[{"name": "http", "port": 80}])})
+    try:
+        backend = agents.wait_running("backend-%s" % tag)
+        backend_ip = backend["status"]["podIP"]
+
+        def served(name, want):
+            reply = DNSRecord.parse(DNSRecord.question(name).send(gateway, 53, timeout=2))
+            return [str(rr.rdata) for rr in reply.rr] == [want]
+        # the agent's watch sees the Service and the endpoints controller's Endpoints
+        wait_until(lambda: served("%s.default.svc.cluster.local" % web, CLUSTER_IP), 20, "the Service in DNS",
+                   agents.log_tails)
+        wait_until(lambda: served("%s.default.svc.cluster.local" % db, backend_ip), 20, "the headless endpoints",
+                   agents.log_tails)
+
+        agents.create_pod("one-%s" % tag, [dict(sleeper, name="main")], node=node)
+        agents.create_pod("two-%s" % tag, [dict(sleeper, name="first"), dict(sleeper, name="second")], node=node)
+        agents.wait_running("one-%s" % tag)
+        agents.wait_running("two-%s" % tag)
+        for pod, containers in (("one-%s" % tag, ["main"]), ("two-%s" % tag, ["first", "second"])):
+            for container in containers:
+                conf = read_file(agents, node, pod, container, "/etc/resolv.conf")
+                assert "nameserver %s" % gateway in conf, conf
+                assert "search default.svc.cluster.local svc.cluster.local cluster.local" in conf, conf
+                assert "ndots:5" in conf, conf
+                for name in (web, web + ".default", web + ".default.svc.cluster.local"):
+                    got = wait_until(lambda: resolved(agents, node, pod, container, name), 10,
+                                     "%s in %s/%s to resolve" % (name, pod, container))
+                    assert got == CLUSTER_IP, (pod, container, name, got)
+                assert resolved(agents, node, pod, container, db) == backend_ip
+                # outside the zone: through the search path (NXDOMAIN from us) to the forwarder
+                assert resolved(agents, node, pod, container, "example.com") == "93.184.216.34"
+                assert resolved(agents, node, pod, container, "nope-%s" % tag) is None
+        # busybox nslookup asks our server directly for the full name
+        [cid] = [c["Id"] for c in agents.containers(node, "one-%s" % tag) if c["State"] == "running"]
+        out = agents.engine.api.exec_start(agents.engine.api.exec_create(
+            cid, ["nslookup", "%s.default.svc.cluster.local" % web])["Id"]).decode()
+        assert "Address: %s" % CLUSTER_IP in out and gateway in out, out
+
+        # the Service goes: its name goes too
+        agents.client.delete("services", web)
+        wait_until(lambda: resolved(agents, node, "one-%s" % tag, "main", web) is None, 20, "the name to go")
+    finally:
+        for name in (web, db):
+            try:
+                agents.client.delete("services", name)
+            except Exception:  # noqa: BLE001
+                pass
