@@ -2,9 +2,9 @@
 # A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
 # Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
-# The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
-# by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
-# server's default.
+# The VM-sized timings come from the artifacts' server-vm.yaml and the cluster and
+# service CIDRs from data-plane.yaml (both written on the host by prepare-artifacts.sh
+# from vagrant/cluster_layout.py); every other option is the server's default.
 set -euo pipefail
 ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
 RAFT_ADDRESS=${2:?raft address missing}
@@ -13,8 +13,9 @@ PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
+DATA_PLANE=/opt/shepherd-dist/data-plane.yaml
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS"; do
+for f in "$SECRET" "$TOKENS" "$OPTIONS" "$DATA_PLANE"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -34,6 +35,8 @@ raft_password_file: /etc/shepherd/raft-password
 token_file: /etc/shepherd/tokens.csv
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
+# the pod blocks and ClusterIPs come from these (--cluster-cidr, --service-cidr)
+grep -E '^(cluster_cidr|service_cidr):' "$DATA_PLANE" >>/etc/shepherd/server.yaml
 
 cat >/etc/systemd/system/shepherd-server.service <<'EOT'
 [Unit]
