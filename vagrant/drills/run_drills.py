@@ -3,6 +3,9 @@
 
     python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|all]
 
+NAME: kill-leader, partition, worker-loss, full-restart, service-traffic (the last one
+needs real workers with the data plane: on `vagrant` only).
+
 `netns` builds its own cluster of network namespaces on this machine (root) and removes
 it afterwards; `vagrant` uses the VMs of `make vagrant-up`. Exit status 0 only when every
 selected drill passes.
@@ -25,6 +28,13 @@ from drills import DRILLS  # noqa: E402
 from target import TARGETS, TargetError, load_target  # noqa: E402
 
 ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
+DATA_PLANE = ["service-traffic"]     # in `all` only on targets whose workers run real containers
+
+
+def selected(target, drill):
+    if drill != "all":
+        return [drill]
+    return ORDER + (DATA_PLANE if getattr(target, "real_workers", False) else [])
 
 
 def run_one(target, name, out=print):
@@ -66,14 +76,14 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS),
                         help="netns: namespaces on this machine (root); vagrant: the VMs of make vagrant-up")
-    parser.add_argument("--drill", default="all", choices=ORDER + ["all"], help="one drill, or all (default)")
+    parser.add_argument("--drill", default="all", choices=ORDER + DATA_PLANE + ["all"],
+                        help="one drill, or all (default; service-traffic only where workers run real containers)")
     args = parser.parse_args(argv)
-    names = ORDER if args.drill == "all" else [args.drill]
     # SIGTERM unwinds like Ctrl-C, so close() still removes what setup() made.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     try:
         target = load_target(args.target)
-        reports = run(target, names)
+        reports = run(target, selected(target, args.drill))
     except (TargetError, Exception) as exc:  # noqa: BLE001 - setup failures end the run with a reason
         print("run_drills: target %s could not be used: %s: %s" % (args.target, type(exc).__name__, exc),
               file=sys.stderr)
