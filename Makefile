@@ -52,7 +52,7 @@ vagrant-box:  ## build the local Debian box offline (debootstrap); idempotent
 vagrant-up:  ## box + offline artifacts + CP control-plane and WORKERS worker VMs, provisioned and Ready
 	bash vagrant/scripts/up.sh
 
-drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|all)
+drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|service-traffic|all)
 	bash vagrant/scripts/drills.sh --drill $(or $(DRILL),all)
 
 vagrant-down:  ## destroy the VMs (the box stays)

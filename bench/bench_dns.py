@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 
 from dnslib import DNSRecord  # noqa: E402
 
-from bench.common import ms, percentile, print_machine, say, table  # noqa: E402
+from bench.common import ms, percentile, print_background_load, print_machine, say, table, wait_for_quiet  # noqa: E402
 
 MIX = (("hit", 0.6), ("miss", 0.25), ("srv", 0.05), ("forward", 0.10))
 
@@ -99,8 +99,12 @@ def main():
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--services", type=int, default=1000)
     parser.add_argument("--endpoints", type=int, default=10)
+    parser.add_argument("--quiet-wait", type=float, default=60.0,
+                        help="wait up to this many seconds for other processes to calm down first")
     args = parser.parse_args()
     print_machine()
+    wait_for_quiet(args.quiet_wait)
+    print_background_load()
     host = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(1, 254), random.randint(2, 254))
     up_host = "127.%d.%d.%d" % (random.randint(1, 254), random.randint(1, 254), random.randint(2, 254))
     ctx = multiprocessing.get_context("fork")
@@ -181,6 +185,9 @@ def main():
         rows.append([kind, len(values), lost[kind], ms(percentile(values, 50), 2) if values else None,
                      ms(percentile(values, 99), 2) if values else None, ms(max(values), 2) if values else None])
     allv = [v for vs in latencies.values() for v in vs]
+    if not allv:
+        say("no answers at all")
+        return
     rows.append(["all", len(allv), sum(lost.values()), ms(percentile(allv, 50), 2), ms(percentile(allv, 99), 2),
                  ms(max(allv), 2)])
     table(["kind", "answered", "lost", "p50 ms", "p99 ms", "max ms"], rows)

@@ -26,6 +26,7 @@ MAX_TCP = 64
 TCP_IDLE = 5.0
 UDP_PLAIN = 512            # a UDP answer's limit without EDNS (RFC 1035)
 UDP_MAX = 4096
+UDP_RCVBUF = 1 << 20
 
 _RDATA = {"A": lambda v: A(v), "AAAA": lambda v: AAAA(v), "CNAME": lambda v: CNAME(v + "."),
           "NS": lambda v: NS(v + "."),
@@ -86,6 +87,10 @@ class DNSServer:
             udp.close()
             tcp.close()
             raise
+        try:   # room for a burst while the process is descheduled (capped by net.core.rmem_max)
+            udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
+        except OSError:
+            pass
         self._udp, self._tcp, self.port = udp, tcp, port
         udp.settimeout(0.5)
         tcp.settimeout(0.5)
