@@ -114,14 +114,16 @@ class NodeDNS:
             self.server.stop(timeout)
 
 
-def build(settings, runtime, client, stop):
+def build(settings, runtime, client, stop, gateway=None, network="bridge"):
     """The agent's NodeDNS from its settings, or None (--dns-address off, or auto with
-    no pod network gateway to listen on)."""
+    no pod network gateway to listen on). gateway: the pod network's gateway IP when
+    the caller knows it (the agent's own pod bridge), else that of Docker network
+    `network`."""
     host = settings.dns_address
     if host == "off":
         return None
     if host == "auto":
-        host = docker_network_gateway(runtime)
+        host = gateway or docker_network_gateway(runtime, network)
         if host is None:
             log.warning("DNS: no pod network gateway found (--dns-address auto): no cluster DNS on this node; "
                         "pods get Docker's default resolv.conf (give --dns-address IP)")

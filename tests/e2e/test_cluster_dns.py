@@ -115,3 +115,17 @@ def test_pods_resolve_services_by_short_and_full_names(agents, dns_network, upst
                 agents.client.delete("services", name)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def test_auto_address_is_the_pod_network_gateway(dns_network, docker_engine):
+    from agent.dns.node_dns import docker_network_gateway
+    from agent.runtime.docker_runtime import DockerRuntime
+    runtime = DockerRuntime()
+    try:
+        name = [n["Name"] for n in docker_engine.api.networks()
+                if (n.get("IPAM") or {}).get("Config") and n["IPAM"]["Config"][0].get("Gateway") == dns_network]
+        assert name, "the test network is not listed"
+        assert docker_network_gateway(runtime, name[0]) == dns_network
+        assert docker_network_gateway(runtime, "dn-no-such-network") is None
+    finally:
+        runtime.close()
