@@ -3,12 +3,20 @@ network this test makes (dn-<tag>); busybox pods the agent runs, one of a single
 and one of two (sandbox + joined containers), resolve a Service by its short, namespaced
 and full names through the libc resolver (busybox ping's "PING name (ip)" line, our
 getent: it applies the search path and ndots:5), a headless Service to its pod's IP, and
-an outside name through the agent's forwarder to an upstream DNS server the test runs."""
+an outside name through the agent's forwarder to an upstream DNS server the test runs;
+and a pod on a user-defined Docker network, through Docker's embedded DNS."""
 import uuid
 
 import pytest
 from dnslib import DNSRecord
 
+from agent import spec as P
+from agent.dns.forwarder import Forwarder
+from agent.dns.node_dns import docker_network_gateway
+from agent.dns.pod_dns import ClusterDNS, resolver_config
+from agent.dns.records import Zone
+from agent.dns.server import DNSServer
+from agent.runtime.docker_runtime import DockerRuntime
 from tests.unit.dns_kit import FakeUpstream
 
 from .helpers import IMAGE, wait_until
@@ -27,6 +35,12 @@ def dns_network(docker_engine):
         yield info["IPAM"]["Config"][0]["Gateway"]
     finally:
         docker_engine.api.remove_network(network["Id"])
+
+
+@pytest.fixture
+def dns_network_name(dns_network, docker_engine):
+    return [n["Name"] for n in docker_engine.api.networks()
+            if ((n.get("IPAM") or {}).get("Config") or [{}])[0].get("Gateway") == dns_network][0]
 
 
 @pytest.fixture
@@ -89,7 +103,8 @@ def test_pods_resolve_services_by_short_and_full_names(agents, dns_network, upst
         for pod, containers in (("one-%s" % tag, ["main"]), ("two-%s" % tag, ["first", "second"])):
             for container in containers:
                 conf = read_file(agents, node, pod, container, "/etc/resolv.conf")
-                assert "nameserver %s" % gateway in conf, conf
+                # on a user-defined network Docker writes its embedded DNS, which forwards to ours
+                assert "nameserver %s" % gateway in conf or "nameserver 127.0.0.11" in conf, conf
                 assert "search default.svc.cluster.local svc.cluster.local cluster.local" in conf, conf
                 assert "ndots:5" in conf, conf
                 for name in (web, web + ".default", web + ".default.svc.cluster.local"):
@@ -117,15 +132,39 @@ def test_pods_resolve_services_by_short_and_full_names(agents, dns_network, upst
                 pass
 
 
-def test_auto_address_is_the_pod_network_gateway(dns_network, docker_engine):
-    from agent.dns.node_dns import docker_network_gateway
-    from agent.runtime.docker_runtime import DockerRuntime
+def test_auto_address_is_the_pod_network_gateway(dns_network, dns_network_name):
     runtime = DockerRuntime()
     try:
-        name = [n["Name"] for n in docker_engine.api.networks()
-                if (n.get("IPAM") or {}).get("Config") and n["IPAM"]["Config"][0].get("Gateway") == dns_network]
-        assert name, "the test network is not listed"
-        assert docker_network_gateway(runtime, name[0]) == dns_network
+        assert docker_network_gateway(runtime, dns_network_name) == dns_network
         assert docker_network_gateway(runtime, "dn-no-such-network") is None
     finally:
         runtime.close()
+
+
+def test_a_pod_on_a_user_defined_network_resolves_through_dockers_embedded_dns(dns_network, dns_network_name):
+    """A pod bridge made as a Docker network (not the default bridge) puts 127.0.0.11 in
+    resolv.conf: Docker's resolver in the pod's namespace, which forwards to --dns (ours),
+    keeping the search path and ndots."""
+    gateway, tag = dns_network, uuid.uuid4().hex[:6]
+    zone = Zone()
+    zone.set_service("default", "web", {"metadata": {"name": "web", "namespace": "default"},
+                                        "spec": {"clusterIP": CLUSTER_IP, "ports": [{"port": 80}]}})
+    server = DNSServer(zone, gateway, 53, Forwarder(lambda: [])).start()
+    runtime = DockerRuntime()
+    pod = {"metadata": {"name": "p-%s" % tag, "namespace": "default", "uid": "dn-%s" % tag},
+           "spec": {"containers": [{"name": "main", "image": IMAGE}]}}
+    config = P.container_config(pod, dict(pod["spec"]["containers"][0], command=["sleep", "3600"]), "dn-%s" % tag,
+                                "127.0.0.1", 0, dns=resolver_config(pod, ClusterDNS(gateway)))
+    config.network_mode = dns_network_name
+    cid = runtime.create(config)
+    try:
+        runtime.start(cid)
+        code, out = runtime.exec(cid, ["cat", "/etc/resolv.conf"], timeout=5)
+        assert b"nameserver 127.0.0.11" in out and b"ndots:5" in out, out
+        for name in ("web", "web.default", "web.default.svc.cluster.local"):
+            code, out = runtime.exec(cid, ["ping", "-c", "1", "-W", "1", name], timeout=10)
+            assert out.splitlines()[0].startswith(b"PING %s (%s)" % (name.encode(), CLUSTER_IP.encode())), out
+    finally:
+        runtime.remove(cid)
+        runtime.close()
+        server.stop()
