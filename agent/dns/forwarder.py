@@ -62,24 +62,31 @@ class ResolvConfUpstreams:
     def __call__(self):
         now = time.monotonic()
         with self._lock:
-            if now - self._checked >= RECHECK_INTERVAL or self._mtime is None:
+            if self._mtime is None or now - self._checked >= RECHECK_INTERVAL:
                 self._checked = now
-                try:
-                    mtime = os.stat(self.path).st_mtime_ns
-                    if mtime != self._mtime:
-                        with open(self.path) as fh:
-                            found = [(ip, 53) for ip in parse_resolv_conf(fh.read(65536))]
-                        self._servers = without_self(found, self.own)[:MAX_UPSTREAMS]
-                        self._mtime = mtime
-                        if not self._servers:
-                            log.warning("%s names no nameserver other than this DNS server: names outside "
-                                        "the cluster get SERVFAIL", self.path)
-                except OSError as exc:
-                    if self._mtime is not None or not self._servers:
-                        log.warning("cannot read %s: %s; names outside the cluster get SERVFAIL",
-                                    self.path, exc.strerror)
-                    self._servers, self._mtime = [], 0
+                self._reload()
             return list(self._servers)
+
+    def _reload(self):
+        try:
+            mtime = os.stat(self.path).st_mtime_ns
+            if mtime == self._mtime:
+                return
+            with open(self.path) as fh:
+                found = [(ip, 53) for ip in parse_resolv_conf(fh.read(65536))]
+        except OSError as exc:
+            if self._mtime != -1:          # say it once, not at every look
+                log.warning("cannot read %s: %s; names outside the cluster get SERVFAIL", self.path,
+                            exc.strerror or exc)
+            self._servers, self._mtime = [], -1
+            return
+        self._servers = without_self(found, self.own)[:MAX_UPSTREAMS]
+        self._mtime = mtime
+        if not self._servers:
+            log.warning("%s names no nameserver other than this DNS server: names outside the cluster "
+                        "get SERVFAIL", self.path)
+        else:
+            log.info("DNS: forwarding to %s (from %s)", ", ".join("%s:%d" % s for s in self._servers), self.path)
 
 
 class Forwarder:

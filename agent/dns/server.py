@@ -68,6 +68,7 @@ class DNSServer:
         self._stop = threading.Event()
         self._threads = []
         self._udp = self._tcp = None
+        # for logs and benchmarks; threads bump them without a lock, so they are approximate
         self.counts = {"queries": 0, "forwarded": 0, "servfail": 0, "formerr": 0, "dropped": 0}
 
     # ---- lifecycle ----

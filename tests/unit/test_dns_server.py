@@ -140,3 +140,18 @@ def test_resolv_conf_upstreams_skip_ourselves(tmp_path):
     upstreams = ResolvConfUpstreams(str(path), own=[("10.0.0.53", 53)])
     assert upstreams() == [("10.0.0.2", 53), ("fe80::1", 53)]
     assert ResolvConfUpstreams(str(tmp_path / "missing"))() == []
+
+
+def test_resolv_conf_changes_are_picked_up(tmp_path):
+    path = tmp_path / "resolv.conf"
+    path.write_text("nameserver 10.0.0.2\n")
+    upstreams = ResolvConfUpstreams(str(path))
+    assert upstreams() == [("10.0.0.2", 53)]
+    path.write_text("nameserver 10.0.0.3\nnameserver 10.0.0.4\nnameserver 10.0.0.5\nnameserver 10.0.0.6\n")
+    os.utime(path, ns=(0, 1))                  # a new mtime, even within the clock's resolution
+    assert upstreams() == [("10.0.0.2", 53)]   # looked at most every RECHECK_INTERVAL s
+    upstreams._checked -= 60
+    assert upstreams() == [("10.0.0.3", 53), ("10.0.0.4", 53), ("10.0.0.5", 53)]     # 3 at most, as glibc
+    path.unlink()
+    upstreams._checked -= 60
+    assert upstreams() == []
