@@ -86,3 +86,92 @@ def test_service_traffic_refuses_simulated_workers_with_a_reason():
     Hollow.real_workers = True
     assert selected(Hollow(), "all") == ORDER + ["service-traffic"]
     assert selected(Hollow(), "partition") == ["partition"]
+
+
+class _FakeCluster:
+    """Just enough API for the drill's flow: objects by kind, Ready pods on both nodes, and
+    a client log that grows by 5 requests per look (failing while `failing` is set)."""
+
+    def __init__(self, heals=True):
+        self.objects = {}
+        self.lines = []
+        self.failing = self.node_down = False
+        self.heals = heals
+        self.deleted = []
+
+    def create(self, resource, obj, namespace=None):
+        self.objects[(resource, obj["metadata"]["name"])] = obj
+        return obj
+
+    def list(self, resource, namespace=None, label_selector=None):
+        ready = [{"type": "Ready", "status": "True"}]
+        return {"items": [{"metadata": {"name": "web-%d" % i}, "spec": {"nodeName": "node-w%d" % (i % 2 + 1)},
+                           "status": {"conditions": ready}} for i in range(4)]}
+
+    def get(self, resource, name, namespace=None):
+        self.request("GET", "")              # time passes: the client keeps sending
+        return {"status": {"conditions": [{"type": "Ready", "status": "False" if self.node_down else "True"}]}}
+
+    def request(self, method, path, **kw):
+        for _ in range(5):
+            seq = len(self.lines) + 1
+            self.lines.append("%d %.2f fail" % (seq, seq * 0.2) if self.failing else
+                              "%d %.2f ok backend=web-%d" % (seq, seq * 0.2, seq % 2))
+        return "\n".join(self.lines) + "\n"
+
+    def delete(self, resource, name, namespace=None, propagation_policy=None):
+        self.deleted.append((resource, name))
+
+    def close(self):
+        pass
+
+
+def _fake_target(cluster, faults):
+    class Target:
+        name, real_workers = "fake", True
+        workers = ["w1", "w2"]
+        workload_image = "shepherd/busybox:1"
+        ready_timeout = pod_move_timeout = node_not_ready_timeout = boot_timeout = 3.0
+
+        def client(self, **kw):
+            return cluster
+
+        def node_name(self, worker):
+            return "node-" + worker
+
+        def power_off(self, host):
+            faults.append(("off", host))
+            cluster.failing = cluster.node_down = True
+
+        def power_on(self, host):
+            faults.append(("on", host))
+            cluster.node_down = False
+            cluster.failing = not cluster.heals
+    return Target()
+
+
+def test_the_drill_flow_reports_figures_and_cleans_up(monkeypatch):
+    import drills
+    import service_traffic
+    from drill_kit import DrillFailed, Report
+    faults = []
+    monkeypatch.setattr(drills, "kill_leader", lambda target, report: faults.append("kill-leader"))
+    monkeypatch.setattr(drills, "partition", lambda target, report: faults.append("partition"))
+    cluster = _FakeCluster()
+    lines = []
+    report = Report("service-traffic", out=lines.append)
+    service_traffic.service_traffic(_fake_target(cluster, faults), report)
+    assert faults == ["kill-leader", "partition", ("off", "w2"), ("on", "w2")]
+    pod = [o for (kind, _), o in cluster.objects.items() if kind == "pods"][0]
+    assert pod["spec"]["nodeName"] == "node-w1"
+    assert "nc -w 2 drill-st-web-" in pod["spec"]["containers"][0]["command"][2]
+    assert report.figures["failed requests"] > 0 and report.figures["longest outage"] > 0
+    assert any(line.split("] ", 1)[-1].startswith("worker-loss: ") and line.endswith(" recovered")
+               for line in lines), lines
+    assert sorted(kind for kind, _ in cluster.deleted) == ["deployments", "pods", "services"]
+
+    # traffic that never comes back fails the drill with that reason, and still cleans up
+    cluster = _FakeCluster(heals=False)
+    with pytest.raises(DrillFailed, match="traffic did not recover after worker-loss"):
+        service_traffic.service_traffic(_fake_target(cluster, faults), Report("service-traffic", out=lines.append))
+    assert sorted(kind for kind, _ in cluster.deleted) == ["deployments", "pods", "services"]
