@@ -63,6 +63,7 @@ class DNSServer:
         self.n_workers = forward_workers
         self.max_tcp = max_tcp
         self.tcp_idle = tcp_idle
+        self._turn = 0
         self._pending = queue.Queue(maxsize=max_pending)
         self._tcp_slots = threading.BoundedSemaphore(max_tcp)
         self._stop = threading.Event()
@@ -139,7 +140,11 @@ class DNSServer:
             return FORWARD
         reply = query.reply(ra=1, aa=1)
         reply.header.rcode = getattr(RCODE, answer.rcode)
-        for record in answer.answers:
+        records = answer.answers
+        if len(records) > 1:       # round robin, as CoreDNS's loadbalance: clients mostly take the first
+            self._turn = (self._turn + 1) % len(records)
+            records = records[self._turn:] + records[:self._turn]
+        for record in records:
             reply.add_answer(_rr(record, qname))
         for record in answer.authority:
             reply.add_auth(_rr(record))

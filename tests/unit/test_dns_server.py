@@ -54,6 +54,15 @@ def test_cluster_names_over_udp_and_tcp(dns, tcp):
     assert empty.header.rcode == RCODE.NOERROR and not empty.rr and [QTYPE[rr.rtype] for rr in empty.auth] == ["SOA"]
 
 
+def test_several_addresses_take_turns_first(dns):
+    dns.zone.set_service("default", "pair", service("pair", cluster_ip="None"))
+    dns.zone.set_endpoints("default", "pair", endpoints("pair", ["10.244.1.5", "10.244.2.6"]))
+    firsts = {str(ask(dns, "pair.default.svc.cluster.local").rr[0].rdata) for _ in range(4)}
+    assert firsts == {"10.244.1.5", "10.244.2.6"}
+    assert sorted(str(rr.rdata) for rr in ask(dns, "pair.default.svc.cluster.local").rr) == ["10.244.1.5",
+                                                                                             "10.244.2.6"]
+
+
 def test_forwarded_names_and_truncation(dns, upstream):
     reply = ask(dns, "example.com")
     assert [str(rr.rdata) for rr in reply.rr] == ["93.184.216.34"] and ("example.com.", "udp") in upstream.asked
