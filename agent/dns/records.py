@@ -10,6 +10,8 @@ Names, as Kubernetes' DNS specification and CoreDNS's kubernetes plugin answer t
 - `_<port>._<proto>.<svc>.<ns>.svc.<zone>`  SRV for each named port: the Service
   name and port (headless: each ready endpoint's name and its port).
 - `<a-b-c-d>.<ns>.pod.<zone>`  A a.b.c.d (CoreDNS's `pods insecure`, its default).
+- `<d.c.b.a>.in-addr.arpa`  PTR of a clusterIP (the Service's name) and of a headless
+  endpoint (its own name); other reverse names are forwarded like any outside name.
 - a name inside the zone that does not exist: NXDOMAIN; an existing name (or one
   that only has names below it, such as `<ns>.svc.<zone>`) asked for a type it does
   not have (AAAA of an IPv4 Service): NOERROR and no answer. Both carry the zone's
@@ -32,8 +34,8 @@ SOA_REFRESH, SOA_RETRY, SOA_EXPIRE = 7200, 1800, 86400
 @dataclasses.dataclass(frozen=True)
 class Record:
     name: str            # owner name, lowercase, no trailing dot
-    rtype: str           # A, AAAA, SRV, CNAME, SOA, NS
-    value: object        # A/AAAA: "10.96.0.10"; CNAME/NS: a name; SRV: (prio, weight, port, target);
+    rtype: str           # A, AAAA, SRV, CNAME, SOA, NS, PTR
+    value: object        # A/AAAA: "10.96.0.10"; CNAME/NS/PTR: a name; SRV: (prio, weight, port, target);
     ttl: int = TTL       # SOA: (mname, rname, serial, refresh, retry, expire, minimum)
 
 
@@ -52,6 +54,11 @@ def normalize(name):
 
 def dashed(ip):
     return ip.replace(".", "-").replace(":", "-")
+
+
+def reverse_name(ip):
+    """'10.96.0.10' -> '10.0.96.10.in-addr.arpa' (IPv6: nibbles under ip6.arpa)."""
+    return ipaddress.ip_address(ip).reverse_pointer
 
 
 def _address_type(ip):
@@ -103,11 +110,13 @@ def service_records(service, endpoints, domain=DEFAULT_CLUSTER_DOMAIN):
             if target not in hosts:
                 hosts.add(target)
                 records.append(Record(target, rtype, ip))
+                records.append(Record(reverse_name(ip), "PTR", target))
             for name, (port, proto) in ep_ports.items():
                 if name:
                     records.append(Record("_%s._%s.%s" % (name, proto, base), "SRV", (0, 100, port, target)))
     elif isinstance(cluster_ip, str) and _address_type(cluster_ip):
         records.append(Record(base, _address_type(cluster_ip), cluster_ip))
+        records.append(Record(reverse_name(cluster_ip), "PTR", base))
         for p in ports:
             if p.get("name"):
                 proto = (p.get("protocol") or "TCP").lower()
@@ -213,6 +222,12 @@ class Zone:
         """The Answer to `qtype` (A, AAAA, SRV, ANY, ...) for `qname` (any case)."""
         name = normalize(qname)
         if name != self.domain and not name.endswith("." + self.domain):
+            if name.endswith(".arpa"):
+                with self._lock:
+                    rows = [r for r in self._names.get(name, ()) if r.rtype == "PTR"]
+                if rows:
+                    return Answer(answers=rows if qtype in ("PTR", "ANY") else [],
+                                  authority=[] if qtype in ("PTR", "ANY") else [self.soa()])
             return Answer(forward=True)
         with self._lock:
             if name == self.domain:

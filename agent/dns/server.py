@@ -13,7 +13,7 @@ import socket
 import struct
 import threading
 
-from dnslib import AAAA, CNAME, NS, QTYPE, RCODE, RR, SOA, SRV, A, DNSHeader, DNSRecord
+from dnslib import AAAA, CNAME, NS, PTR, QTYPE, RCODE, RR, SOA, SRV, A, DNSHeader, DNSRecord
 from dnslib.buffer import Buffer
 
 from .forwarder import recv_exact
@@ -29,7 +29,7 @@ UDP_MAX = 4096
 UDP_RCVBUF = 1 << 20
 
 _RDATA = {"A": lambda v: A(v), "AAAA": lambda v: AAAA(v), "CNAME": lambda v: CNAME(v + "."),
-          "NS": lambda v: NS(v + "."),
+          "NS": lambda v: NS(v + "."), "PTR": lambda v: PTR(v + "."),
           "SRV": lambda v: SRV(priority=v[0], weight=v[1], port=v[2], target=v[3] + "."),
           "SOA": lambda v: SOA(v[0] + ".", v[1] + ".", v[2:])}
 

@@ -144,8 +144,8 @@ def test_malformed_objects_put_nothing_wrong_in_the_zone():
     _, records = service_records(headless, {"subsets": [{"addresses": [{"ip": "bogus"}, {"ip": "10.0.0.1"}],
                                                          "ports": [{"port": "x"}, {"name": "p", "port": 1}]}]})
     assert sorted((r.name, r.rtype) for r in records) == [
-        ("10-0-0-1.h.default.svc.cluster.local", "A"), ("_p._tcp.h.default.svc.cluster.local", "SRV"),
-        ("h.default.svc.cluster.local", "A")]
+        ("1.0.0.10.in-addr.arpa", "PTR"), ("10-0-0-1.h.default.svc.cluster.local", "A"),
+        ("_p._tcp.h.default.svc.cluster.local", "SRV"), ("h.default.svc.cluster.local", "A")]
 
 
 def test_search_names_of_a_pod_resolve_short_names_and_skip_external_ones():
@@ -170,3 +170,18 @@ def test_search_names_of_a_pod_resolve_short_names_and_skip_external_ones():
     assert first_answer("example.com", "default") == ("example.com", "forward")
     assert search_names("a.b.c.d.e.f", "default")[0] == "a.b.c.d.e.f"     # 5 dots: as is first
     assert search_names("web.", "default") == ["web"]
+
+
+def test_reverse_names_of_cluster_ips_and_headless_endpoints():
+    zone = zone_with(service("web"), service("db", cluster_ip="None"),
+                     endpoints("db", ["10.244.1.5"], hostnames={"10.244.1.5": "db-0"}))
+    ptr = zone.answer("10.0.96.10.in-addr.arpa.", "PTR")
+    assert [(r.rtype, r.value) for r in ptr.answers] == [("PTR", "web.default.svc.cluster.local")]
+    assert [r.value for r in zone.answer("5.1.244.10.in-addr.arpa", "PTR").answers] == [
+        "db-0.db.default.svc.cluster.local"]
+    nodata = zone.answer("10.0.96.10.in-addr.arpa", "A")
+    assert not nodata.forward and nodata.answers == [] and nodata.authority[0].rtype == "SOA"
+    assert zone.answer("1.0.96.10.in-addr.arpa", "PTR").forward       # not ours: the node's resolver
+    zone.set_service("default", "web", None)
+    assert zone.answer("10.0.96.10.in-addr.arpa", "PTR").forward
+

@@ -50,6 +50,8 @@ def test_cluster_names_over_udp_and_tcp(dns, tcp):
     missing = ask(dns, "nope.default.svc.cluster.local", tcp=tcp)
     assert missing.header.rcode == RCODE.NXDOMAIN and not missing.rr
     assert [QTYPE[rr.rtype] for rr in missing.auth] == ["SOA"]
+    ptr = ask(dns, "10.0.96.10.in-addr.arpa", "PTR", tcp=tcp)
+    assert [str(rr.rdata) for rr in ptr.rr] == ["web.default.svc.cluster.local."]
     empty = ask(dns, "web.default.svc.cluster.local", "AAAA", tcp=tcp)
     assert empty.header.rcode == RCODE.NOERROR and not empty.rr and [QTYPE[rr.rtype] for rr in empty.auth] == ["SOA"]
 
