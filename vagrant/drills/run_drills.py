@@ -66,9 +66,9 @@ def run(target, names, out=print):
 
 
 def summary(target, reports):
-    lines = ["", "drills on %s" % target.describe(), "%-14s %9s  %s" % ("DRILL", "TIME", "VERDICT")]
+    lines = ["", "drills on %s" % target.describe(), "%-16s %9s  %s" % ("DRILL", "TIME", "VERDICT")]
     for r in reports:
-        lines.append("%-14s %8.1fs  %s" % (r.drill, r.figures.get("drill duration", 0.0), r.verdict))
+        lines.append("%-16s %8.1fs  %s" % (r.drill, r.figures.get("drill duration", 0.0), r.verdict))
     return "\n".join(lines)
 
 
