@@ -64,7 +64,7 @@ class NodeDNS:
     def __init__(self, client, host, port, stop, domain, resolv_conf=RESOLV_CONF):
         self.host, self.port = host, int(port)
         self.stop = stop
-        self.zone = Zone(domain)
+        self.zone = Zone(domain, synced=False)     # SERVFAIL for its names until the first lists
         self.watch = ZoneWatch(client, self.zone, stop)
         upstreams = ResolvConfUpstreams(resolv_conf, own=[(host, self.port)])
         self.server = DNSServer(self.zone, host, self.port, Forwarder(upstreams))

@@ -41,7 +41,7 @@ class Record:
 
 @dataclasses.dataclass
 class Answer:
-    rcode: str = "NOERROR"        # NOERROR, NXDOMAIN
+    rcode: str = "NOERROR"        # NOERROR, NXDOMAIN, SERVFAIL (not synced yet)
     answers: List[Record] = dataclasses.field(default_factory=list)
     authority: List[Record] = dataclasses.field(default_factory=list)
     forward: bool = False         # outside the zone: ask the upstream resolver
@@ -139,8 +139,11 @@ class Zone:
     """The records of the cluster zone, updated from a watch of Services and
     Endpoints (thread-safe: one writer, many readers)."""
 
-    def __init__(self, domain=DEFAULT_CLUSTER_DOMAIN):
+    def __init__(self, domain=DEFAULT_CLUSTER_DOMAIN, synced=True):
         self.domain = normalize(domain)
+        # False until the watch has listed Services and Endpoints once: names in the
+        # zone get SERVFAIL meanwhile (try again), never a wrong NXDOMAIN
+        self.synced = synced
         self._lock = threading.Lock()
         self._services = {}            # (ns, name) -> Service
         self._endpoints = {}           # (ns, name) -> Endpoints
@@ -229,6 +232,8 @@ class Zone:
                     return Answer(answers=rows if qtype in ("PTR", "ANY") else [],
                                   authority=[] if qtype in ("PTR", "ANY") else [self.soa()])
             return Answer(forward=True)
+        if not self.synced:
+            return Answer(rcode="SERVFAIL")
         with self._lock:
             if name == self.domain:
                 rows = [self.soa(), Record(self.domain, "NS", "ns.dns." + self.domain)]

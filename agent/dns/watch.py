@@ -56,6 +56,8 @@ class ZoneWatch:
                 if not self.synced[kind].is_set():
                     log.info("DNS: listed %d %s", len(items), kind)
                     self.synced[kind].set()
+                    if all(e.is_set() for e in self.synced.values()):
+                        self.zone.synced = True
                 delay = 0.5
                 for event in self.client.watch(kind, None, resource_version=rv, stop=self.stop):
                     etype = event.get("type")

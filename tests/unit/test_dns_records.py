@@ -185,3 +185,11 @@ def test_reverse_names_of_cluster_ips_and_headless_endpoints():
     zone.set_service("default", "web", None)
     assert zone.answer("10.0.96.10.in-addr.arpa", "PTR").forward
 
+
+def test_an_unsynced_zone_says_servfail_not_nxdomain():
+    zone = Zone(synced=False)
+    assert zone.answer("web.default.svc.cluster.local", "A").rcode == "SERVFAIL"
+    assert zone.answer("example.com", "A").forward          # outside names still go out
+    zone.synced = True
+    assert zone.answer("web.default.svc.cluster.local", "A").rcode == "NXDOMAIN"
+

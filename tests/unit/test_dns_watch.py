@@ -30,10 +30,11 @@ def test_zone_follows_services_and_endpoints(replicas):
     api = replicas()
     client = Client([api.url], timeout=2.0, retry_deadline=5.0)
     client.create("services", service("web"), namespace="default")     # before the list
-    zone, stop = Zone(), threading.Event()
+    zone, stop = Zone(synced=False), threading.Event()
     watch = ZoneWatch(client, zone, stop).start()
     try:
         assert all(e.wait(5) for e in watch.synced.values())
+        assert zone.synced
         assert addresses(zone, "web.default.svc.cluster.local") == ["10.96.0.10"]
         # after the list: through the watch
         client.create("services", service("db", ns="shop", cluster_ip="None"), namespace="shop")
