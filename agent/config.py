@@ -11,6 +11,7 @@ import socket
 import urllib.parse
 
 from shepherd_ha import options as options_module
+from shepherd_ha.model import network
 from shepherd_ha.model.cluster_domain import DEFAULT_CLUSTER_DOMAIN, cluster_domain_error
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
@@ -26,6 +27,9 @@ AGENT_OPTIONS = (
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
            "--token-file; the token's user in group system:nodes)"),
+    Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
+           "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
+           "API refuses its requests"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -68,6 +72,11 @@ AGENT_OPTIONS = (
            "pods ask port 53), or off (pods keep Docker's default resolv.conf)"),
     Option("dns_resolv_conf", str, "/etc/resolv.conf", "the node's resolver configuration: names outside the "
            "cluster domain go to its nameservers"),
+    Option("pod_network", str, "bridge", "bridge: pods on this node's block of --cluster-cidr (a Docker bridge "
+           "network, routes to the other nodes' blocks, iptables chains; agent/network/); none: Docker's default "
+           "bridge, pod IPs only reachable on this node"),
+    Option("cluster_cidr", str, network.CLUSTER_CIDR, "the pod network of the whole cluster, as the servers' "
+           "--cluster-cidr: traffic leaving it is masqueraded"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -146,6 +155,9 @@ class AgentSettings:
     dns_address: str = "off"                 # "auto", "off" or an IP (agent/dns/node_dns.py)
     dns_port: int = 53
     dns_resolv_conf: str = "/etc/resolv.conf"
+    pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
+    cluster_cidr: str = network.CLUSTER_CIDR
+    cluster_id: str = None
 
 
 def dns_settings(values, runtime):
@@ -219,6 +231,21 @@ def settings(values):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
     domain, dns_address, dns_port = dns_settings(values, runtime)
+    pod_network = (values.get("pod_network") or "none").lower()
+    if pod_network not in ("bridge", "none"):
+        raise ConfigError("--pod-network %r: use bridge or none" % values.get("pod_network"))
+    cluster_cidr = values.get("cluster_cidr") or network.CLUSTER_CIDR
+    try:
+        network.parse_plan(cluster_cidr)
+    except network.NetworkError as exc:
+        raise ConfigError("--cluster-cidr: %s" % exc)
+    cluster_id = values.get("cluster_id") or None
+    if cluster_id is not None:
+        from shepherd_ha.cluster_identity import IdentityError, check_format
+        try:
+            check_format(cluster_id, "--cluster-id")
+        except IdentityError as exc:
+            raise ConfigError(str(exc))
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -233,4 +260,6 @@ def settings(values):
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
         token=token, cluster_domain=domain, dns_address=dns_address, dns_port=dns_port,
-        dns_resolv_conf=values.get("dns_resolv_conf") or "/etc/resolv.conf")
+        dns_resolv_conf=values.get("dns_resolv_conf") or "/etc/resolv.conf",
+        pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr,
+        cluster_id=cluster_id)

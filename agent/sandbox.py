@@ -47,6 +47,8 @@ class SandboxMixin:
                                   'scripts/setup-docker.sh builds it)' % self.sandbox_image)
             config = P.sandbox_config(pod, self.node, self.address, self.sandbox_image, attempt,
                                       dns=resolver_config(pod, self.cluster_dns))
+            if self.pod_network is not None:
+                config = self.pod_network.attach(config, pod)
             cid = self.runtime.create(config)
             try:
                 self.runtime.start(cid)

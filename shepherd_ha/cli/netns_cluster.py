@@ -20,6 +20,8 @@ import time
 
 import yaml
 
+from shepherd_ha import cluster_identity
+
 from . import netns
 from .local_cluster import LocalCluster, LocalClusterError, write_private
 
@@ -123,6 +125,7 @@ class NetnsCluster(LocalCluster):
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
         tokens = self._new_tokens() if auth else {}
+        cluster_id = cluster_identity.new_cluster_id()
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
@@ -130,13 +133,14 @@ class NetnsCluster(LocalCluster):
                               for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "cluster_id": cluster_id}
             if auth:
                 server["token_file"] = self.token_file
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
-        self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net},
+        self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net,
+                               "cluster_id": cluster_id},
                               **tokens))
         self.write_client_config()
 

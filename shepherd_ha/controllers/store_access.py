@@ -58,6 +58,10 @@ class StoreAccess:
         except CommandTooLarge as exc:
             return too_large_result(exc)
 
+    def submit(self, command):
+        """Submit a command other than a write (e.g. commands.network), as it is."""
+        return self._submit(command, self.write_timeout)
+
     def write_many(self, writes):
         """Independent atomic writes (each a list of ops), batched: how a controller
         writes, e.g. a thousand pod bindings. Group commit spreads them over bounded

@@ -3,6 +3,7 @@
 Validators never raise on JSON-shaped input: a wrong type is a cause like any other,
 because the API turns causes into a 422 and anything else into a 500.
 """
+import ipaddress
 import re
 
 from ._checks import Cause, Causes, is_int, join
@@ -231,6 +232,27 @@ def _node(causes, obj):
     spec = causes.dict("spec", obj.get("spec"))
     if spec is not None:
         causes.boolean("spec.unschedulable", spec.get("unschedulable"))
+        _pod_cidrs(causes, spec)
+
+
+def _pod_cidrs(causes, spec):
+    cidr = spec.get("podCIDR")
+    if causes.string("spec.podCIDR", cidr) and cidr and not _is_ipv4_network(cidr):
+        causes.add("spec.podCIDR", "%s is not an IPv4 network such as 10.244.1.0/24" % show(cidr))
+    cidrs = causes.list("spec.podCIDRs", spec.get("podCIDRs"))
+    if cidrs is not None:
+        if len(cidrs) > 1 or not all(isinstance(c, str) and _is_ipv4_network(c) for c in cidrs):
+            causes.add("spec.podCIDRs", "holds at most one IPv4 network (no dual stack), got %s" % show(cidrs))
+        elif cidrs and cidr and cidrs[0] != cidr:
+            causes.add("spec.podCIDRs", "must start with spec.podCIDR %s, got %s" % (show(cidr), show(cidrs[0])))
+
+
+def _is_ipv4_network(text):
+    try:
+        ipaddress.IPv4Network(text, strict=True)
+    except ValueError:
+        return False
+    return True
 
 
 def _event(causes, obj):

@@ -22,6 +22,7 @@ from shepherd_ha.model.resources import RESOURCES
 
 from .commands import shape_error
 from .object_reads import ObjectReads
+from .pod_cidrs import PodCIDRs
 
 DEFAULT_DEDUP_LIMIT = 50000
 
@@ -57,7 +58,7 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-class StoreFSM(ObjectReads):
+class StoreFSM(PodCIDRs, ObjectReads):
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
         self.objects = {plural: {} for plural in RESOURCES}
         self.revision = 0
@@ -66,6 +67,7 @@ class StoreFSM(ObjectReads):
         self.malformed_commands = 0
         self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
         self.dedup_limit = dedup_limit
+        self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -76,6 +78,10 @@ class StoreFSM(ObjectReads):
         for plural in sorted(self.objects):
             for key in sorted(self.objects[plural]):
                 h.update(json.dumps(self.objects[plural][key], sort_keys=True).encode())
+        if self.network is not None:
+            h.update(json.dumps(self.network, sort_keys=True).encode())
+        if getattr(self, "members", None):
+            h.update(json.dumps(self.members, sort_keys=True).encode())
         return h.hexdigest()
 
     # ---- apply ----
@@ -99,6 +105,17 @@ class StoreFSM(ObjectReads):
 
     def _apply_barrier(self, command, changes):
         return {"ok": True, "revision": self.revision}
+
+    def _apply_members(self, command, changes):
+        # Not an object: no revision, no watch event. A dump from before the table has none.
+        members = dict(getattr(self, "members", None) or {})
+        for ident in command["remove"]:
+            members.pop(ident, None)
+        for entry in command["set"]:
+            members = {k: v for k, v in members.items() if v["raft"] != entry["raft"]}
+            members[entry["id"]] = {"id": entry["id"], "raft": entry["raft"], "api": entry.get("api")}
+        self.members = members
+        return {"ok": True, "revision": self.revision, "members": sorted(members)}
 
     def _apply_claim(self, command, changes):
         term, replica = int(command["term"]), str(command["replica"])
@@ -147,9 +164,15 @@ class StoreFSM(ObjectReads):
                 if handler is None:
                     raise ValueError("unknown op %r" % (op.get("op"),))
                 results.append(handler(op, staged, planned, index))
+            if self._frees_a_block(planned):
+                self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
             return _failure(f.code, f.reason, f.message, f.index)
-        # Nothing has been touched yet: commit the plan in order.
+        self._commit(planned, changes)
+        return {"ok": True, "results": results, "revision": self.revision}
+
+    def _commit(self, planned, changes):
+        """Nothing has been touched yet: commit the plan in order."""
         for change in planned:
             # setdefault: a snapshot written before a kind existed has no bucket for it.
             bucket = self.objects.setdefault(change.resource, {})
@@ -160,8 +183,8 @@ class StoreFSM(ObjectReads):
             else:
                 bucket[key] = change.object
             self.revision = change.revision
+            self._track_pod_cidr(change)
         changes.extend(planned)
-        return {"ok": True, "results": results, "revision": self.revision}
 
     # ---- ops: plan a change against the store plus what this write staged ----
 
@@ -216,6 +239,8 @@ class StoreFSM(ObjectReads):
         if self._current(staged, resource, namespace, name) is not None:
             raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
                            "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
+        if resource == "nodes":
+            obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
         revision = self._next_revision(planned)
         meta["resourceVersion"] = str(revision)
         meta["generation"] = 1
@@ -256,6 +281,8 @@ class StoreFSM(ObjectReads):
                     obj["status"] = current["status"]
                 else:
                     obj.pop("status", None)
+        if resource == "nodes" and op.get("subresource") != "status":
+            obj = self._checked(self._pod_cidr_for_update(obj, current, staged), index)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
         if current["metadata"].get("deletionTimestamp"):
@@ -275,6 +302,20 @@ class StoreFSM(ObjectReads):
         obj["metadata"]["resourceVersion"] = str(revision)
         self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
         return {"code": 200, "resource": resource, "object": obj}
+
+    @staticmethod
+    def _checked(outcome, index):
+        """An object, or a (code, reason, message) refusal raised as a failure of op `index`."""
+        if isinstance(outcome, tuple):
+            raise _Failure(outcome[0], outcome[1], outcome[2], index)
+        return outcome
+
+    def _stage_node_update(self, current, new, staged, planned):
+        """A Node change the store makes itself (a pod CIDR given), as a MODIFIED change."""
+        revision = self._next_revision(planned)
+        new["metadata"] = dict(current["metadata"], resourceVersion=str(revision),
+                               generation=current["metadata"].get("generation", 1) + 1)
+        self._stage(staged, planned, Change(revision, MODIFIED, "nodes", new, current))
 
     def _op_delete(self, op, staged, planned, index):
         resource, namespace, name, current = self._existing(op, staged, index)

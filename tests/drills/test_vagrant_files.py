@@ -115,8 +115,35 @@ def test_provisioning_sets_the_kernel_and_passes_the_data_plane():
             return f.read()
     worker = read("provision", "worker.sh")
     for line in ("modprobe br_netfilter", "net.ipv4.ip_forward = 1", "net.bridge.bridge-nf-call-iptables = 1",
-                 "/etc/modules-load.d/shepherd.conf", "grep -E '^cluster_domain:' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
+                 "/etc/modules-load.d/shepherd.conf",
+                 "grep -E '^(cluster_cidr|cluster_domain):' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
         assert line in worker, line
-    assert "grep -E '^(cluster_cidr|service_cidr):' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in \
-        read("provision", "control-plane.sh")
+    assert "grep -E '^cluster_cidr:' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in read("provision", "control-plane.sh")
     assert 'data-plane "$ARTIFACTS/data-plane.yaml"' in read("scripts", "prepare-artifacts.sh")
+
+
+def test_the_data_plane_keys_provisioned_are_options_of_the_server_and_agent():
+    """A key the server or agent does not know makes it refuse its config file at boot."""
+    from agent.config import AGENT_OPTIONS
+    from cluster_layout import AGENT_DATA_PLANE, SERVER_DATA_PLANE
+    from shepherd_ha.config import SERVER_OPTIONS
+    assert set(SERVER_DATA_PLANE) <= {o.name for o in SERVER_OPTIONS}
+    assert set(AGENT_DATA_PLANE) <= {o.name for o in AGENT_OPTIONS}
+    assert "cluster_cidr" in SERVER_DATA_PLANE and "cluster_cidr" in AGENT_DATA_PLANE, "both must agree on it"
+
+
+def test_spare_control_planes_join_instead_of_listing_peers():
+    layout = ClusterLayout.from_env({})
+    assert layout.spare_control_planes == ["cp4", "cp5"]
+    assert layout.control_planes == ["cp1", "cp2", "cp3"], "spares are not members until a drill adds them"
+    assert layout.address("cp5") == "192.168.56.15" and layout.replica_id("cp4") == "r4"
+    assert ClusterLayout.from_env({"CP": "39"}).spare_control_planes == []
+    with pytest.raises(LayoutError, match="CP_SPARE="):
+        ClusterLayout.from_env({"CP": "38", "CP_SPARE": "2"})
+    with open(os.path.join(ROOT, "vagrant", "Vagrantfile"), encoding="utf-8") as f:
+        vagrantfile = f.read()
+    assert "autostart: !node[:spare]" in vagrantfile
+    assert '"join=#{SERVER_URLS}"' in vagrantfile
+    with open(os.path.join(ROOT, "vagrant", "provision", "control-plane.sh"), encoding="utf-8") as f:
+        script = f.read()
+    assert 'MEMBERS="join: ${PEERS#join=}"' in script

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Run the failure drills against a target and print a summary table.
 
-    python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|all]
+    python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|GROUP|all]
 
-NAME: kill-leader, partition, worker-loss, full-restart, service-traffic (the last one
-needs real workers with the data plane: on `vagrant` only).
+NAME: a drill; GROUP: failures, membership or operations. service-traffic needs real
+workers with the data plane (on `vagrant` only); `all` runs it only there.
 
 `netns` builds its own cluster of network namespaces on this machine (root) and removes
 it afterwards; `vagrant` uses the VMs of `make vagrant-up`. Exit status 0 only when every
@@ -24,17 +24,25 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)   # the project, when it is not installed
 
 from drill_kit import DrillFailed, Report  # noqa: E402
-from drills import DRILLS  # noqa: E402
+from drills import DRILLS as FAILURE_DRILLS  # noqa: E402
+from membership_drills import DRILLS as MEMBERSHIP_DRILLS  # noqa: E402
+from ops_drills import DRILLS as OPERATIONS_DRILLS  # noqa: E402
 from target import TARGETS, TargetError, load_target  # noqa: E402
 
 ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
-DATA_PLANE = ["service-traffic"]     # in `all` only on targets whose workers run real containers
+MEMBERSHIP = ["replace-replica", "grow-shrink"]   # membership_drills.py: add, remove, replace
+OPERATIONS = ["roll", "restore"]          # ops_drills.py: rolling restart, snapshot and restore
+DATA_PLANE = ["service-traffic"]          # drills.py via service_traffic.py; in `all` only on real workers
+DRILLS = dict(FAILURE_DRILLS, **MEMBERSHIP_DRILLS, **OPERATIONS_DRILLS)
+GROUPS = {"failures": ORDER, "membership": MEMBERSHIP, "operations": OPERATIONS}
 
 
 def selected(target, drill):
-    if drill != "all":
-        return [drill]
-    return ORDER + (DATA_PLANE if getattr(target, "real_workers", False) else [])
+    """The drills `--drill` names on this target: one, a group, or all (service-traffic
+    only where the workers run real containers)."""
+    if drill == "all":
+        return ORDER + MEMBERSHIP + OPERATIONS + (DATA_PLANE if getattr(target, "real_workers", False) else [])
+    return GROUPS.get(drill, [drill])
 
 
 def run_one(target, name, out=print):
@@ -76,8 +84,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS),
                         help="netns: namespaces on this machine (root); vagrant: the VMs of make vagrant-up")
-    parser.add_argument("--drill", default="all", choices=ORDER + DATA_PLANE + ["all"],
-                        help="one drill, or all (default; service-traffic only where workers run real containers)")
+    parser.add_argument("--drill", default="all",
+                        choices=ORDER + MEMBERSHIP + OPERATIONS + DATA_PLANE + sorted(GROUPS) + ["all"],
+                        help="one drill, failures (%s), membership (%s), operations (%s) or all (default; "
+                        "service-traffic only where workers run real containers)"
+                        % (", ".join(ORDER), ", ".join(MEMBERSHIP), ", ".join(OPERATIONS)))
     args = parser.parse_args(argv)
     # SIGTERM unwinds like Ctrl-C, so close() still removes what setup() made.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))

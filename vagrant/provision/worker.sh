@@ -60,6 +60,7 @@ install -d -m 755 /etc/shepherd
 [ -s "$DATA_PLANE" ] || { echo "error: $DATA_PLANE is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 [ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
+[ -s "$DIST/cluster-id" ] || { echo "error: $DIST/cluster-id is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
 servers: $SERVERS
@@ -68,9 +69,11 @@ address: $ADDRESS
 port: $PORT
 runtime: docker
 token_file: /etc/shepherd/node-token
+cluster_id: $(cat "$DIST/cluster-id")
 EOT
-# the pods' DNS zone (--cluster-domain); the agent serves it on its pod bridge's gateway
-grep -E '^cluster_domain:' "$DATA_PLANE" >>/etc/shepherd/agent.yaml
+# the servers' cluster CIDR (--cluster-cidr: what leaves it is masqueraded) and the pods'
+# DNS zone (--cluster-domain); the agent serves it on its pod bridge's gateway
+grep -E '^(cluster_cidr|cluster_domain):' "$DATA_PLANE" >>/etc/shepherd/agent.yaml
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'
 [Unit]
