@@ -73,7 +73,7 @@ def test_verdict_passes_only_when_traffic_recovers_after_each_fault():
 def test_service_traffic_refuses_simulated_workers_with_a_reason():
     from drill_kit import DrillFailed
     from drills import DRILLS
-    from run_drills import ORDER, selected
+    from run_drills import MEMBERSHIP, OPERATIONS, ORDER, selected
 
     class Hollow:
         name = "netns"
@@ -82,10 +82,12 @@ def test_service_traffic_refuses_simulated_workers_with_a_reason():
 
     with pytest.raises(DrillFailed, match="needs workers that run real containers"):
         DRILLS["service-traffic"](Hollow(), None)
-    assert selected(Hollow(), "all") == ORDER
+    assert selected(Hollow(), "all") == ORDER + MEMBERSHIP + OPERATIONS
     Hollow.real_workers = True
-    assert selected(Hollow(), "all") == ORDER + ["service-traffic"]
+    assert selected(Hollow(), "all") == ORDER + MEMBERSHIP + OPERATIONS + ["service-traffic"]
     assert selected(Hollow(), "partition") == ["partition"]
+    assert selected(Hollow(), "failures") == ORDER, "a group stays without the data-plane drill"
+    assert selected(Hollow(), "operations") == ["roll", "restore"]
 
 
 class _FakeCluster:
