@@ -68,8 +68,9 @@ AGENT_OPTIONS = (
     Option("cluster_domain", str, DEFAULT_CLUSTER_DOMAIN, "the cluster's DNS zone: Services answer as "
            "<service>.<namespace>.svc.<domain> (the same on every node)"),
     Option("dns_address", str, "auto", "where this node's cluster DNS listens, and the nameserver pods get: "
-           "auto (the gateway of the pods' Docker network; off with --runtime hollow), an IP, IP:port (tests; "
-           "pods ask port 53), or off (pods keep Docker's default resolv.conf)"),
+           "auto (the gateway of the pods' network: this node's pod bridge with --pod-network bridge, Docker's "
+           "bridge with none; off with --runtime hollow), an IP, IP:port (tests; pods ask port 53), or off (pods "
+           "keep Docker's default resolv.conf)"),
     Option("dns_resolv_conf", str, "/etc/resolv.conf", "the node's resolver configuration: names outside the "
            "cluster domain go to its nameservers"),
     Option("pod_network", str, "bridge", "bridge: pods on this node's block of --cluster-cidr (a Docker bridge "

@@ -51,19 +51,20 @@ class Agent:
                                        cluster_id=s.cluster_id,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
-        self.dns = node_dns.build(s, self.runtime, self.client, self.stop_event)
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
         self.pod_network = None
         if getattr(s, "pod_network", "none") == "bridge":
             from .network.pod_network import PodNetwork
             self.pod_network = PodNetwork(self.client, self.runtime.api, s.node_name, s.cluster_cidr,
                                           self.stop_event, state_dir=s.state_dir)
+        # with the pod network, auto DNS listens on its bridge's gateway once the block is known
+        self.dns = node_dns.build(s, self.runtime, self.client, self.stop_event, pod_network=self.pod_network)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
                                configmap_refresh_interval=s.configmap_refresh_interval, events=events,
-                               cluster_dns=self.dns.cluster_dns if self.dns is not None else None,
+                               cluster_dns=self.dns.pod_cluster_dns if self.dns is not None else None,
                                pod_network=self.pod_network)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,

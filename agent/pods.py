@@ -65,7 +65,9 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
         self.backoff_base = float(backoff_base)
         self.backoff_cap = float(backoff_cap)
         self.sandbox_image = sandbox_image
-        self.cluster_dns = cluster_dns        # agent/dns/pod_dns.ClusterDNS: pods' nameserver and zone; None: none
+        # agent/dns/pod_dns.ClusterDNS (pods' nameserver and zone), a callable giving one
+        # (the node DNS whose address comes with the pod network), or None: Docker's default
+        self.cluster_dns = cluster_dns
         self.housekeeping_interval = float(housekeeping_interval)
         self.n_workers = max(1, int(workers))
         self.states = {}              # uid -> PodState

@@ -62,7 +62,9 @@ def _merge(base, config):
 def resolver_config(pod, cluster: Optional[ClusterDNS], node_resolver: Optional[ResolverConfig] = None):
     """The ResolverConfig of the pod, or None for Docker's own (the node's resolv.conf).
     cluster: None when this node serves no cluster DNS (ClusterFirst then means
-    Default, as the kubelet without --cluster-dns). node_resolver: the node's own
+    Default, as the kubelet without --cluster-dns), or a callable giving it, asked only
+    for the cluster policies (it may raise while the node's DNS has no address yet: a
+    hostNetwork pod on Default does not wait for it). node_resolver: the node's own
     resolv.conf, needed only when dnsConfig adds to the Default policy."""
     spec = pod.get("spec") or {}
     policy = spec.get("dnsPolicy") or "ClusterFirst"
@@ -70,6 +72,8 @@ def resolver_config(pod, cluster: Optional[ClusterDNS], node_resolver: Optional[
     if policy == "ClusterFirst" and spec.get("hostNetwork"):
         policy = "Default"
     if policy in ("ClusterFirst", "ClusterFirstWithHostNet"):
+        if callable(cluster):
+            cluster = cluster()
         if cluster is None:
             policy = "Default"
         else:
