@@ -74,7 +74,10 @@ def read_file(agents, node, pod, container, path):
 
 def test_pods_resolve_services_by_short_and_full_names(agents, dns_network, upstream):
     gateway = dns_network
-    node = agents.start("dn", extra=["--dns-address", gateway, "--dns-resolv-conf", upstream])
+    # Docker's default bridge for the pods (no pod bridge or iptables chains on the host's engine;
+    # the pod network's case is tests/integration/test_pod_network_dns.py, in namespaces)
+    node = agents.start("dn", extra=["--dns-address", gateway, "--dns-resolv-conf", upstream,
+                                     "--pod-network", "none"])
     tag = agents.tag
     web, db = "web-%s" % tag, "db-%s" % tag
     sleeper = {"image": IMAGE, "imagePullPolicy": "Never", "command": ["sleep", "3600"]}
