@@ -16,6 +16,7 @@ from shepherd_ha.model.cluster_domain import DEFAULT_CLUSTER_DOMAIN, cluster_dom
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
 
 CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
@@ -78,6 +79,10 @@ AGENT_OPTIONS = (
            "bridge, pod IPs only reachable on this node"),
     Option("cluster_cidr", str, network.CLUSTER_CIDR, "the pod network of the whole cluster, as the servers' "
            "--cluster-cidr: traffic leaving it is masqueraded"),
+    Option("proxy_mode", str, "none", "Services on this node: iptables (cluster IPs and node ports through "
+           "SHEP-* chains, root) or none; on one machine with several agents, only one may program the rules"),
+    Option("service_cidr", str, DEFAULT_SERVICE_CIDR, "the servers' --service-cidr (the route toward cluster IPs)"),
+    Option("service_route_dev", str, "", "device of the service CIDR route (the pod bridge); empty: no route"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -159,6 +164,9 @@ class AgentSettings:
     pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
     cluster_cidr: str = network.CLUSTER_CIDR
     cluster_id: str = None
+    proxy_mode: str = "none"
+    service_cidr: str = DEFAULT_SERVICE_CIDR
+    service_route_dev: str = ""
 
 
 def dns_settings(values, runtime):
@@ -247,6 +255,7 @@ def settings(values):
             check_format(cluster_id, "--cluster-id")
         except IdentityError as exc:
             raise ConfigError(str(exc))
+    proxy = _proxy_settings(values)
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -263,4 +272,16 @@ def settings(values):
         token=token, cluster_domain=domain, dns_address=dns_address, dns_port=dns_port,
         dns_resolv_conf=values.get("dns_resolv_conf") or "/etc/resolv.conf",
         pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr,
-        cluster_id=cluster_id)
+        cluster_id=cluster_id, **proxy)
+
+
+def _proxy_settings(values):
+    mode = (values.get("proxy_mode") or "none").lower()
+    if mode not in ("none", "iptables"):
+        raise ConfigError("--proxy-mode %r: use iptables or none" % values.get("proxy_mode"))
+    out = {"proxy_mode": mode, "service_route_dev": values.get("service_route_dev") or ""}
+    try:
+        out["service_cidr"] = str(parse_service_cidr(values.get("service_cidr") or DEFAULT_SERVICE_CIDR))
+    except ValueError as exc:
+        raise ConfigError("--service-cidr: %s" % exc)
+    return out

@@ -20,6 +20,7 @@ from .dns import node_dns
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
+from .proxy.wiring import build_proxy
 from .runtime import RuntimeFailure, make_runtime
 
 log = logging.getLogger("agent")
@@ -74,6 +75,7 @@ class Agent:
                                 lease_interval=s.lease_interval, status_interval=s.status_interval,
                                 containers=self.pods.running_containers,
                                 runtime_error=lambda: self.pods.runtime_error)
+        self.proxy = build_proxy(s, self.client, self.stop_event)
 
     def start(self):
         s = self.settings
@@ -99,6 +101,8 @@ class Agent:
         if self.pod_network is not None:
             self.pod_network.start()
         self.pods.start()
+        if self.proxy is not None:
+            self.proxy.start()
         log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
                  self.runtime.name, s.address, ", ".join(s.servers))
 
@@ -109,6 +113,8 @@ class Agent:
         self.node.join(timeout)
         if self.pod_network is not None:
             self.pod_network.join(timeout)
+        if self.proxy is not None:
+            self.proxy.join(timeout)
         if self.dns is not None:
             self.dns.shutdown(timeout)
         if self.log_server is not None:

@@ -81,6 +81,8 @@ SERVER_OPTIONS = (
            "keeps its pods"),
     Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
+    Option("service_cidr", str, CONTROLLERS["service_cidr"], "IPv4 range Services' cluster IPs are allocated "
+           "from (the leader sets it in the store; give every replica the same one, and the agents too)"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 ) + (
     # ---- the pod network: the FSM gives every node one block (store/pod_cidrs.py) ----

@@ -56,10 +56,9 @@ DATA_PLANE_DEFAULTS = {
 }
 DATA_PLANE_ENV = {"cluster_cidr": "CLUSTER_CIDR", "service_cidr": "SERVICE_CIDR", "cluster_domain": "CLUSTER_DOMAIN"}
 DATA_PLANE_FILE = "data-plane.yaml"
-# What control-plane.sh and worker.sh append. TODO(coordinator): add "service_cidr" to the
-# servers' once their --service-cidr exists (s7-services); a server refuses an unknown key.
-SERVER_DATA_PLANE = ("cluster_cidr",)
-AGENT_DATA_PLANE = ("cluster_cidr", "cluster_domain")
+# What control-plane.sh and worker.sh append (a server or agent refuses a key it does not know).
+SERVER_DATA_PLANE = ("cluster_cidr", "service_cidr")
+AGENT_DATA_PLANE = ("cluster_cidr", "service_cidr", "cluster_domain")
 _DOMAIN_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 

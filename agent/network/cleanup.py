@@ -75,7 +75,17 @@ def _networks(context):
     return removed
 
 
-STEPS = [("pod routes", _routes), ("pod network iptables", _iptables), ("pod networks", _networks)]
+def _services(context):
+    """The Services part (agent/proxy/cleanup.py): SHEP-* chains, their jumps, the service CIDR route."""
+    from agent.proxy.cleanup import cleanup_services
+    from agent.proxy.iptables import Iptables
+    if context.dry_run:
+        return ["would remove the service rules (SHEP-* chains and jumps) and the service CIDR route"]
+    return [cleanup_services(Iptables(prefix=context.command_prefix))]
+
+
+STEPS = [("service rules", _services), ("pod routes", _routes), ("pod network iptables", _iptables),
+         ("pod networks", _networks)]
 
 
 def add_step(name, step, before=None):

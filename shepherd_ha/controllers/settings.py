@@ -4,6 +4,7 @@ import dataclasses
 
 from shepherd_ha.model import network
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 from shepherd_ha.options import ConfigError
 
 
@@ -18,6 +19,7 @@ class ControllerSettings:
     resync_period: float = 30.0          # seconds between a controller's full re-queues
     cluster_cidr: str = network.CLUSTER_CIDR     # the pod network, one block per node (node_ipam.py)
     node_cidr_mask_size: int = network.NODE_MASK
+    service_cidr: str = DEFAULT_SERVICE_CIDR   # cluster IPs come from here (set in the FSM by the leader)
 
     def validate(self):
         if self.node_lease_interval <= 0:
@@ -36,6 +38,10 @@ class ControllerSettings:
             network.parse_plan(self.cluster_cidr, self.node_cidr_mask_size)
         except network.NetworkError as exc:
             raise ConfigError("--cluster-cidr / --node-cidr-mask-size: %s" % exc)
+        try:
+            self.service_cidr = str(parse_service_cidr(self.service_cidr))
+        except ValueError as exc:
+            raise ConfigError("--service-cidr: %s" % exc)
         return self
 
     @classmethod

@@ -59,7 +59,7 @@ class StoreAccess:
             return too_large_result(exc)
 
     def submit(self, command):
-        """Submit a command other than a write (e.g. commands.network), as it is."""
+        """Submit one non-write command (e.g. commands.network, service_network) as it is; its FSM result."""
         return self._submit(command, self.write_timeout)
 
     def write_many(self, writes):

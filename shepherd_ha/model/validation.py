@@ -12,6 +12,7 @@ from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
 from .resources import RESOURCES
 from .selectors import LabelSelector, SelectorError
+from .service_network import parse_ipv4
 from .status_validation import validate_status
 from .update_validation import validate_update
 
@@ -194,7 +195,10 @@ def _service(causes, obj):
     causes.labels("spec.selector", spec.get("selector"))
     causes.enum("spec.type", spec.get("type"),
                 ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"))
-    causes.string("spec.clusterIP", spec.get("clusterIP"))
+    cluster_ip = causes.string("spec.clusterIP", spec.get("clusterIP"))
+    if cluster_ip not in (None, "", "None") and parse_ipv4(cluster_ip) is None:
+        causes.add("spec.clusterIP", "%s is not an IPv4 address: leave it out to get one allocated, or use None "
+                   "for a headless service" % show(cluster_ip))
     headless = spec.get("clusterIP") == "None"
     ports = causes.list("spec.ports", spec.get("ports"), required=not headless,
                         non_empty=not headless)

@@ -14,6 +14,8 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
             "epoch": [term, replica]|None}   the pod network's plan, set once (store/pod_cidrs.py)
   members  {"type": "members", "version": 1, "set": [{"id", "raft", "api"}, ...], "remove": [id, ...]}
             the replica table (ids and API URLs of the Raft members; store/membership.py)
+  service_network {"type": "service_network", "version": 1, "cidr": str, "epoch": [term, replica]|None}
+            the range cluster IPs are allocated from (the leader's --service-cidr)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
@@ -24,6 +26,7 @@ Optional fields are left out when unset (the FSM reads them with .get). A comman
 logged before the version field existed has none: it is version 1.
 """
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.service_network import parse_service_cidr
 
 VERSION = 1            # the newest command format this code writes and applies
 
@@ -59,6 +62,11 @@ def members(set_=(), remove=()):
     return {"type": "members", "version": VERSION,
             "set": [{"id": m["id"], "raft": m["raft"], "api": m.get("api")} for m in set_],
             "remove": list(remove)}
+
+
+def service_network(cidr, epoch=None):
+    return {"type": "service_network", "version": VERSION, "cidr": cidr,
+            "epoch": None if epoch is None else list(epoch)}
 
 
 # ---- ops ----
@@ -177,5 +185,17 @@ def _check_members(command):
     return None
 
 
+def _check_service_network(command):
+    epoch = command.get("epoch")
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a service_network's epoch is [term, replica] or None, not %r" % (epoch,)
+    try:
+        parse_service_cidr(command.get("cidr"))
+    except ValueError as exc:
+        return "service_network: %s" % exc
+    return None
+
+
 _COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
-                   "barrier": lambda command: None, "network": _check_network, "members": _check_members}
+                   "barrier": lambda command: None, "network": _check_network, "members": _check_members,
+                   "service_network": _check_service_network}

@@ -19,10 +19,12 @@ import hashlib
 import json
 
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
+from .service_allocation import AllocationError, allocate
 
 DEFAULT_DEDUP_LIMIT = 50000
 
@@ -59,6 +61,10 @@ def _describe(resource, namespace, name):
 
 
 class StoreFSM(PodCIDRs, ObjectReads):
+    # Set by a service_network command; a class attribute, so a snapshot taken before
+    # the command existed still reads the default.
+    service_cidr = DEFAULT_SERVICE_CIDR
+
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
         self.objects = {plural: {} for plural in RESOURCES}
         self.revision = 0
@@ -126,6 +132,18 @@ class StoreFSM(PodCIDRs, ObjectReads):
                             % (term, self.epoch[0]))
         self.epoch = [term, replica]
         return {"ok": True, "epoch": list(self.epoch)}
+
+    def _apply_service_network(self, command, changes):
+        """The leader's --service-cidr (fenced like a controller write). Services keep
+        the addresses they have; new ones come from the new range."""
+        epoch = command.get("epoch")
+        if epoch is not None and list(epoch) != self.epoch:
+            self.fenced_rejections += 1
+            return _failure(409, "Fenced", "service network from controller epoch %s refused: current epoch is %s"
+                            % (list(epoch), self.epoch))
+        cidr = str(parse_service_cidr(command["cidr"]))
+        changed, self.service_cidr = cidr != self.service_cidr, cidr
+        return {"ok": True, "cidr": cidr, "changed": changed}
 
     def _apply_group(self, command, changes):
         if not isinstance(command["commands"], list):
@@ -241,9 +259,11 @@ class StoreFSM(PodCIDRs, ObjectReads):
                            "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
         if resource == "nodes":
             obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
+        if resource == "services":
+            obj = self._allocate_service(obj, None, staged, index)
         revision = self._next_revision(planned)
-        meta["resourceVersion"] = str(revision)
-        meta["generation"] = 1
+        obj["metadata"]["resourceVersion"] = str(revision)
+        obj["metadata"]["generation"] = 1
         self._stage(staged, planned, Change(revision, ADDED, resource, obj, None))
         return {"code": 201, "resource": resource, "object": obj}
 
@@ -283,6 +303,8 @@ class StoreFSM(PodCIDRs, ObjectReads):
                     obj.pop("status", None)
         if resource == "nodes" and op.get("subresource") != "status":
             obj = self._checked(self._pod_cidr_for_update(obj, current, staged), index)
+        if resource == "services" and op.get("subresource") != "status":
+            obj = self._allocate_service(obj, current, staged, index)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
         if current["metadata"].get("deletionTimestamp"):
@@ -316,6 +338,23 @@ class StoreFSM(PodCIDRs, ObjectReads):
         new["metadata"] = dict(current["metadata"], resourceVersion=str(revision),
                                generation=current["metadata"].get("generation", 1) + 1)
         self._stage(staged, planned, Change(revision, MODIFIED, "nodes", new, current))
+
+    def _allocate_service(self, obj, current, staged, index):
+        """The Service with its cluster IP and node ports (store/service_allocation.py)."""
+        meta = obj["metadata"]
+        me = _key(meta.get("namespace"), meta["name"])
+        others = {k: v for k, v in self.objects.get("services", {}).items() if k != me}
+        for (resource, key), staged_obj in staged.items():
+            if resource == "services" and key != me:
+                if staged_obj is None:
+                    others.pop(key, None)
+                else:
+                    others[key] = staged_obj
+        try:
+            return allocate(obj, current, others.values(), parse_service_cidr(self.service_cidr))
+        except AllocationError as exc:
+            raise _Failure(422, "Invalid", 'Service "%s" is invalid: %s: %s' % (meta["name"], exc.field, exc.message),
+                           index)
 
     def _op_delete(self, op, staged, planned, index):
         resource, namespace, name, current = self._existing(op, staged, index)

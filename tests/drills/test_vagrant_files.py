@@ -116,9 +116,10 @@ def test_provisioning_sets_the_kernel_and_passes_the_data_plane():
     worker = read("provision", "worker.sh")
     for line in ("modprobe br_netfilter", "net.ipv4.ip_forward = 1", "net.bridge.bridge-nf-call-iptables = 1",
                  "/etc/modules-load.d/shepherd.conf",
-                 "grep -E '^(cluster_cidr|cluster_domain):' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
+                 "grep -E '^(cluster_cidr|service_cidr|cluster_domain):' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
         assert line in worker, line
-    assert "grep -E '^cluster_cidr:' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in read("provision", "control-plane.sh")
+    assert "grep -E '^(cluster_cidr|service_cidr):' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in \
+        read("provision", "control-plane.sh")
     assert 'data-plane "$ARTIFACTS/data-plane.yaml"' in read("scripts", "prepare-artifacts.sh")
 
 
@@ -129,7 +130,8 @@ def test_the_data_plane_keys_provisioned_are_options_of_the_server_and_agent():
     from shepherd_ha.config import SERVER_OPTIONS
     assert set(SERVER_DATA_PLANE) <= {o.name for o in SERVER_OPTIONS}
     assert set(AGENT_DATA_PLANE) <= {o.name for o in AGENT_OPTIONS}
-    assert "cluster_cidr" in SERVER_DATA_PLANE and "cluster_cidr" in AGENT_DATA_PLANE, "both must agree on it"
+    for key in ("cluster_cidr", "service_cidr"):
+        assert key in SERVER_DATA_PLANE and key in AGENT_DATA_PLANE, "servers and agents must agree on %s" % key
 
 
 def test_spare_control_planes_join_instead_of_listing_peers():

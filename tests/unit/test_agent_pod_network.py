@@ -150,8 +150,8 @@ def test_cleanup_runs_every_step_even_after_one_fails_and_others_can_add_theirs(
     before = list(cleanup.STEPS)
     try:
         cleanup.add_step("service chains", lambda context: [], before="pod networks")
-        assert [n for n, _ in cleanup.STEPS] == ["pod routes", "pod network iptables", "service chains",
-                                                 "pod networks"]
+        assert [n for n, _ in cleanup.STEPS] == ["service rules", "pod routes", "pod network iptables",
+                                                 "service chains", "pod networks"]
     finally:
         cleanup.STEPS[:] = before
 

@@ -3,8 +3,8 @@
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
 # Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
 # join=URL,URL... for a spare VM: it starts with --join and waits to be added)
-# The VM-sized timings come from the artifacts' server-vm.yaml and the cluster CIDR
-# from data-plane.yaml (both written on the host by prepare-artifacts.sh from
+# The VM-sized timings come from the artifacts' server-vm.yaml and the cluster and
+# service CIDRs from data-plane.yaml (both written on the host by prepare-artifacts.sh from
 # vagrant/cluster_layout.py); every other option is the server's default.
 set -euo pipefail
 ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
@@ -43,11 +43,9 @@ token_file: /etc/shepherd/tokens.csv
 cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
-# the pod blocks come from the cluster CIDR (--cluster-cidr).
-# TODO(coordinator): once s7-services is merged (the server gains --service-cidr), append
-# service_cidr too: grep -E '^(cluster_cidr|service_cidr):' (and SERVER_DATA_PLANE in
-# vagrant/cluster_layout.py). Until then the server refuses the unknown key, so it stays out.
-grep -E '^cluster_cidr:' "$DATA_PLANE" >>/etc/shepherd/server.yaml
+# the pod blocks and ClusterIPs come from these (--cluster-cidr, --service-cidr); a key the
+# server does not know would make it refuse the file (SERVER_DATA_PLANE in cluster_layout.py)
+grep -E '^(cluster_cidr|service_cidr):' "$DATA_PLANE" >>/etc/shepherd/server.yaml
 
 cat >/etc/systemd/system/shepherd-server.service <<'EOT'
 [Unit]
