@@ -97,8 +97,10 @@ def test_data_plane_defaults_overrides_and_refusals(tmp_path):
                               "cluster_domain": "cluster.local"}
     assert data_plane({"CLUSTER_CIDR": "10.50.0.0/16", "CLUSTER_DOMAIN": "corp.example"})["cluster_domain"] == \
         "corp.example"
-    for env, name in (({"CLUSTER_CIDR": "10.96.0.0/16"}, "overlap"), ({"SERVICE_CIDR": "10.96.0.1/12"}, "SERVICE_CIDR="),
-                      ({"CLUSTER_CIDR": "10.244.0.0/24"}, "too small"), ({"CLUSTER_DOMAIN": "Bad_Domain"}, "CLUSTER_DOMAIN=")):
+    for env, name in (({"CLUSTER_CIDR": "10.96.0.0/16"}, "overlap"),
+                      ({"SERVICE_CIDR": "10.96.0.1/12"}, "SERVICE_CIDR="),
+                      ({"CLUSTER_CIDR": "10.244.0.0/24"}, "too small"),
+                      ({"CLUSTER_DOMAIN": "Bad_Domain"}, "CLUSTER_DOMAIN=")):
         with pytest.raises(LayoutError, match=name):
             data_plane(env)
     out = tmp_path / "data-plane.yaml"

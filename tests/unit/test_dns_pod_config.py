@@ -96,8 +96,9 @@ def test_bad_dns_settings_are_refused_with_a_reason(spec, message):
 
 
 def test_good_dns_settings_pass_validation():
-    assert not validate_object("pods", pod(dnsPolicy="None", dnsConfig={"nameservers": ["10.0.0.2"], "searches": ["corp.example"],
-                                                      "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]}))
+    assert not validate_object("pods", pod(dnsPolicy="None", dnsConfig={
+        "nameservers": ["10.0.0.2"], "searches": ["corp.example"],
+        "options": [{"name": "ndots", "value": "2"}, {"name": "edns0"}]}))
     assert not validate_object("pods", pod(dnsPolicy="ClusterFirstWithHostNet", hostNetwork=True))
 
 

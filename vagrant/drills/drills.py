@@ -1,6 +1,7 @@
-"""The four failure drills of issue 6 (and, from service_traffic.py, the data plane's). Each takes a Target and a Report, runs its fault
-with the background ConfigMap writer going, prints what it did and measured, and raises
-DrillFailed with the reason when a claim does not hold. They use only the Target
+"""The four failure drills of issue 6 (and, from service_traffic.py, the data plane's).
+Each takes a Target and a Report, runs its fault with the background ConfigMap writer
+going, prints what it did and measured, and raises DrillFailed with the reason when a
+claim does not hold. They use only the Target
 interface and the HTTP API, so VMs and network namespaces run the same code.
 """
 import contextlib
