@@ -71,7 +71,8 @@ def test_agent_wiring_serves_on_an_explicit_address(replicas, tmp_path):
     dns.start()
     try:
         assert dns.serving.wait(5)
-        assert wait(lambda: dns.zone.sizes()["services"] == 1)
+        # answers come once Services and Endpoints were both listed (SERVFAIL before)
+        assert wait(lambda: dns.zone.synced and dns.zone.sizes()["services"] == 1)
         reply = DNSRecord.parse(DNSRecord.question("web.default.svc.cluster.local").send(host, dns.server.port,
                                                                                          timeout=2))
         assert [str(rr.rdata) for rr in reply.rr] == ["10.96.0.10"]
