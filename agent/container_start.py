@@ -8,6 +8,7 @@ import logging
 
 from . import security_context as S
 from . import spec as P
+from .dns.pod_dns import resolver_config
 from . import volumes as V
 from .runtime.base import ContainerGone, CreateError, ImagePullError
 
@@ -68,7 +69,8 @@ class ContainerStartMixin:
                 emit(pod, "Failed", "Error: %s" % problem, "Warning", name)
                 return self._retry_later(cs, "CreateContainerConfigError", problem, now)
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
-                                        env=env, mounts=mounts, image_user=image_user or "")
+                                        env=env, mounts=mounts, image_user=image_user or "",
+                                        dns=resolver_config(pod, self.cluster_dns))
             if self.pod_network is not None and config.network_mode == "bridge":
                 config = self.pod_network.attach(config, pod)     # raises CreateError while not ready
             try:

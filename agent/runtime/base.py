@@ -87,6 +87,11 @@ class ContainerConfig:
     sysctls: Dict[str, str] = dataclasses.field(default_factory=dict)
     pid_mode: Optional[str] = None              # "host" for hostPID
     ipc_mode: Optional[str] = None              # "host" for hostIPC
+    # the pod's resolv.conf (agent/dns/pod_dns.py); None: the runtime's default. Only
+    # for a container that owns its network (Docker refuses them with container:<id>)
+    dns_servers: Optional[List[str]] = None
+    dns_search: Optional[List[str]] = None
+    dns_options: Optional[List[str]] = None
 
 
 @dataclasses.dataclass

@@ -72,6 +72,11 @@ def create_kwargs(api, config: ContainerConfig):
         # Mount objects, not "src:dst:ro" strings: a path may hold a ':'
         host_kwargs["mounts"] = [docker.types.Mount(target=m.target, source=m.source, type="bind",
                                                     read_only=bool(m.read_only)) for m in config.mounts]
+    if not config.network_mode.startswith("container:"):
+        for key, value in (("dns", config.dns_servers), ("dns_search", config.dns_search),
+                           ("dns_opt", config.dns_options)):
+            if value is not None:
+                host_kwargs[key] = list(value)
     kwargs = {"image": config.image, "name": config.name, "labels": dict(config.labels),
               "environment": list(config.env) or None, "detach": True,
               "host_config": api.create_host_config(**host_kwargs)}

@@ -4,6 +4,7 @@ import re
 from ._checks import is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, PORT_NAME_RULE, is_dns1123_label,
                     is_dns1123_subdomain, is_port_name, show)
+from .pod_dns_validation import validate_pod_dns
 from .quantity import QuantityError, parse_cpu, parse_memory
 from .security_context import validate_container_security_context, validate_pod_security_context
 
@@ -57,6 +58,7 @@ def validate_pod_spec(causes, prefix, spec):
         causes.boolean(join(prefix, key), spec.get(key))
     validate_pod_security_context(causes, join(prefix, "securityContext"), spec.get("securityContext"),
                                   host_network=spec.get("hostNetwork") is True)
+    validate_pod_dns(causes, prefix, spec)
 
 
 def _container(causes, f, c, names, volumes=None, volumes_field="spec.volumes"):

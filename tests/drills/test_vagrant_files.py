@@ -91,6 +91,51 @@ def test_provisioning_wires_the_tokens_and_keeps_them_apart():
     assert '"system:masters"' in artifacts and '"system:nodes"' in artifacts and "umask 077" in artifacts
 
 
+def test_data_plane_defaults_overrides_and_refusals(tmp_path):
+    from cluster_layout import data_plane, provisioned_data_plane
+    assert data_plane({}) == {"cluster_cidr": "10.244.0.0/16", "service_cidr": "10.96.0.0/12",
+                              "cluster_domain": "cluster.local"}
+    assert data_plane({"CLUSTER_CIDR": "10.50.0.0/16", "CLUSTER_DOMAIN": "corp.example"})["cluster_domain"] == \
+        "corp.example"
+    for env, name in (({"CLUSTER_CIDR": "10.96.0.0/16"}, "overlap"),
+                      ({"SERVICE_CIDR": "10.96.0.1/12"}, "SERVICE_CIDR="),
+                      ({"CLUSTER_CIDR": "10.244.0.0/24"}, "too small"),
+                      ({"CLUSTER_DOMAIN": "Bad_Domain"}, "CLUSTER_DOMAIN=")):
+        with pytest.raises(LayoutError, match=name):
+            data_plane(env)
+    out = tmp_path / "data-plane.yaml"
+    env = dict(os.environ, ARTIFACTS=str(tmp_path), SERVICE_CIDR="10.100.0.0/16")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "vagrant", "cluster_layout.py"), "data-plane", str(out)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert provisioned_data_plane({"ARTIFACTS": str(tmp_path)})["service_cidr"] == "10.100.0.0/16"
+
+
+def test_provisioning_sets_the_kernel_and_passes_the_data_plane():
+    def read(*parts):
+        with open(os.path.join(ROOT, "vagrant", *parts), encoding="utf-8") as f:
+            return f.read()
+    worker = read("provision", "worker.sh")
+    for line in ("modprobe br_netfilter", "net.ipv4.ip_forward = 1", "net.bridge.bridge-nf-call-iptables = 1",
+                 "/etc/modules-load.d/shepherd.conf",
+                 "grep -E '^(cluster_cidr|service_cidr|cluster_domain):' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
+        assert line in worker, line
+    assert "grep -E '^(cluster_cidr|service_cidr):' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in \
+        read("provision", "control-plane.sh")
+    assert 'data-plane "$ARTIFACTS/data-plane.yaml"' in read("scripts", "prepare-artifacts.sh")
+
+
+def test_the_data_plane_keys_provisioned_are_options_of_the_server_and_agent():
+    """A key the server or agent does not know makes it refuse its config file at boot."""
+    from agent.config import AGENT_OPTIONS
+    from cluster_layout import AGENT_DATA_PLANE, SERVER_DATA_PLANE
+    from shepherd_ha.config import SERVER_OPTIONS
+    assert set(SERVER_DATA_PLANE) <= {o.name for o in SERVER_OPTIONS}
+    assert set(AGENT_DATA_PLANE) <= {o.name for o in AGENT_OPTIONS}
+    for key in ("cluster_cidr", "service_cidr"):
+        assert key in SERVER_DATA_PLANE and key in AGENT_DATA_PLANE, "servers and agents must agree on %s" % key
+
+
 def test_spare_control_planes_join_instead_of_listing_peers():
     layout = ClusterLayout.from_env({})
     assert layout.spare_control_planes == ["cp4", "cp5"]

@@ -3,9 +3,9 @@
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
 # Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
 # join=URL,URL... for a spare VM: it starts with --join and waits to be added)
-# The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
-# by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
-# server's default.
+# The VM-sized timings come from the artifacts' server-vm.yaml and the cluster and
+# service CIDRs from data-plane.yaml (both written on the host by prepare-artifacts.sh from
+# vagrant/cluster_layout.py); every other option is the server's default.
 set -euo pipefail
 ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
 RAFT_ADDRESS=${2:?raft address missing}
@@ -14,9 +14,10 @@ PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
+DATA_PLANE=/opt/shepherd-dist/data-plane.yaml
 CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS" "$CLUSTER_ID_FILE"; do
+for f in "$SECRET" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -42,6 +43,9 @@ token_file: /etc/shepherd/tokens.csv
 cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
+# the pod blocks and ClusterIPs come from these (--cluster-cidr, --service-cidr); a key the
+# server does not know would make it refuse the file (SERVER_DATA_PLANE in cluster_layout.py)
+grep -E '^(cluster_cidr|service_cidr):' "$DATA_PLANE" >>/etc/shepherd/server.yaml
 
 cat >/etc/systemd/system/shepherd-server.service <<'EOT'
 [Unit]

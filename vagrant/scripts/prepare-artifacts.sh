@@ -6,10 +6,13 @@
 #   secrets/  the generated Raft password (control-plane VMs only)
 #   server-vm.yaml  the server options of the VMs that differ from the defaults
 #             (vagrant/cluster_layout.py, with RAFT_HEARTBEAT ... overrides), rewritten every run
+#   data-plane.yaml  the cluster and service CIDRs and the cluster domain (CLUSTER_CIDR,
+#             SERVICE_CIDR, CLUSTER_DOMAIN overrides), rewritten every run
 # Idempotent: a part that exists is kept; FORCE=1 redoes wheels, debs and images.
 # Env: ARTIFACTS (vagrant/.artifacts), BUILD_DIR (vagrant/.build), PYTHON (python3),
 #      RAFT_HEARTBEAT RAFT_ELECTION_MIN RAFT_ELECTION_MAX RAFT_LEADER_FALLBACK
-#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT (see vagrant/cluster_layout.py).
+#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT, CLUSTER_CIDR SERVICE_CIDR CLUSTER_DOMAIN
+#      (see vagrant/cluster_layout.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PROJECT=$(cd "$HERE/../.." && pwd)
@@ -89,4 +92,6 @@ if [ ! -s "$ARTIFACTS/cluster-id" ]; then
 fi
 "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
 log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
+"$PYTHON" "$PROJECT/vagrant/cluster_layout.py" data-plane "$ARTIFACTS/data-plane.yaml" >/dev/null
+log "data plane of the VMs: $(grep -v '^#' "$ARTIFACTS/data-plane.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"
