@@ -22,10 +22,10 @@ from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.stamping import stamp_new
 
-from .bodies import (dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body,
+from .bodies import (dumps, dumps_list, flag, json_body, json_object_body,
                      require_merge_patch)
 from .errors import ApiError, unavailable
-from . import pod_logs, watch
+from . import idempotency, params, pod_logs, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -82,6 +82,7 @@ class ObjectApi:
 
     def collection(self, target):
         if request.method == "GET":
+            params.check_ignored_numbers()
             if flag("watch"):
                 return watch.stream(self.replica, target)
             return self.list(target)
@@ -107,12 +108,8 @@ class ObjectApi:
     def _consistency(self):
         """Kubernetes semantics: no resourceVersion = linearizable, "0" = any local state,
         N = at least as new as N."""
-        rv = request.args.get("resourceVersion")
-        if rv in (None, ""):
-            return True
-        if not is_number(rv):
-            raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
-        return int(rv) > self.replica.revision()
+        rv = params.resource_version()
+        return rv is None or rv > self.replica.revision()
 
     def _read(self, target, consistent):
         try:
@@ -147,11 +144,10 @@ class ObjectApi:
         # A read-modify-write that lost a race tries again under a derived key: the
         # first attempt's 409 is remembered under the request's key, and a client
         # retrying the whole request replays the same sequence of attempts.
-        key = idempotency_key()
-        if key is not None and attempt:
-            key = "%s#%d" % (key, attempt)
+        key = idempotency.store_key(attempt)
+        digest = idempotency.request_digest() if key is not None else None
         try:
-            result = self.replica.write(ops, key=key)
+            result = self.replica.write(ops, key=key, digest=digest)
         except Unavailable as exc:
             raise unavailable(exc)
         except CommandTooLarge as exc:      # refused before submitting: nothing was written
@@ -206,7 +202,7 @@ class ObjectApi:
     def _earlier_outcome(self):
         """The outcome of this request's last applied try (its Idempotency-Key, then the
         keys derived for lost races), seen after a linearizable barrier; None if none."""
-        key = idempotency_key()
+        key = idempotency.store_key()
         if key is None:
             return None
         try:
@@ -219,6 +215,8 @@ class ObjectApi:
             if result is None:
                 break
             found = result
+        if found is not None:
+            idempotency.check_same_request(found)
         return found
 
     def _attempt_updates(self, target, change, client_rv):
@@ -284,9 +282,7 @@ class ObjectApi:
             raise ApiError(400, "propagationPolicy %r is not one of Background, Foreground, Orphan" % policy)
         grace = options.get("gracePeriodSeconds", request.args.get("gracePeriodSeconds"))
         if grace is not None:
-            if isinstance(grace, bool) or not (isinstance(grace, int) or is_number(str(grace))) or int(grace) < 0:
-                raise ApiError(400, "gracePeriodSeconds must be a whole number of seconds, 0 or more")
-            grace = int(grace)
+            grace = params.parse_int("gracePeriodSeconds", grace, unit=" of seconds")
         op = delete_op(target.plural, target.namespace, target.name,
                        {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
                        grace=grace, propagation_policy=policy)

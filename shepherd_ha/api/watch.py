@@ -11,7 +11,8 @@ from flask import Response, request
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.watch_log import WatchExpired
 
-from .bodies import dumps, flag, is_number
+from .bodies import dumps, flag
+from . import params
 from .errors import ApiError, status_body, unavailable
 
 BOOKMARK_INTERVAL = 5.0
@@ -23,7 +24,7 @@ def stream(replica, target):
     label_sel, field_sel = selectors(target)
     bookmarks = flag("allowWatchBookmarks")
     timeout = _timeout()
-    rv = request.args.get("resourceVersion")
+    rv = params.resource_version()
     info = target.info
 
     def matches(obj):
@@ -35,18 +36,16 @@ def stream(replica, target):
         return label_sel.matches(meta.get("labels")) and field_sel.matches(obj)
 
     initial = []
-    if rv in (None, "", "0"):
+    if rv in (None, 0):
         try:
-            items, start = replica.list(info.plural, target.namespace, consistent=rv != "0")
+            items, start = replica.list(info.plural, target.namespace, consistent=rv is None)
         except Unavailable as exc:
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes
         # back once the stream starts): a 30,000-pod initial list is the costly part.
         initial = _serialized([{"type": "ADDED", "object": o} for o in items if matches(o)])
-    elif not is_number(rv):
-        raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
     else:
-        start = int(rv)
+        start = rv
         try:
             replica.watch_log.since(start)
         except WatchExpired as exc:
@@ -110,9 +109,4 @@ def _serialized(events, chunk=100):
 
 
 def _timeout():
-    value = request.args.get("timeoutSeconds")
-    if value is None:
-        return DEFAULT_TIMEOUT
-    if not is_number(value) or int(value) == 0:
-        raise ApiError(400, "timeoutSeconds must be a positive whole number of seconds")
-    return int(value)
+    return params.query_int("timeoutSeconds", 1, params.INT32_MAX, DEFAULT_TIMEOUT, " of seconds")
