@@ -283,7 +283,10 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
                    connection_limit=(limits.total or 10 ** 6) + 64,
                    # a safety net only: Content-Length and chunked bodies are refused above
                    max_request_body_size=max_body + 1)
+    quiet = options.pop("_quiet", False)
     server = waitress.create_server(app, **options)
+    if not quiet:
+        server.print_listen("Serving on http://{}:{}")
     listeners = [server] if isinstance(server, BaseWSGIServer) else \
         [s for s in server.map.values() if isinstance(s, BaseWSGIServer)]
     for listener in listeners:
