@@ -45,6 +45,7 @@ MAX_CONNECTIONS_PER_ADDRESS = 128
 IDLE_TIMEOUT = 60.0
 HEADER_TIMEOUT = 10.0
 LINGER_SECONDS = 5.0            # a refused request's body is drained (and dropped) this long at most
+MAX_CHUNK_LINE = 1024           # a chunk-size line (hex size and extensions) longer than this is garbage
 CLEANUP_INTERVAL = 2.0          # how often waitress looks for idle connections
 
 
@@ -132,7 +133,10 @@ def build(limits, max_body, gate=None, header_timeout=HEADER_TIMEOUT):
             super().parse_header(header_plus)
             if self.body_rcv is None:
                 return            # no body: the app checks everything, with its usual answers
-            if not self.chunked and self.content_length > max_body:
+            if self.chunked and "CONTENT_LENGTH" in self.headers:
+                # RFC 9112 6.1: either may be the one a proxy in front believes (smuggling)
+                error = StatusError(400, "a request may carry Transfer-Encoding or Content-Length, not both")
+            elif not self.chunked and self.content_length > max_body:
                 error = too_large(max_body)
             else:
                 refused = gate(self.command, self.path, self.headers) if gate is not None else None
@@ -153,6 +157,9 @@ def build(limits, max_body, gate=None, header_timeout=HEADER_TIMEOUT):
             consumed = super().received(data)
             if self.body_rcv is not None and not self.completed and self.body_bytes_received > max_body:
                 self.refuse(too_large(max_body))           # a chunked body, counted as it comes
+            elif self.chunked and self.body_rcv is not None and len(self.body_rcv.control_line) > MAX_CHUNK_LINE:
+                self.refuse(StatusError(400, "a chunked body's chunk-size line is longer than %d bytes: it is "
+                                             "not chunked encoding" % MAX_CHUNK_LINE))
             elif isinstance(self.error, RequestEntityTooLarge):
                 self.refuse(too_large(max_body))
             if self.completed:
