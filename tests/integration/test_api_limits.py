@@ -280,6 +280,24 @@ def test_a_chunked_body_is_counted_as_it_comes(env):
     expect(small, 201)
 
 
+@pytest.mark.parametrize("framing", ["both", "not-chunked"])
+def test_a_body_framed_wrongly_is_400_at_once(env, framing):
+    """Found by the fuzz campaign: both were never answered (the server waited for a chunk line)."""
+    _, _, host, port = _replica(env)
+    body = json.dumps(configmap("framed-" + uuid.uuid4().hex[:6])).encode() * 40
+    head = ["POST %s HTTP/1.1" % CONFIGMAPS, "Host: x", "Content-Type: application/json",
+            "Authorization: %s" % env["admin"]["Authorization"], "Transfer-Encoding: chunked"]
+    if framing == "both":
+        head.append("Content-Length: %d" % len(body))
+    sock = socket.create_connection((host, port), timeout=5)
+    try:
+        sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)     # not chunk-encoded
+        code, raw, answer = _response(sock, timeout=3.0)
+        assert code == 400 and answer["kind"] == "Status", (raw, answer)
+    finally:
+        sock.close()
+
+
 # ---------------------------------------------------------------- Expect: 100-continue
 
 @pytest.mark.parametrize("method,path,length,code", [
