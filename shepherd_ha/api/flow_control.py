@@ -307,6 +307,7 @@ class FlowControl:
             if classification.long_running == LONG_RUNNING_OTHER and user is not None:
                 if not self.per_user.acquire(user):
                     slot.release()
+                    slot.rejected["per-user"] += 1
                     raise Rejected(slot.name, "per-user", "too many watches: %s already holds %d watches or "
                                    "followed logs%s, the most one user may (the limit is --max-watches-per-user); "
                                    "close watches you no longer need, or watch a wider selection with one"

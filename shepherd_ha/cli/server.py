@@ -11,6 +11,7 @@ from shepherd_ha import config
 from shepherd_ha.api import auth, http_server
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
+from shepherd_ha.api.metrics import ConnectionCollector
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -207,7 +208,7 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
-    app.extensions["shepherd_connections"] = connection_limits
+    app.extensions["shepherd_metrics"].registry.register(ConnectionCollector(connection_limits))
     where = dict(sockets=[supervisor.reuse_port_socket(host, port)]) if values["api_workers"] > 1 else \
         dict(host=host, port=port)
     http_server.serve(app, connection_limits, MAX_BODY_BYTES, auth.body_gate(tokens) if tokens is not None else None,

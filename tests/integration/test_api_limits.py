@@ -72,6 +72,14 @@ def _close(socks):
         sock.close()
 
 
+def _metric(env, url, series):
+    text = call("GET", url + "/metrics", headers=env["admin"]).text
+    for line in text.splitlines():
+        if line.startswith(series + " "):
+            return float(line.split()[-1])
+    raise AssertionError("no %s in /metrics" % series)
+
+
 def _answers_quickly(env, ident):
     url = env["cluster"].url(ident)
     started = time.monotonic()
@@ -97,6 +105,7 @@ def test_a_thousand_idle_connections_from_one_address_leave_the_replica_to_the_o
                 refused += 1
                 assert b"--max-connections-per-address" in head
         assert refused == 50, "connections beyond the per-address cap were not refused: %d of 50" % refused
+        assert _metric(env, url, 'shepherd_api_connections_refused_total{reason="per-address"}') >= 872 - 5
         other = [i for i in env["cluster"].ids if i != ident][0]
         view = expect(call("GET", env["cluster"].url(other) + "/shepherd/v1/cluster", headers=env["admin"]), 200)
         assert [r for r in view["replicas"] if r["id"] == ident][0]["reachable"], view
@@ -469,6 +478,8 @@ def test_one_user_cannot_hold_more_than_its_watches(env):
         refused = _watch(url, env["viewer"])
         body = assert_status(refused, 429, "TooManyRequests")
         assert "--max-watches-per-user" in body["message"] and refused.headers.get("Retry-After"), body
+        assert _metric(env, url, 'shepherd_flowcontrol_rejected_requests_total{priority_level="long-running",'
+                                 'reason="per-user"}') >= 1
         theirs = _watch(url, env["admin"])          # another user still watches
         held.append(theirs)
         assert theirs.status_code == 200, describe(theirs)
