@@ -81,11 +81,27 @@ def _deep(depth):
     return value
 
 
+def near(value):
+    """Values of about the same kind as `value`: the object stays plausible, one field is off."""
+    if isinstance(value, bool):
+        return st.sampled_from([not value, "true", 1, None])
+    if isinstance(value, int):
+        return st.sampled_from([-1, 0, 2 ** 31, 2 ** 63, 10 ** 30, 1.5, "80", value + 1])
+    if isinstance(value, str):
+        return st.sampled_from(["", value + SURROGATE, "x" * 300, value.upper() + "_", "日本", value + "-2",
+                                "1" + value, "0.5", "-1", "999999999999Gi"])
+    if isinstance(value, list):
+        return st.sampled_from([[], value + value, [None], value * 30])
+    if isinstance(value, dict):
+        return st.sampled_from([{}, dict(value, extra="x"), None])
+    return json_values
+
+
 @st.composite
 def mutated(draw, obj):
-    """`obj` with up to three fields replaced, removed, or added."""
+    """`obj` with up to three fields changed a little or a lot, removed, or added."""
     obj = copy.deepcopy(obj)
-    for _ in range(draw(st.integers(0, 3))):
+    for _ in range(draw(st.sampled_from([0, 0, 0, 1, 1, 1, 2, 3]))):
         paths = [p for p in _paths(obj) if p]
         if not paths:
             break
@@ -93,8 +109,10 @@ def mutated(draw, obj):
         parent = obj
         for key in path[:-1]:
             parent = parent[key]
-        action = draw(st.sampled_from(["replace", "replace", "remove", "add", "deep"]))
-        if action == "remove":
+        action = draw(st.sampled_from(["near"] * 4 + ["replace", "replace", "remove", "add", "deep"]))
+        if action == "near":
+            parent[path[-1]] = draw(near(parent[path[-1]]))
+        elif action == "remove":
             del parent[path[-1]]
         elif action == "add" and isinstance(parent, dict):
             parent[draw(texts)] = draw(json_values)
@@ -114,8 +132,9 @@ def encode(value):
 
 
 @st.composite
-def bodies(draw, plural, name):
-    kind = draw(st.sampled_from(["object"] * 6 + ["patch", "patch", "raw", "none", "huge-number", "deep"]))
+def bodies(draw, plural, name, create=False):
+    kinds = ["object"] * (24 if create else 6) + ["patch", "patch", "raw", "none", "huge-number", "deep"]
+    kind = draw(st.sampled_from(kinds))
     if kind == "object":
         return encode(draw(mutated(base_object(plural, name))))
     if kind == "patch":
@@ -175,7 +194,25 @@ def paths(draw):
 
 
 @st.composite
-def requests_(draw):
+def creates(draw):
+    """A well-formed create of a plausible object (one field maybe off): what gets past
+    validation is what the controllers must then cope with."""
+    plural = draw(st.sampled_from(["pods", "deployments", "deployments", "services", "configmaps", "endpoints",
+                                   "events", "leases", "nodes", "controllerrevisions"]))
+    name = "fz-%s" % draw(st.uuids()).hex[:10]
+    prefix = "/api/v1" if GROUP[plural] == "v1" else "/apis/" + GROUP[plural]
+    path = "%s/%s" % (prefix, plural) if plural in CLUSTER_SCOPED else "%s/namespaces/%s/%s" % (prefix, NS, plural)
+    obj = draw(mutated(base_object(plural, name)))
+    return {"method": "POST", "path": path, "params": {}, "headers": {"Content-Type": "application/json"},
+            "body": encode(obj), "auth": "admin", "plural": plural, "name": None}
+
+
+def requests_():
+    return st.one_of(any_request(), any_request(), any_request(), creates())
+
+
+@st.composite
+def any_request(draw):
     """A dict: method, path, params, headers, body (bytes or None)."""
     path, plural, name = draw(paths())
     if name is None:       # a collection: mostly lists, watches and creates
@@ -183,7 +220,7 @@ def requests_(draw):
     else:
         method = draw(st.sampled_from(["GET"] * 3 + ["PUT"] * 3 + ["PATCH"] * 3 + ["DELETE"] * 2 + [
             "POST", "HEAD", "OPTIONS", "TRACE"]))
-    params = draw(st.dictionaries(st.sampled_from(QUERY_KEYS), query_values, max_size=3))
+    params = draw(st.one_of(st.just({}), st.dictionaries(st.sampled_from(QUERY_KEYS), query_values, max_size=3)))
     if method == "GET" and draw(st.integers(0, 3)) == 0:
         params["watch"] = draw(st.sampled_from(["1", "true", "0", "yes", "maybe"]))
     if params.get("watch", "").lower() in ("1", "true", "yes") or params.get("follow", "").lower() in ("1", "true", "yes"):
@@ -193,7 +230,9 @@ def requests_(draw):
     body = None
     if method in ("POST", "PUT", "PATCH", "DELETE") or draw(st.integers(0, 9)) == 0:
         fresh = "fz-" + draw(st.text(alphabet="abcdefghij0123456789", min_size=4, max_size=8))
-        body = draw(bodies(plural or "configmaps", name or draw(st.sampled_from(NAMES + (fresh, fresh)))))
+        create = method == "POST" and name is None
+        pool = NAMES + (fresh,) * (6 if create else 2)
+        body = draw(bodies(plural or "configmaps", name or draw(st.sampled_from(pool)), create))
     headers = {"Content-Type": draw(st.sampled_from(["application/json"] * 4 + [
         "application/merge-patch+json"] * 3 + ["application/json-patch+json", "text/plain", "", "application/yaml",
                                                "multipart/form-data; boundary=x", "application/json; charset=latin-1"]))}

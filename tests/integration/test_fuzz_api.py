@@ -43,18 +43,28 @@ def env(tmp_path_factory, request):
     tokens = {"admin": "Bearer " + cluster.lc.token(), "node": "Bearer " + node, "viewer": "Bearer " + VIEWER,
               "bad": "Bearer " + "0" * 32, "garbage": "Basic " + "\x7f" * 3, "none": None}
     admin = {"Authorization": tokens["admin"]}
-    url = cluster.url(cluster.ids[0])
-    resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": fz.NS}}, headers=admin)
-    assert resp.status_code in (201, 409), describe(resp)
+    _seed(cluster.url(cluster.ids[0]), admin)
+    pids = {ident: cluster.lc.pid(ident) for ident in cluster.ids}
+    return {"cluster": cluster, "tokens": tokens, "admin": admin, "pids": pids, "problems": [], "codes": {},
+            "sent": [0]}
+
+
+def _seed(url, admin):
+    """The fuzz namespace and a few objects of each kind for updates and deletes to meet."""
+    deadline = time.monotonic() + 10
+    while True:            # after the campaign deleted the namespace, its deletion may still be under way
+        resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": fz.NS}}, headers=admin)
+        if resp.status_code == 201 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert resp.status_code == 201, describe(resp)
     for plural in ("configmaps", "pods", "services", "deployments"):
         for name in fz.NAMES:
             body = fz.base_object(plural, name)
             path = "%s/namespaces/%s/%s" % ("/api/v1" if fz.GROUP[plural] == "v1" else "/apis/" + fz.GROUP[plural],
                                             fz.NS, plural)
-            expect(call("POST", url + path, json=body, headers=admin), 201)
-    pids = {ident: cluster.lc.pid(ident) for ident in cluster.ids}
-    return {"cluster": cluster, "tokens": tokens, "admin": admin, "pids": pids, "problems": [], "codes": {},
-            "sent": [0]}
+            resp = call("POST", url + path, json=body, headers=admin)
+            assert resp.status_code in (201, 409), describe(resp)
 
 
 def _url(base, req):
@@ -142,6 +152,9 @@ def _campaign(env, req):
         after = _version(base, target, env["admin"])
         if after != before:
             env["problems"].append(("a %d write changed %s: %s -> %s" % (code, target, before, after), shown))
+    if req["method"] == "DELETE" and code == 200 and req["path"] == "/api/v1/namespaces/" + fz.NS:
+        env["reseeded"] = env.get("reseeded", 0) + 1
+        _seed(base, env["admin"])        # the rest of the campaign needs its namespace
 
 
 def test_fuzz_campaign(env):
@@ -154,7 +167,8 @@ def test_fuzz_campaign(env):
         with open(os.path.join(cluster.lc.dir, ident, "server.log"), errors="replace") as fh:
             restarts += ["%s: %s" % (ident, line.strip()) for line in fh if "restarting it" in line
                          or "internal error on" in line or "Traceback" in line]
-    summary = "%d requests, answers %s" % (env["sent"][0], dict(sorted(env["codes"].items())))
+    summary = "%d requests, answers %s; the fuzz namespace deleted (and re-made) %d times" % (
+        env["sent"][0], dict(sorted(env["codes"].items())), env.get("reseeded", 0))
     print("fuzz campaign:", summary)
     assert not env["problems"], "%s\n%d problems, first ones:\n%s" % (
         summary, len(env["problems"]), "\n".join("%s: %r" % p for p in env["problems"][:15]))
@@ -165,8 +179,9 @@ def test_controllers_converge_after_the_campaign(env):
     cluster, admin = env["cluster"], env["admin"]
     url = cluster.url(cluster.ids[1])
     name, node = "after-" + uuid.uuid4().hex[:6], "fuzz-node-" + uuid.uuid4().hex[:4]
-    resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": "kube-node-lease"}}, headers=admin)
-    assert resp.status_code in (201, 409), describe(resp)
+    for namespace in ("kube-node-lease", name):
+        resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": namespace}}, headers=admin)
+        assert resp.status_code in (201, 409), describe(resp)
     expect(call("POST", url + "/api/v1/nodes", json=node_body(node), headers=admin), 201)
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": node, "namespace": "kube-node-lease"},
@@ -177,10 +192,11 @@ def test_controllers_converge_after_the_campaign(env):
     dep["spec"]["replicas"] = 2
     dep["spec"]["selector"] = {"matchLabels": {"app": name}}
     dep["spec"]["template"]["metadata"]["labels"] = {"app": name}
-    expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % fz.NS, json=dep, headers=admin), 201)
+    dep["metadata"]["namespace"] = name
+    expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % name, json=dep, headers=admin), 201)
     deadline = time.monotonic() + 30
     while True:
-        pods = expect(call("GET", url + "/api/v1/namespaces/%s/pods" % fz.NS, params={"labelSelector": "app=" + name},
+        pods = expect(call("GET", url + "/api/v1/namespaces/%s/pods" % name, params={"labelSelector": "app=" + name},
                            headers=admin), 200)["items"]
         if len(pods) == 2 and all(p["spec"].get("nodeName") == node for p in pods):
             break
