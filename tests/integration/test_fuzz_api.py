@@ -136,9 +136,9 @@ def _campaign(env, req):
     env["sent"][0] += 1
     write = req["method"] in ("POST", "PUT", "PATCH", "DELETE")
     target = _object_path(req) if write else None
-    before = _version(base, target, env["admin"]) if target else None
     shown = dict(req, body=(req["body"] or b"")[:300])
     try:
+        before = _version(base, target, env["admin"]) if target else None
         code, took = _send(env, req, base)
     except requests.RequestException as exc:
         env["problems"].append(("no answer: %r" % exc, shown))
@@ -149,7 +149,11 @@ def _campaign(env, req):
     if took > ANSWER_WITHIN:
         env["problems"].append(("took %.1f s" % took, shown))
     if target and 400 <= code < 500:
-        after = _version(base, target, env["admin"])
+        try:
+            after = _version(base, target, env["admin"])
+        except requests.RequestException as exc:
+            env["problems"].append(("no answer reading %s back: %r" % (target, exc), shown))
+            return
         if after != before:
             env["problems"].append(("a %d write changed %s: %s -> %s" % (code, target, before, after), shown))
     if req["method"] == "DELETE" and code == 200 and req["path"] == "/api/v1/namespaces/" + fz.NS:
@@ -170,8 +174,8 @@ def test_fuzz_campaign(env):
     summary = "%d requests, answers %s; the fuzz namespace deleted (and re-made) %d times" % (
         env["sent"][0], dict(sorted(env["codes"].items())), env.get("reseeded", 0))
     print("fuzz campaign:", summary)
-    assert not env["problems"], "%s\n%d problems, first ones:\n%s" % (
-        summary, len(env["problems"]), "\n".join("%s: %r" % p for p in env["problems"][:15]))
+    assert not env["problems"], "%s\n%d problems, first ones:\n%s\n%s" % (
+        summary, len(env["problems"]), "\n".join("%s: %r" % p for p in env["problems"][:15]), cluster.log_tails(60))
     assert not restarts, "worker restarts or internal errors:\n" + "\n".join(restarts[:20])
 
 
