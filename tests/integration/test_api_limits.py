@@ -504,3 +504,26 @@ def test_no_internal_errors(env):
         assert not [line for line in text.splitlines() if line.startswith("shepherd_api_requests_total")
                     and 'code="500"' in line], ident
     assert not cluster.internal_errors()
+
+
+def test_a_deployment_asks_for_a_bounded_number_of_pods(env):
+    """Found by the fuzz campaign: replicas 2^31 was accepted, and the deployment controller then
+    created pods at about 1,000 a second until the replicas fell over."""
+    _, url, _, _ = _replica(env)
+    deployments = "/apis/apps/v1/namespaces/%s/deployments" % NS
+    name = "many-" + uuid.uuid4().hex[:6]
+    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": 2 ** 31, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                                 "spec": {"containers": [{"name": "m", "image": "nginx:1.25"}]}}}}
+    body = assert_status(call("POST", url + deployments, json=dep, headers=env["admin"]), 422, "Invalid")
+    assert body["details"]["causes"][0]["field"] == "spec.replicas" and "30000" in body["message"], body
+    dep["spec"]["replicas"] = 0
+    expect(call("POST", url + deployments, json=dep, headers=env["admin"]), 201)
+    scale = call("PUT", url + deployments + "/" + name + "/scale", json={"spec": {"replicas": 30001}},
+                 headers=env["admin"])
+    assert_status(scale, 422, "Invalid")
+    patch = call("PATCH", url + deployments + "/" + name, data='{"spec": {"replicas": 1000000}}',
+                 headers=dict(env["admin"], **{"Content-Type": "application/merge-patch+json"}))
+    assert_status(patch, 422, "Invalid")
+    assert expect(call("GET", url + deployments + "/" + name, headers=env["admin"]), 200)["spec"]["replicas"] == 0
