@@ -7,7 +7,7 @@ the replica's constants), never written twice.
 import dataclasses
 
 from shepherd_ha import options as options_module
-from shepherd_ha.api import flow_control
+from shepherd_ha.api import flow_control, http_server
 from shepherd_ha.api.flow_control import FlowControl
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
@@ -101,6 +101,17 @@ SERVER_OPTIONS = (
            "429; 0: no limit"),
     Option("request_queue_wait", float, flow_control.QUEUE_WAIT, "seconds a request may wait for a seat at its priority level "
            "before 429 Too Many Requests"),
+) + (
+    # ---- connection and watch limits (api/http_server.py, api/flow_control.py; docs/security.md) ----
+    Option("max_connections", int, http_server.MAX_CONNECTIONS, "open API connections per worker process; at the "
+           "limit the longest-idle one is closed for a new one (none idle: 503); 0: no limit"),
+    Option("max_connections_per_address", int, http_server.MAX_CONNECTIONS_PER_ADDRESS, "open API connections "
+           "from one client address per worker process; beyond, 429 and close; 0: no limit"),
+    Option("idle_connection_timeout", float, http_server.IDLE_TIMEOUT, "an API connection with no request for "
+           "this long is closed (s)"),
+    Option("max_watches_per_user", int, flow_control.MAX_WATCHES_PER_USER, "watches and followed logs one user "
+           "(without --token-file: one client address) may hold open, outside agents' watches; beyond, 429; "
+           "0: no limit"),
 )
 
 

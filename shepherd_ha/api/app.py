@@ -123,7 +123,7 @@ def _install_flow_control(app, flow, authenticated):
         classification = flow.classify(request.method, request.path, request.args,
                                        env.get("shepherd.groups"), authenticated)
         try:
-            env[_TICKET] = flow.admit(classification)
+            env[_TICKET] = flow.admit(classification, env.get("shepherd.user") or env.get("REMOTE_ADDR"))
         except Rejected as rejected:
             raise ApiError(429, rejected.message, "TooManyRequests",
                            details={"retryAfterSeconds": rejected.retry_after},

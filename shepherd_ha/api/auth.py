@@ -122,9 +122,8 @@ def load_token_file(path, raft_password=None):
     return table
 
 
-def _bearer_token():
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.strip().partition(" ")
+def _bearer_token(header):
+    scheme, _, token = (header or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
@@ -133,26 +132,46 @@ def _bearer_token():
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="shepherd-ha"'}
 
 
+def check(table, authorization, method, path):
+    """The User a request authenticates as (None on an anonymous path), or ApiError 401/403."""
+    if path in ANONYMOUS_PATHS:
+        return None
+    token = _bearer_token(authorization)
+    if token is None:
+        raise ApiError(401, "this API needs a bearer token: pass sheepctl --token (or SHEPHERD_TOKEN, or "
+                       "`token:` in the config file `shepherd-ha local up` writes), or send "
+                       "'Authorization: Bearer TOKEN'", "Unauthorized", headers=CHALLENGE)
+    user = table.authenticate(token)
+    if user is None:
+        raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
+                       "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
+    if not user.may(method, path):
+        need = WRITE_GROUPS if user.may("GET", path) else READ_GROUPS
+        raise ApiError(403, "user %s (groups: %s) may not %s %s: that needs one of the groups %s"
+                       % (user.name, ", ".join(user.groups) or "none", method, path,
+                          ", ".join(sorted(need))), "Forbidden")
+    return user
+
+
+def body_gate(table):
+    """For the server (api/http_server.py): the same check on a request's headers, before
+    its body is read, so an unauthenticated body is never stored."""
+    def gate(method, path, headers):
+        try:
+            check(table, headers.get("AUTHORIZATION"), method, path)
+        except ApiError as err:
+            return err
+        return None
+    return gate
+
+
 def install(app, table):
     """Check every request but the anonymous ones before it reaches a handler."""
 
     @app.before_request
     def authenticate():
-        if request.path in ANONYMOUS_PATHS:
-            return
-        token = _bearer_token()
-        if token is None:
-            raise ApiError(401, "this API needs a bearer token: pass sheepctl --token (or SHEPHERD_TOKEN, or "
-                           "`token:` in the config file `shepherd-ha local up` writes), or send "
-                           "'Authorization: Bearer TOKEN'", "Unauthorized", headers=CHALLENGE)
-        user = table.authenticate(token)
+        user = check(table, request.headers.get("Authorization"), request.method, request.path)
         if user is None:
-            raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
-                           "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
-        if not user.may(request.method, request.path):
-            need = WRITE_GROUPS if user.may("GET", request.path) else READ_GROUPS
-            raise ApiError(403, "user %s (groups: %s) may not %s %s: that needs one of the groups %s"
-                           % (user.name, ", ".join(user.groups) or "none", request.method, request.path,
-                              ", ".join(sorted(need))), "Forbidden")
+            return
         request.environ["shepherd.user"] = user.name
         request.environ["shepherd.groups"] = user.groups      # flow control classifies by them

@@ -5,7 +5,6 @@ from flask import g, request
 
 from .errors import ApiError
 
-MAX_IDEMPOTENCY_KEY = 128
 MAX_DEPTH = 100
 
 
@@ -25,7 +24,11 @@ def json_body(required=True):
         raise ApiError(400, "request body is not valid JSON: %s" % exc)
     problem = _unsupported_value(body)
     if problem:
-        raise ApiError(400, "request body %s" % problem)
+        field, message = problem
+        if field is None:
+            raise ApiError(400, "request body %s" % message)
+        raise ApiError(422, "request body is invalid: %s: %s" % (field, message), "Invalid",
+                       details={"causes": [{"field": field, "message": message}]})
     g.duplicate_fields = duplicates      # for fieldValidation (api/write_options.py)
     return body
 
@@ -39,21 +42,54 @@ def _object(pairs, duplicates):
     return obj
 
 
-def _unsupported_value(value, depth=0):
+_SURROGATE = ("holds a lone UTF-16 surrogate (such as \\ud800), which is not text: UTF-8 cannot encode it; "
+              "send valid Unicode")
+
+
+def _unsupported_value(value):
     """Objects go through validation, Raft (pickle) and back out as JSON: refuse what
-    would break on the way (too deep to handle, NaN/Infinity that JSON cannot carry)."""
-    stack = [(value, 0)]
+    would break on the way. (None, message) for the body as a whole (too deep to
+    handle, NaN/Infinity that JSON cannot carry), (field, message) for a string
+    holding a lone surrogate (json.loads accepts "\\ud800"; anything that encodes the
+    object later, a controller hashing a pod template, raises on it)."""
+    stack = [(value, 0, None)]       # (item, depth, path as (parent path, key) or None)
     while stack:
-        item, level = stack.pop()
+        item, level, path = stack.pop()
         if level > MAX_DEPTH:
-            return "nests deeper than %d levels: flatten it" % MAX_DEPTH
-        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
-            return "holds a number JSON cannot represent (NaN or Infinity, or too large for a double)"
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
+            return None, "nests deeper than %d levels: flatten it" % MAX_DEPTH
+        if isinstance(item, str):
+            if not _encodable(item):
+                return field_path(path), _SURROGATE
+        elif isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            return None, "holds a number JSON cannot represent (NaN or Infinity, or too large for a double)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodable(key):
+                    return field_path((path, key)), "has a key that " + _SURROGATE
+                stack.append((child, level + 1, (path, key)))
         elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
+            stack.extend((child, level + 1, (path, index)) for index, child in enumerate(item))
     return None
+
+
+def _encodable(text):
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def field_path(path):
+    """metadata.annotations.a, spec.containers[0].name: from (parent, key) links."""
+    parts = []
+    while path is not None:
+        path, key = path
+        parts.append("[%d]" % key if isinstance(key, int) else
+                     "." + key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+    return "".join(reversed(parts)).lstrip(".") or "(the body)"
 
 
 def json_object_body():
@@ -61,15 +97,6 @@ def json_object_body():
     if not isinstance(body, dict):
         raise ApiError(400, "request body must be a JSON object, not %s" % type(body).__name__)
     return body
-
-
-def idempotency_key():
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY:
-        raise ApiError(400, "Idempotency-Key must be 1 to %d characters" % MAX_IDEMPOTENCY_KEY)
-    return key
 
 
 def is_number(text):

@@ -22,10 +22,10 @@ from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
-from .bodies import dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body
+from .bodies import dumps, dumps_list, flag, json_body, json_object_body
 from .errors import ApiError, unavailable
 from .write_options import add_warnings, field_manager, field_validation, force, known_fields_only
-from . import admission, dry_run, patches, pod_logs, tables, watch
+from . import admission, dry_run, idempotency, params, patches, pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -86,6 +86,7 @@ class ObjectApi:
     def collection(self, target):
         _check_write_options()
         if request.method == "GET":
+            params.check_ignored_numbers()
             if flag("watch"):
                 return watch.stream(self.replica, target)
             return self.list(target)
@@ -112,12 +113,8 @@ class ObjectApi:
     def _consistency(self):
         """Kubernetes semantics: no resourceVersion = linearizable, "0" = any local state,
         N = at least as new as N."""
-        rv = request.args.get("resourceVersion")
-        if rv in (None, ""):
-            return True
-        if not is_number(rv):
-            raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
-        return int(rv) > self.replica.revision()
+        rv = params.resource_version()
+        return rv is None or rv > self.replica.revision()
 
     def _read(self, target, consistent):
         try:
@@ -161,11 +158,10 @@ class ObjectApi:
         # retrying the whole request replays the same sequence of attempts.
         if dry_run.requested():          # answered as if done; nothing reaches the log
             return dry_run.simulate(self.replica, ops[0])
-        key = idempotency_key()
-        if key is not None and attempt:
-            key = "%s#%d" % (key, attempt)
+        key = idempotency.store_key(attempt)
+        digest = idempotency.request_digest() if key is not None else None
         try:
-            result = self.replica.write(ops, key=key)
+            result = self.replica.write(ops, key=key, digest=digest)
         except Unavailable as exc:
             raise unavailable(exc)
         except CommandTooLarge as exc:      # refused before submitting: nothing was written
@@ -255,7 +251,7 @@ class ObjectApi:
     def _earlier_outcome(self):
         """The outcome of this request's last applied try (its Idempotency-Key, then the
         keys derived for lost races), seen after a linearizable barrier; None if none."""
-        key = idempotency_key()
+        key = idempotency.store_key()
         if key is None:
             return None
         try:
@@ -268,6 +264,8 @@ class ObjectApi:
             if result is None:
                 break
             found = result
+        if found is not None:
+            idempotency.check_same_request(found)
         return found
 
     def _attempt_updates(self, target, change, client_rv, managed=True):
@@ -341,9 +339,7 @@ class ObjectApi:
             raise ApiError(400, "propagationPolicy %r is not one of Background, Foreground, Orphan" % policy)
         grace = options.get("gracePeriodSeconds", request.args.get("gracePeriodSeconds"))
         if grace is not None:
-            if isinstance(grace, bool) or not (isinstance(grace, int) or is_number(str(grace))) or int(grace) < 0:
-                raise ApiError(400, "gracePeriodSeconds must be a whole number of seconds, 0 or more")
-            grace = int(grace)
+            grace = params.parse_int("gracePeriodSeconds", grace, unit=" of seconds")
         op = delete_op(target.plural, target.namespace, target.name,
                        {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
                        grace=grace, propagation_policy=policy)

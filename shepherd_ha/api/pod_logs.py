@@ -27,8 +27,10 @@ import urllib3
 from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.stamping import now_rfc3339
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
+from . import params
 from .errors import ApiError, unavailable
 
 log = logging.getLogger(__name__)
@@ -55,14 +57,14 @@ def _bool_arg(name):
 
 
 def _options():
-    tail = request.args.get("tailLines")
-    if tail not in (None, ""):
-        if not (tail.isascii() and tail.isdigit()):
-            raise ApiError(400, "tailLines must be a whole number of lines, 0 or more (got %r)" % tail)
-        tail = str(int(tail))
-    else:
-        tail = None
+    tail = params.query_int("tailLines", unit=" of lines")
+    tail = None if tail is None else str(tail)
     since = request.args.get("sinceTime") or None
+    since_seconds = params.query_int("sinceSeconds", 1, unit=" of seconds")
+    if since_seconds is not None:
+        if since is not None:
+            raise ApiError(400, "at most one of sinceTime or sinceSeconds may be given")
+        since = now_rfc3339(-since_seconds)      # the agent knows sinceTime only
     if since is not None:
         try:
             datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", since.replace("Z", "+00:00")))
@@ -229,20 +231,20 @@ def pod_log(replica, target, agent_token=None):
     where = _host_port(host, port)
     url = "http://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
                                                 quote(target.name, safe=""), quote(container, safe=""))
-    params = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
+    query = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
     for key in ("follow", "previous", "timestamps"):
         if options[key]:
-            params[key] = "true"
+            query[key] = "true"
     for key in ("tailLines", "sinceTime"):
         if options[key] is not None:
-            params[key] = options[key]
+            query[key] = options[key]
     session = requests.Session()
     session.trust_env = False      # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
     if agent_token:
         agent_headers["Authorization"] = "Bearer " + agent_token
     try:
-        resp = session.get(url, params=params, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+        resp = session.get(url, params=query, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                            headers=agent_headers)
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         session.close()

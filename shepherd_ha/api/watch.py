@@ -17,8 +17,8 @@ from shepherd_ha.store.watch_log import WatchExpired
 
 from shepherd_ha.streaming import WRITE_KEY
 
-from . import tables
-from .bodies import dumps, flag, is_number
+from . import params, tables
+from .bodies import dumps, flag
 from .errors import ApiError, status_body, unavailable
 
 BOOKMARK_INTERVAL = 5.0
@@ -33,7 +33,7 @@ def stream(replica, target):
     environ = request.environ
     gone = environ.get("waitress.client_disconnected") or (lambda: False)
     timeout = _timeout()
-    rv = request.args.get("resourceVersion")
+    rv = params.resource_version()
     info = target.info
 
     def matches(obj):
@@ -45,9 +45,9 @@ def stream(replica, target):
         return label_sel.matches(meta.get("labels")) and field_sel.matches(obj)
 
     initial = []
-    if rv in (None, "", "0"):
+    if rv in (None, 0):
         try:
-            items, start = replica.list(info.plural, target.namespace, consistent=rv != "0")
+            items, start = replica.list(info.plural, target.namespace, consistent=rv is None)
         except Unavailable as exc:
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes
@@ -56,10 +56,8 @@ def stream(replica, target):
         if table is not None:
             initial = [table.watch_event(info, e, i == 0) for i, e in enumerate(initial)]
         initial = _serialized(initial)
-    elif not is_number(rv):
-        raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
     else:
-        start = int(rv)
+        start = rv
         try:
             replica.watch_log.since(start)
         except WatchExpired as exc:
@@ -135,9 +133,4 @@ def _serialized(events, chunk=100):
 
 
 def _timeout():
-    value = request.args.get("timeoutSeconds")
-    if value is None:
-        return DEFAULT_TIMEOUT
-    if not is_number(value) or int(value) == 0:
-        raise ApiError(400, "timeoutSeconds must be a positive whole number of seconds")
-    return int(value)
+    return params.query_int("timeoutSeconds", 1, params.INT32_MAX, DEFAULT_TIMEOUT, " of seconds")

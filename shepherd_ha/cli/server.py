@@ -8,9 +8,10 @@ import threading
 import time
 
 from shepherd_ha import cluster_identity, config
-from shepherd_ha.api import auth
+from shepherd_ha.api import auth, http_server
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
+from shepherd_ha.api.metrics import ConnectionCollector
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -46,11 +47,8 @@ def _benign_truncation_filter(record):
     return True
 
 
-WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_limit=1000,
-                        clear_untrusted_proxy_headers=True,
-                        # waitress would buffer up to 1 GB of body before Flask (and the token check) see
-                        # it; bodies a little over the API's limit still get its 413 Status from Flask
-                        max_request_body_size=4 * MAX_BODY_BYTES,
+# Connection limits, idle timeout and body size: api/http_server.py (serve).
+WAITRESS_OPTIONS = dict(ident="shepherd-ha", clear_untrusted_proxy_headers=True,
                         # lets a stream notice that its client left (pod logs -f on a quiet container)
                         channel_request_lookahead=1, _quiet=True)
 
@@ -99,6 +97,7 @@ def run(args):
         threads = api_threads(values, flow)
         if values["api_workers"] < 1:
             raise ConfigError("--api-workers must be 1 or more")
+        connection_limits = _connection_limits(values)
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
@@ -117,7 +116,7 @@ def run(args):
             return run_store(values, settings, peers, api_url, socket_path)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path)
+                              threads, worker, socket_path, connection_limits)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -197,10 +196,18 @@ def _secrets_cipher(values):
         raise ConfigError(str(exc))
 
 
+def _connection_limits(values):
+    for key in ("max_connections", "max_connections_per_address"):
+        if values[key] < 0:
+            raise ConfigError("--%s must be 0 (no limit) or more" % key.replace("_", "-"))
+    if values["idle_connection_timeout"] <= 0:
+        raise ConfigError("--idle-connection-timeout must be more than 0 seconds")
+    return http_server.Limits(values["max_connections"], values["max_connections_per_address"])
+
+
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path):
+                   worker, socket_path, connection_limits):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
-    import waitress
 
     def stop(signum, frame):
         logging.shutdown()
@@ -222,9 +229,9 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
-    if values["api_workers"] > 1:
-        sock = supervisor.reuse_port_socket(host, port)
-        waitress.serve(app, sockets=[sock], threads=threads, **WAITRESS_OPTIONS)
-    else:
-        waitress.serve(app, host=host, port=port, threads=threads, **WAITRESS_OPTIONS)
+    app.extensions["shepherd_metrics"].registry.register(ConnectionCollector(connection_limits))
+    where = dict(sockets=[supervisor.reuse_port_socket(host, port)]) if values["api_workers"] > 1 else \
+        dict(host=host, port=port)
+    http_server.serve(app, connection_limits, MAX_BODY_BYTES, auth.body_gate(tokens) if tokens is not None else None,
+                      idle_timeout=values["idle_connection_timeout"], threads=threads, **where, **WAITRESS_OPTIONS)
     return 0

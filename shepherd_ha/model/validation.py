@@ -23,6 +23,10 @@ __all__ = ["Cause", "validate_object", "validate_update", "validate_scale", "des
 # Names that become DNS labels (a namespace, a service's host name) follow the stricter rule.
 _LABEL_NAMED = ("namespaces", "services")
 _MAX_ANNOTATIONS = 256 * 1024
+# One Deployment asks for at most this many pods: the cluster is measured to 30,000 pods in
+# all (bench/bench_scale.py). Unbounded, replicas 2^31 made the controller create pods at
+# 1,000 a second until the replicas fell over (found by the API fuzz campaign).
+MAX_REPLICAS = 30000
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _FINALIZER = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
@@ -109,7 +113,7 @@ def _deployment(causes, obj):
     spec = causes.dict("spec", obj.get("spec"), required=True)
     if spec is None:
         return
-    causes.integer("spec.replicas", spec.get("replicas"), 0)
+    causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS)
     for key in ("revisionHistoryLimit", "minReadySeconds"):
         causes.integer("spec." + key, spec.get(key), 0)
     deadline = causes.integer("spec.progressDeadlineSeconds",
@@ -360,5 +364,5 @@ def validate_scale(obj):
                    % show(obj.get("kind")))
     spec = causes.dict("spec", obj.get("spec"), required=True)
     if spec is not None:
-        causes.integer("spec.replicas", spec.get("replicas"), 0, required=True)
+        causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS, required=True)
     return list(causes)

@@ -200,8 +200,8 @@ class RemoteReplica:
 
     # ---- writes ----
 
-    def write(self, ops, key=None, epoch=None, timeout=None):
-        command = commands.write(ops, key or uuid.uuid4().hex, epoch)
+    def write(self, ops, key=None, epoch=None, timeout=None, digest=None):
+        command = commands.write(ops, key or uuid.uuid4().hex, epoch, digest)
         return self.committer.call(command, timeout or self.write_timeout)
 
     def recall(self, key):

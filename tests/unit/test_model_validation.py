@@ -384,7 +384,8 @@ def deployment_causes(mutate):
 
 
 @pytest.mark.parametrize("mutate, field, text", [
-    (lambda s: set_(s, "replicas", -1), "spec.replicas", "0 or more"),
+    (lambda s: set_(s, "replicas", -1), "spec.replicas", "from 0 to 30000"),
+    (lambda s: set_(s, "replicas", 2 ** 31), "spec.replicas", "from 0 to 30000"),
     (lambda s: set_(s, "replicas", True), "spec.replicas", "integer"),
     (lambda s: set_(s, "replicas", "3"), "spec.replicas", "integer"),
     (lambda s: set_(s, "replicas", 1.5), "spec.replicas", "integer"),
@@ -704,7 +705,7 @@ def test_validate_scale(body, ok):
 def test_scale_messages():
     assert validate_scale({"spec": {}}) == [Cause("spec.replicas", "is required")]
     assert validate_scale({"spec": {"replicas": -2}}) == [
-        Cause("spec.replicas", "must be an integer of 0 or more, got -2")]
+        Cause("spec.replicas", "must be an integer from 0 to 30000, got -2")]
 
 
 def test_describe_causes():
