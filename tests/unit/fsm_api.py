@@ -30,10 +30,10 @@ class FsmReplica:
     def revision(self):
         return self.fsm.revision
 
-    def write(self, ops, key=None, epoch=None, timeout=None):
+    def write(self, ops, key=None, epoch=None, timeout=None, digest=None):
         with self.lock:
             self.writes += 1
-            return self.fsm.apply(commands.write(ops, key or "k%d" % self.writes, epoch))
+            return self.fsm.apply(commands.write(ops, key or "k%d" % self.writes, epoch, digest))
 
     def recall(self, key):
         with self.lock:
