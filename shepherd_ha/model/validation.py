@@ -10,6 +10,7 @@ from ._checks import Cause, Causes, is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
                     is_dns1123_subdomain, show)
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
+from .rbac_validation import VALIDATORS as RBAC_VALIDATORS
 from .resources import RESOURCES
 from .selectors import LabelSelector, SelectorError
 from .status_validation import validate_status
@@ -336,7 +337,8 @@ def _controller_revision(causes, obj):
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
-               "controllerrevisions": _controller_revision, "configmaps": _config_map}
+               "controllerrevisions": _controller_revision, "configmaps": _config_map,
+               **RBAC_VALIDATORS}
 
 
 def validate_scale(obj):

@@ -1,0 +1,149 @@
+"""The authorization chain every authenticated request goes through, and its wiring.
+
+  1. system:masters may do anything (hard-wired, as in Kubernetes: deleting a role
+     never locks the admins out);
+  2. a node's own identity: node_restriction.py (allow, deny, or no opinion);
+  3. RBAC: the stored Roles, ClusterRoles and their bindings plus the built-in ones
+     (rbac.py), read from this replica's copy of the store.
+Nothing allowed it: 403 with Kubernetes' message. Impersonation (Impersonate-User,
+Impersonate-Group, as kubectl --as/--as-group sends) needs the verb `impersonate` on
+users / groups and then authorizes as that identity.
+
+The RBAC index is rebuilt only when the RBAC objects changed: a request compares the
+replica's revision with the last one seen (one integer); only if it moved are the
+four RBAC collections fingerprinted (their size and highest resourceVersion: any
+create or update raises the latter, a delete lowers the former), and only if that
+moved is the index rebuilt. A change is thus in force for the next request this
+replica serves once its copy of the store holds it.
+"""
+import json
+import threading
+
+from flask import request
+
+from shepherd_ha.store.raft_node import Unavailable
+
+from ..errors import ApiError, unavailable
+from .attributes import Attributes, forbidden_message, from_request
+from .node_restriction import ALLOW, DENY, NodeRestriction, node_name
+from .rbac import RbacIndex
+
+GROUP_MASTERS = "system:masters"
+GROUP_AUTHENTICATED = "system:authenticated"
+RBAC_KINDS = ("roles", "clusterroles", "rolebindings", "clusterrolebindings")
+REVIEW_PATHS = frozenset("/apis/authorization.k8s.io/v1/" + p
+                         for p in ("selfsubjectaccessreviews", "selfsubjectrulesreviews"))
+_SHARED_NODE_HINT = ("a node's token must be its own (user system:node:NAME in group system:nodes): "
+                     "make one with `shepherd-ha token create --node NAME`")
+
+
+class IndexCache:
+    def __init__(self, replica):
+        self.replica = replica
+        self._lock = threading.Lock()
+        self._revision = None
+        self._fingerprint = None
+        self._index = RbacIndex()
+        self.rebuilds = 0
+
+    def current(self):
+        revision = self.replica.revision()
+        if revision == self._revision:
+            return self._index
+        with self._lock:
+            if revision != self._revision:
+                lists = {kind: self.replica.list(kind, None, False)[0] for kind in RBAC_KINDS}
+                fingerprint = tuple((len(items), max((_rv(o) for o in items), default=0))
+                                    for items in lists.values())
+                if fingerprint != self._fingerprint:
+                    self._index = RbacIndex(*(lists[k] for k in RBAC_KINDS))
+                    self._fingerprint = fingerprint
+                    self.rebuilds += 1
+                self._revision = revision
+            return self._index
+
+
+def _rv(obj):
+    value = (obj.get("metadata") or {}).get("resourceVersion")
+    return int(value) if isinstance(value, str) and value.isdigit() else 0
+
+
+class Authorizer:
+    def __init__(self, replica):
+        self.index = IndexCache(replica)
+        self.nodes = NodeRestriction(replica)
+
+    def authorize(self, user, groups, attrs, body=lambda: None):
+        """(allowed, reason). Raises Unavailable when a needed linearizable read cannot be made."""
+        if GROUP_MASTERS in groups:
+            return True, "member of %s" % GROUP_MASTERS
+        node = node_name(user, groups)
+        node_reason = ""
+        if node is not None:
+            decision, node_reason = self.nodes.decide(node, attrs, body)
+            if decision == ALLOW:
+                return True, "Node: node %s" % node
+            if decision == DENY:
+                return False, node_reason
+        elif "system:nodes" in groups:
+            node_reason = _SHARED_NODE_HINT
+        allowed, reason = self.index.current().authorize(user, groups, attrs)
+        return (True, reason) if allowed else (False, node_reason)
+
+    def rules(self, user, groups, namespace):
+        return self.index.current().rules_for(user, groups, namespace)
+
+
+def identity(authorizer):
+    """(user, groups) of this request after impersonation; ApiError when refused."""
+    env = request.environ
+    user, groups = env["shepherd.user"], tuple(env.get("shepherd.groups") or ()) + (GROUP_AUTHENTICATED,)
+    as_user = request.headers.get("Impersonate-User")
+    as_groups = [g for g in request.headers.getlist("Impersonate-Group") if g]
+    if as_user is None and not as_groups:
+        return user, groups
+    if not as_user:
+        raise ApiError(400, "Impersonate-Group needs Impersonate-User too (kubectl --as USER --as-group G)")
+    wanted = [Attributes("impersonate", "users", name=as_user)] + \
+             [Attributes("impersonate", "groups", name=g) for g in as_groups]
+    for attrs in wanted:
+        allowed, reason = authorizer.authorize(user, groups, attrs)
+        if not allowed:
+            raise ApiError(403, forbidden_message(user, attrs, reason), "Forbidden",
+                           details={"name": attrs.name, "kind": attrs.resource})
+    return as_user, tuple(as_groups) + (GROUP_AUTHENTICATED,)
+
+
+def _body():
+    try:
+        body = json.loads(request.get_data(cache=True) or b"null")
+    except (ValueError, RecursionError):
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def install(app, replica):
+    """Authorize every authenticated request (after auth.install's check); returns the Authorizer."""
+    authorizer = Authorizer(replica)
+
+    @app.before_request
+    def authorize():
+        env = request.environ
+        if "shepherd.user" not in env or env.get("shepherd.restricted"):
+            return      # anonymous path, or the replicas' own token (auth.py checks its paths)
+        user, groups = identity(authorizer)
+        env["shepherd.user"], env["shepherd.groups"] = user, groups
+        if request.path in REVIEW_PATHS:
+            return      # any authenticated user may ask what they may do (Kubernetes' system:basic-user)
+        attrs = from_request(request.method, request.path, request.args)
+        try:
+            allowed, reason = authorizer.authorize(user, groups, attrs, _body)
+        except Unavailable as exc:
+            raise unavailable(exc)
+        if not allowed:
+            details = {"name": attrs.name, "group": attrs.api_group, "kind": attrs.resource}
+            raise ApiError(403, forbidden_message(user, attrs, reason), "Forbidden",
+                           details={k: v for k, v in details.items() if v} or None)
+
+    app.extensions["shepherd_authorizer"] = authorizer
+    return authorizer
