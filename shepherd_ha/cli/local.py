@@ -99,8 +99,8 @@ def cmd_up(args, cluster):
     config = cluster.write_client_config()
     print("cluster is up; leader %s" % leader)
     if cluster.token():
-        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it), the agents' in %s"
-              % (config, cluster.node_token_file))
+        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it); each agent has its "
+              "own in %s" % (config, cluster.node_token_file("NAME")))
     else:
         print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
               "keep it on a trusted network, or make a new one")

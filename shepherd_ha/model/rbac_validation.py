@@ -80,7 +80,7 @@ def _cluster_role_binding(causes, obj):
 
 def _reserved(causes, obj, names, kind):
     name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
-    if name in names:
+    if isinstance(name, str) and name in names:
         causes.add("metadata.name", "%s is a built-in %s (it cannot be replaced): pick another name"
                    % (show(name), kind))
 

@@ -99,7 +99,8 @@ def identity(authorizer):
     env = request.environ
     user, groups = env["shepherd.user"], tuple(env.get("shepherd.groups") or ()) + (GROUP_AUTHENTICATED,)
     as_user = request.headers.get("Impersonate-User")
-    as_groups = [g for g in request.headers.getlist("Impersonate-Group") if g]
+    # One header per group as kubectl sends, or comma-separated ones (sheepctl's client sends one header).
+    as_groups = [g.strip() for v in request.headers.getlist("Impersonate-Group") for g in v.split(",") if g.strip()]
     if as_user is None and not as_groups:
         return user, groups
     if not as_user:
