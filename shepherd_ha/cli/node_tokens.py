@@ -120,3 +120,20 @@ def run(args):
     else:
         print(token)
     return 0
+
+
+def main(argv=None):
+    """`python -m shepherd_ha.cli.node_tokens create --node NAME ...`: the same without the
+    server's imports (the Vagrant host's prepare-artifacts.sh runs it with a bare Python)."""
+    import argparse
+    parser = argparse.ArgumentParser(prog="shepherd-ha")
+    add_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["token"] + list(sys.argv[1:] if argv is None else argv))
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -102,4 +102,4 @@ def test_sheepctl_uses_the_config_token_and_says_what_to_do_without_one(cluster)
     code, text = sheepctl("--server", url, "get", "pods", env={"SHEPHERD_TOKEN": VIEWER})
     assert code == 0, text
     code, text = sheepctl("--server", url, "--token", VIEWER, "delete", "pod", "admin-0")
-    assert code != 0 and "may not DELETE" in text, text
+    assert code != 0 and 'User "viewer" cannot delete resource "pods"' in text, text
