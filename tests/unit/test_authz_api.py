@@ -112,3 +112,15 @@ def test_the_index_is_rebuilt_only_when_rbac_objects_change():
     c.post(RBAC + "/namespaces/default/roles", json=role("r", [], "default"), headers=bearer("admin"))
     c.get("/api/v1/namespaces/default/pods", headers=bearer("alice"))
     assert authorizer.index.rebuilds == rebuilds + 1
+
+
+def test_a_watch_needs_the_watch_verb_however_the_flag_is_spelled():
+    _, c = make()
+    lister = role("lister", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]}], "default")
+    c.post(RBAC + "/namespaces/default/roles", json=lister, headers=bearer("admin"))
+    c.post(RBAC + "/namespaces/default/rolebindings", json=binding("b", "lister", [user("bob")], "default"),
+           headers=bearer("admin"))
+    assert c.get("/api/v1/namespaces/default/pods", headers=bearer("bob")).status_code == 200
+    for value in ("1", "true", "yes", "True"):
+        resp = c.get("/api/v1/namespaces/default/pods?watch=" + value, headers=bearer("bob"))
+        assert resp.status_code == 403 and "cannot watch" in resp.json["message"], value

@@ -17,6 +17,8 @@ def test_request_attributes_follow_kubernetes_request_info():
     cases = {
         ("GET", "/api/v1/namespaces/default/pods", ""): ("list", "pods", "", "default", ""),
         ("GET", "/api/v1/namespaces/default/pods", "watch=true"): ("watch", "pods", "", "default", ""),
+        ("GET", "/api/v1/namespaces/default/pods", "watch=yes"): ("watch", "pods", "", "default", ""),
+        ("GET", "/api/v1/namespaces/default/pods", "watch=YES"): ("watch", "pods", "", "default", ""),
         ("GET", "/api/v1/pods", ""): ("list", "pods", "", "", ""),
         ("POST", "/api/v1/namespaces/default/pods", ""): ("create", "pods", "", "default", ""),
         ("GET", "/api/v1/namespaces/default/pods/web/log", ""): ("get", "pods", "log", "default", "web"),

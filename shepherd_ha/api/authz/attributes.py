@@ -2,6 +2,8 @@
 verb, API group, resource, subresource, namespace, name; or a non-resource path."""
 import dataclasses
 
+from ..bodies import TRUE_VALUES
+
 _READ_VERBS = {"GET": "get", "HEAD": "get", "OPTIONS": "get"}
 _ITEM_VERBS = {"PUT": "update", "PATCH": "patch", "DELETE": "delete", "POST": "create"}
 _COLLECTION_VERBS = {"POST": "create", "DELETE": "deletecollection", "PUT": "update", "PATCH": "patch"}
@@ -47,7 +49,7 @@ def from_request(method, path, args):
     if name:
         verb = _READ_VERBS.get(method) or _ITEM_VERBS.get(method, method.lower())
     elif method in _READ_VERBS:
-        watch = (args.get("watch") or "").lower() in ("1", "true")
+        watch = (args.get("watch") or "").lower() in TRUE_VALUES    # as the handler decides (bodies.flag)
         verb = "watch" if watch else "list"
     else:
         verb = _COLLECTION_VERBS.get(method, method.lower())
