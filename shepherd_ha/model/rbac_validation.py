@@ -6,7 +6,8 @@ from .names import show
 from .rbac_defaults import BUILTIN_CLUSTER_ROLES, BUILTIN_CLUSTER_ROLE_BINDINGS
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
-VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "*")
+VERBS = ("get", "list", "watch", "create", "update", "patch", "delete", "deletecollection", "impersonate", "bind",
+         "escalate", "*")
 SUBJECT_KINDS = ("User", "Group", "ServiceAccount")
 
 

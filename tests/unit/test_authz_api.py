@@ -124,3 +124,39 @@ def test_a_watch_needs_the_watch_verb_however_the_flag_is_spelled():
     for value in ("1", "true", "yes", "True"):
         resp = c.get("/api/v1/namespaces/default/pods?watch=" + value, headers=bearer("bob"))
         assert resp.status_code == 403 and "cannot watch" in resp.json["message"], value
+
+
+def test_rbac_writes_may_not_grant_more_than_the_writer_holds():
+    _, c = make()
+    c.post(RBAC + "/namespaces/default/rolebindings", json=binding("boss", "admin", [user("bob")], "default",
+                                                                    "ClusterRole"), headers=bearer("admin"))
+    ok = binding("alice-edits", "edit", [user("alice")], "default", "ClusterRole")
+    assert c.post(RBAC + "/namespaces/default/rolebindings", json=ok, headers=bearer("bob")).status_code == 201
+    grab = binding("bob-root", "cluster-admin", [user("bob")], "default", "ClusterRole")
+    resp = c.post(RBAC + "/namespaces/default/rolebindings", json=grab, headers=bearer("bob"))
+    assert resp.status_code == 403 and "a binding to ClusterRole cluster-admin would grant" in resp.json["message"]
+    assert "(or needs the verb bind)" in resp.json["message"]
+    small = role("reader", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}], "default")
+    assert c.post(RBAC + "/namespaces/default/roles", json=small, headers=bearer("bob")).status_code == 201
+    for rules in ([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+                  [{"apiGroups": [""], "resources": ["users"], "verbs": ["impersonate"]}],
+                  [{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["delete"]}]):
+        resp = c.post(RBAC + "/namespaces/default/roles", json=role("big", rules, "default"), headers=bearer("bob"))
+        assert resp.status_code == 403 and "an RBAC write may not give more" in resp.json["message"], rules
+    patch = '{"rules":[{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}'
+    resp = c.patch(RBAC + "/namespaces/default/roles/reader", data=patch,
+                   headers=bearer("bob", **{"Content-Type": "application/merge-patch+json"}))
+    assert resp.status_code == 403
+    assert c.post(RBAC + "/namespaces/default/roles", json=role("big", [{"apiGroups": ["*"], "resources": ["*"],
+                                                                        "verbs": ["*"]}], "default"),
+                  headers=bearer("admin")).status_code == 201     # system:masters may
+    # bind: may bind a role it could not have written
+    c.post(RBAC + "/clusterroles", json=role("binder", [{"apiGroups": ["rbac.authorization.k8s.io"],
+                                                         "resources": ["roles"], "resourceNames": ["big"],
+                                                         "verbs": ["bind"]}], kind="ClusterRole"),
+           headers=bearer("admin"))
+    c.post(RBAC + "/namespaces/default/rolebindings", json=binding("bob-binds", "binder", [user("bob")], "default",
+                                                                    "ClusterRole"), headers=bearer("admin"))
+    resp = c.post(RBAC + "/namespaces/default/rolebindings", json=binding("x", "big", [user("alice")], "default"),
+                  headers=bearer("bob"))
+    assert resp.status_code == 201, resp.json

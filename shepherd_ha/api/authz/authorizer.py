@@ -5,7 +5,8 @@
   2. a node's own identity: node_restriction.py (allow, deny, or no opinion);
   3. RBAC: the stored Roles, ClusterRoles and their bindings plus the built-in ones
      (rbac.py), read from this replica's copy of the store.
-Nothing allowed it: 403 with Kubernetes' message. Impersonation (Impersonate-User,
+Nothing allowed it: 403 with Kubernetes' message. A write of RBAC objects must also
+pass the escalation check (escalation.py). Impersonation (Impersonate-User,
 Impersonate-Group, as kubectl --as/--as-group sends) needs the verb `impersonate` on
 users / groups and then authorizes as that identity.
 
@@ -26,6 +27,7 @@ from flask import request
 from shepherd_ha.store.raft_node import Unavailable
 
 from ..errors import ApiError, unavailable
+from . import escalation
 from .attributes import Attributes, forbidden_message, from_request
 from .node_restriction import ALLOW, DENY, NodeRestriction, node_name
 from .rbac import RbacIndex
@@ -106,6 +108,11 @@ class Authorizer:
     def rules(self, user, groups, namespace):
         return self.index.current().rules_for(user, groups, namespace)
 
+    def role_rules(self, kind, namespace, name):
+        """The rules (as stored) of a Role in `namespace` or a ClusterRole; [] if there is none."""
+        key = (kind, namespace if kind == "Role" else "", name)
+        return self.index.current().raw_rules.get(key) or []
+
 
 def identity(authorizer):
     """(user, groups) of this request after impersonation; ApiError when refused."""
@@ -154,6 +161,9 @@ def install(app, replica):
             allowed, reason = authorizer.authorize(user, groups, attrs, _body)
         except Unavailable as exc:
             raise unavailable(exc)
+        if allowed and GROUP_MASTERS not in groups:
+            reason = escalation.check(authorizer, replica, user, groups, attrs, _body())
+            allowed = reason is None
         if not allowed:
             details = {"name": attrs.name, "group": attrs.api_group, "kind": attrs.resource}
             raise ApiError(403, forbidden_message(user, attrs, reason), "Forbidden",

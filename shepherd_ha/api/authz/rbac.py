@@ -88,9 +88,13 @@ class RbacIndex:
 
     def __init__(self, roles=(), cluster_roles=(), role_bindings=(), cluster_role_bindings=()):
         cluster_role_rules = {name: self._rules(r) for name, r in BUILTIN_CLUSTER_ROLES.items()}
+        self.raw_rules = {("ClusterRole", "", name): r.get("rules") for name, r in BUILTIN_CLUSTER_ROLES.items()}
         for r in cluster_roles:
             cluster_role_rules.setdefault(r["metadata"]["name"], self._rules(r))
+            self.raw_rules.setdefault(("ClusterRole", "", r["metadata"]["name"]), r.get("rules"))
         role_rules = {(r["metadata"].get("namespace", ""), r["metadata"]["name"]): self._rules(r) for r in roles}
+        for r in roles:
+            self.raw_rules[("Role", r["metadata"].get("namespace", ""), r["metadata"]["name"])] = r.get("rules")
         self.grants = {}
         bindings = list(BUILTIN_CLUSTER_ROLE_BINDINGS.values())
         bindings += [b for b in cluster_role_bindings if b["metadata"]["name"] not in BUILTIN_CLUSTER_ROLE_BINDINGS]
