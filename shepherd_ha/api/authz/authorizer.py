@@ -162,7 +162,7 @@ def install(app, replica):
         except Unavailable as exc:
             raise unavailable(exc)
         if allowed and GROUP_MASTERS not in groups:
-            reason = escalation.check(authorizer, replica, user, groups, attrs, _body())
+            reason = escalation.check(authorizer, replica, user, groups, attrs, _body)
             allowed = reason is None
         if not allowed:
             details = {"name": attrs.name, "group": attrs.api_group, "kind": attrs.resource}

@@ -45,11 +45,13 @@ def _target(attrs, body, current):
 
 
 def check(authorizer, replica, user, groups, attrs, body):
-    """None when the write gives no one more than `user` has; else the sentence why not."""
+    """None when the write gives no one more than `user` has; else the sentence why not.
+    body(): the parsed request body."""
     if attrs.api_group != RBAC_GROUP or attrs.verb not in ("create", "update", "patch") or attrs.subresource:
         return None
     if attrs.resource not in ROLE_KINDS + BINDING_KINDS:
         return None
+    body = body()                      # read only for RBAC writes
     current = None
     if attrs.verb == "patch":
         current, _ = replica.get(attrs.resource, attrs.namespace or None, attrs.name, False)
