@@ -9,7 +9,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
 from . import auth, cluster_check, health, membership, snapshot_endpoint
-from .authz import access_review, authorizer as authz
+from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
@@ -29,7 +29,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None):
     (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica, peer_token)
+    objects = ObjectApi(builtin_view.WithBuiltins(replica), peer_token)     # + the built-in RBAC roles
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 

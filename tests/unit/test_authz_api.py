@@ -160,3 +160,23 @@ def test_rbac_writes_may_not_grant_more_than_the_writer_holds():
     resp = c.post(RBAC + "/namespaces/default/rolebindings", json=binding("x", "big", [user("alice")], "default"),
                   headers=bearer("bob"))
     assert resp.status_code == 201, resp.json
+
+
+def test_the_built_in_roles_are_listed_and_read_only():
+    _, c = make()
+    mine = role("monitoring", [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}], kind="ClusterRole")
+    assert c.post(RBAC + "/clusterroles", json=mine, headers=bearer("admin")).status_code == 201
+    names = [o["metadata"]["name"] for o in c.get(RBAC + "/clusterroles", headers=bearer("admin")).json["items"]]
+    assert {"cluster-admin", "admin", "edit", "view", "monitoring"} <= set(names)
+    view = c.get(RBAC + "/clusterroles/view", headers=bearer("admin")).json
+    assert view["metadata"]["annotations"]["shepherd.io/built-in"] == "true"
+    assert any("pods" in r.get("resources", []) for r in view["rules"])
+    bindings = c.get(RBAC + "/clusterrolebindings", headers=bearer("admin")).json["items"]
+    assert {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "system:masters"} in \
+        next(b for b in bindings if b["metadata"]["name"] == "cluster-admin")["subjects"]
+    patch = '{"rules":[{"apiGroups":["*"],"resources":["*"],"verbs":["*"]}]}'
+    resp = c.patch(RBAC + "/clusterroles/view", data=patch,
+                   headers=bearer("admin", **{"Content-Type": "application/merge-patch+json"}))
+    assert resp.status_code == 422 and "built-in ClusterRole" in resp.json["message"]
+    assert c.delete(RBAC + "/clusterroles/view", headers=bearer("admin")).status_code == 404
+    assert c.get(RBAC + "/clusterroles/view", headers=bearer("admin")).status_code == 200
