@@ -27,7 +27,8 @@ AGENT_OPTIONS = (
     Option("servers", str, None, "control-plane replica URLs, comma-separated, e.g. "
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
-           "--token-file; the token's user in group system:nodes)"),
+           "--token-file): the node's own, user system:node:NAME in group system:nodes "
+           "(`shepherd-ha token create --node NAME`)"),
     Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
            "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
            "API refuses its requests"),

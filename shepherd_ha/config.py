@@ -52,7 +52,7 @@ SERVER_OPTIONS = (
            "local up` or the provisioning); kept in DATA_DIR/cluster-id, which must agree; unset, a new data dir "
            "takes one derived from the Raft password"),
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
-           "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
+           "\"groups\", re-read when it changes (who may do what: docs/security.md); "
            "unset, anyone who reaches the API may do anything"),
     Option("encryption_key_file", str, None, "encrypt Secrets at rest (journal, dump, snapshots) with AES-GCM: a "
            "file of lines NAME:BASE64 (32-byte keys); the first encrypts, all decrypt; the same file on every replica"),

@@ -284,12 +284,15 @@ def main(argv=None):
             out.write(text)
         print(f"data plane of the VMs written to {argv[1]}")
         return 0
+    if argv == ["workers"]:
+        print("\n".join(layout.workers))      # prepare-artifacts.sh gives each its own node token
+        return 0
     if argv == ["show"]:
         for host in layout.hosts:
             role = "control-plane " + layout.replica_id(host) if host in layout.control_planes else "worker"
             print(f"{host:5} {layout.address(host):16} {role}")
         return 0
-    print("usage: cluster_layout.py sheepctl-config PATH | server-options PATH | data-plane PATH | show",
+    print("usage: cluster_layout.py sheepctl-config PATH | server-options PATH | data-plane PATH | workers | show",
           file=sys.stderr)
     return 2
 

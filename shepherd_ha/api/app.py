@@ -9,6 +9,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
 from . import auth, cluster_check, discovery, health, membership, snapshot_endpoint
+from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
@@ -30,7 +31,8 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     # Secrets sealed before they are submitted, opened when served (--encryption-key-file).
-    objects = ObjectApi(SecretsAtRest(replica, secrets_cipher), peer_token)
+    # + the built-in RBAC roles (served, never stored)
+    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), peer_token)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -60,8 +62,11 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
         request.environ["shepherd.start"] = time.perf_counter()   # so latency includes a queued wait
 
     cluster_check.install(app, getattr(replica, "cluster_id", None))
+    authorizer = None
     if tokens is not None:
         auth.install(app, tokens)
+        authorizer = authz.install(app, replica)       # RBAC + NodeRestriction (api/authz/)
+    access_review.register(app, authorizer)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
     health.register(app, replica, metrics, peer_token)

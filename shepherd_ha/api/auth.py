@@ -1,4 +1,4 @@
-"""Bearer-token authentication and coarse authorization for the API.
+"""Bearer-token authentication for the API.
 
 Turned on by `--token-file` (off, the API answers anyone who can reach it: fine on
 loopback, root on every node otherwise, since a pod may mount the node's disk).
@@ -6,12 +6,12 @@ The file is Kubernetes' static token file format, one user per line:
 
     token,user,uid[,"group1,group2"]
 
-Groups decide what a user may do:
-  system:masters   everything
-  system:nodes     everything (agents register nodes, report pod status, record events)
-  shepherd:view    reads and watches only
-Anything else is authenticated but refused (403). /healthz, /readyz and /version
-answer without a token, as in Kubernetes, so probes and load balancers need none.
+It is re-read when it changes (token_reload.py): a token added by `shepherd-ha token
+create --node NAME` works at once. What an authenticated user may do is decided by
+api/authz/ (system:masters everything; a node's own identity system:node:NAME in
+group system:nodes what Kubernetes' NodeRestriction allows; everyone else what RBAC
+grants, the group shepherd:view bound to the role view). /healthz, /readyz and
+/version answer without a token, as in Kubernetes, so probes and load balancers need none.
 
 Replicas show a token derived from the Raft password they share when they ask each
 other for their status (the cluster view) and when they fetch pod logs from an agent
@@ -30,6 +30,7 @@ from flask import request
 from shepherd_ha.options import ConfigError
 
 from .errors import ApiError
+from .token_reload import ReloadingTokenTable
 
 GROUP_ADMIN = "system:masters"
 GROUP_NODES = "system:nodes"
@@ -107,7 +108,11 @@ def parse_token_lines(lines, source):
 
 
 def load_token_file(path, raft_password=None):
-    """The TokenTable for --token-file, plus the replicas' own status token."""
+    """The table for --token-file (re-read when the file changes), plus the replicas' own status token."""
+    return ReloadingTokenTable(path, lambda: _read_token_file(path, raft_password))
+
+
+def _read_token_file(path, raft_password):
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:     # -sig: a BOM is not part of a token
             users = parse_token_lines(fh, path)
@@ -145,11 +150,10 @@ def check(table, authorization, method, path):
     if user is None:
         raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
                        "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
-    if not user.may(method, path):
-        need = WRITE_GROUPS if user.may("GET", path) else READ_GROUPS
-        raise ApiError(403, "user %s (groups: %s) may not %s %s: that needs one of the groups %s"
-                       % (user.name, ", ".join(user.groups) or "none", method, path,
-                          ", ".join(sorted(need))), "Forbidden")
+    # The replicas' own token may call its paths only; everyone else is authorized by
+    # api/authz/ (RBAC, node rules) once the request reaches the app.
+    if user.paths is not None and not user.may(method, path):
+        raise ApiError(403, "user %s may not %s %s" % (user.name, method, path), "Forbidden")
     return user
 
 
@@ -173,5 +177,7 @@ def install(app, table):
         user = check(table, request.headers.get("Authorization"), request.method, request.path)
         if user is None:
             return
+        if user.paths is not None:        # the replicas' own token: its paths only (authz/ decides the rest)
+            request.environ["shepherd.restricted"] = True
         request.environ["shepherd.user"] = user.name
         request.environ["shepherd.groups"] = user.groups      # flow control classifies by them

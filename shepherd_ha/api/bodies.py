@@ -104,9 +104,12 @@ def is_number(text):
     return bool(text) and text.isascii() and text.isdigit()
 
 
+TRUE_VALUES = ("1", "true", "yes")      # authz/attributes.py reads ?watch= with these too
+
+
 def flag(name):
     value = request.args.get(name)
-    return value is not None and value.lower() in ("1", "true", "yes")
+    return value is not None and value.lower() in TRUE_VALUES
 
 
 def dumps(obj):

@@ -29,7 +29,7 @@ def add_parser(subparsers):
                          "on a Docker engine, as an agent adopts the containers labelled with its name")
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
-                         "the admin's is in DIR/config, the agents' in DIR/node-token)")
+                         "the admin's is in DIR/config, each agent's own in DIR/agents/NAME/token)")
     up.add_argument("--netns", action="store_true",
                     help="every replica and agent in its own network namespace with its own address on "
                          "10.213.N.0/24 (root; agents use the hollow runtime); `local down` removes the network")
@@ -99,8 +99,8 @@ def cmd_up(args, cluster):
     config = cluster.write_client_config()
     print("cluster is up; leader %s" % leader)
     if cluster.token():
-        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it), the agents' in %s"
-              % (config, cluster.node_token_file))
+        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it); each agent has its "
+              "own in %s" % (config, cluster.node_token_file("NAME")))
     else:
         print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
               "keep it on a trusted network, or make a new one")

@@ -26,6 +26,7 @@ import requests
 import yaml
 
 from shepherd_ha import cluster_identity
+from . import node_tokens
 
 API_OFFSET, RAFT_OFFSET = 0, 100
 
@@ -100,8 +101,9 @@ class LocalCluster:
 
     def create(self, replicas=3, base_port=8000, server_options=None, auth=False, cluster_id=None):
         """Write the layout for a new cluster (processes are started separately). With
-        `auth`, the API requires bearer tokens: an admin token for the client config and
-        a node token for the agents are generated (DIR/tokens.csv, DIR/node-token)."""
+        `auth`, the API requires bearer tokens: an admin token for the client config is
+        generated (DIR/tokens.csv), and each agent gets its own node token when added
+        (DIR/agents/NAME/token: user system:node:NAME, group system:nodes)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -148,17 +150,26 @@ class LocalCluster:
     def token_file(self):
         return os.path.join(self.dir, "tokens.csv")
 
-    @property
-    def node_token_file(self):
-        return os.path.join(self.dir, "node-token")
+    def node_token_file(self, node):
+        """The file holding node `node`'s own token (made by node_token)."""
+        return os.path.join(self.dir, "agents", node, "token")
+
+    def node_token(self, node):
+        """Node `node`'s own token (user system:node:NODE), made and added to the replicas'
+        token file the first time; they re-read it, so it works at once."""
+        path = self.node_token_file(node)
+        if os.path.exists(path):
+            return open(path).read().strip()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        token = node_tokens.add_node_token(self.token_file, node, rotate=True)
+        write_private(path, token + "\n")
+        return token
 
     def _new_tokens(self):
-        """Generate the admin and node tokens and write the replicas' token file and the
-        agents' token file; returns them for the spec."""
-        tokens = {"admin_token": secrets.token_hex(16), "node_token": secrets.token_hex(16)}
-        write_private(self.token_file, '%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
-                      '"system:nodes"\n' % (tokens["admin_token"], tokens["node_token"]))
-        write_private(self.node_token_file, tokens["node_token"] + "\n")
+        """Generate the admin token and write the replicas' token file; returns it for the spec.
+        Nodes get theirs one by one (node_token)."""
+        tokens = {"admin_token": secrets.token_hex(16)}
+        write_private(self.token_file, '%s,admin,admin,"system:masters"\n' % tokens["admin_token"])
         return tokens
 
     def token(self):
@@ -307,8 +318,9 @@ class LocalCluster:
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
                   "state_dir": os.path.join(adir, "state"), "cluster_id": self.cluster_id()}
-        if spec.get("node_token"):
-            config["token_file"] = self.node_token_file
+        if spec.get("admin_token"):
+            self.node_token(name)
+            config["token_file"] = self.node_token_file(name)
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         agents = [a for a in spec.get("agents") or [] if a["name"] != name]

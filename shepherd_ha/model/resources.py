@@ -62,6 +62,11 @@ RESOURCES = {r.plural: r for r in (
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),
     # A deployment's revision history: one per distinct pod template, owned by the deployment.
     Resource("controllerrevisions", "ControllerRevision", "apps/v1", True, (), ()),
+    # Who may do what (api/authz/rbac.py reads them from the replica's copy of the store).
+    Resource("roles", "Role", "rbac.authorization.k8s.io/v1", True, (), ()),
+    Resource("clusterroles", "ClusterRole", "rbac.authorization.k8s.io/v1", False, (), ()),
+    Resource("rolebindings", "RoleBinding", "rbac.authorization.k8s.io/v1", True, (), ()),
+    Resource("clusterrolebindings", "ClusterRoleBinding", "rbac.authorization.k8s.io/v1", False, (), ()),
 )}
 
 _BY_KIND = {r.kind: r for r in RESOURCES.values()}

@@ -11,6 +11,7 @@ from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
                     is_dns1123_subdomain, show)
 from .pod_security import level_label_problem
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
+from .rbac_validation import VALIDATORS as RBAC_VALIDATORS
 from .resources import RESOURCES
 from .secret_validation import validate_secret
 from .selectors import LabelSelector, SelectorError
@@ -350,7 +351,7 @@ _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
                "controllerrevisions": _controller_revision, "configmaps": _config_map,
-               "secrets": validate_secret}
+               "secrets": validate_secret, **RBAC_VALIDATORS}
 
 
 def validate_scale(obj):

@@ -195,6 +195,9 @@ class RemoteReplica:
     def digest(self):
         return tuple(self.client.call("digest", self.write_timeout))
 
+    def change_marks(self, resources):
+        return self.mirror.change_marks(resources)
+
     def revision(self):
         return self.mirror.revision
 

@@ -21,7 +21,7 @@ import time
 
 from shepherd_ha.client import Client
 
-from . import apps, faults, figures, quiescence, report
+from . import apps, credentials, faults, figures, quiescence, report
 from .cluster import ChaosCluster, ChaosSetupError, have_root
 from .probes import ControllerProbe, GapProbe
 from .recorder import Recorder
@@ -129,7 +129,8 @@ def run(args):
     with ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log,
                       logs_to=os.path.join(out, "logs")) as cluster:
         urls = cluster.urls()
-        admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin")
+        admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
+                       token=credentials.token())
         apps.setup(admin)
         ctl_probe = ControllerProbe(cluster, admin, say=log)
         ctl_probe.setup()

@@ -216,7 +216,7 @@ def test_a_change_during_a_partition_is_refused_and_the_cluster_converges(tmp_pa
         leader = run.leader()
         followers = [i for i in lc.ids() if i != leader]
         headers = lc.auth_headers()
-        node_token = open(lc.node_token_file).read().strip()
+        node_token = lc.node_token("member-test-node")
         # Not an admin: 403, whatever the cluster's state.
         assert_status(call("DELETE", run.url(leader) + "/shepherd/v1/members/" + followers[0],
                            headers={"Authorization": "Bearer " + node_token}), 403)

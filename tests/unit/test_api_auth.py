@@ -92,15 +92,37 @@ def test_health_needs_no_token_and_everything_else_does(client):
     assert "not in this replica's --token-file" in client.get("/api/v1/pods", headers=bearer("z" * 32)).json["message"]
 
 
-def test_groups_decide_who_may_read_and_write(client):
-    for token, user in ((ADMIN, "alice"), (NODE, "system:node")):
+def test_authentication_names_the_user_and_groups_and_leaves_the_decision_to_authz(client):
+    # What each may do is api/authz/'s job (tests/unit/test_authz_*.py); here only who they are.
+    for token, user in ((ADMIN, "alice"), (NODE, "system:node"), (VIEWER, "bob"), (NOBODY, "carol")):
         assert client.post("/api/v1/pods", headers=bearer(token)).json == {"user": user}
-    assert client.get("/api/v1/pods", headers=bearer(VIEWER)).json == {"user": "bob"}
-    resp = client.delete("/api/v1/pods", headers=bearer(VIEWER))
-    assert resp.status_code == 403 and resp.json["reason"] == "Forbidden"
-    assert "user bob" in resp.json["message"] and "system:masters" in resp.json["message"]
-    resp = client.get("/api/v1/pods", headers=bearer(NOBODY))
-    assert resp.status_code == 403 and "shepherd:view" in resp.json["message"]
+
+
+def test_the_replicas_token_is_held_to_its_paths(tmp_path):
+    path = tmp_path / "tokens.csv"
+    path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
+    app = Flask("t")
+    auth.install(app, auth.load_token_file(str(path), raft_password="secret"))
+    app.register_error_handler(ApiError, error_response)
+    app.add_url_rule("/api/v1/pods", "pods", lambda: "ok", methods=["GET"])
+    resp = app.test_client().get("/api/v1/pods", headers=bearer(auth.peer_token("secret")))
+    assert resp.status_code == 403 and auth.REPLICA_USER in resp.json["message"]
+
+
+def test_the_token_file_is_read_again_when_it_changes(tmp_path, caplog):
+    path = tmp_path / "tokens.csv"
+    path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
+    table = auth.load_token_file(str(path))
+    assert table.authenticate(NODE) is None
+    new = tmp_path / "tokens.new"
+    new.write_text('%s,alice,u1,"system:masters"\n%s,system:node:n1,n1,"system:nodes"\n' % (ADMIN, NODE))
+    new.replace(path)
+    assert table.authenticate(NODE).name == "system:node:n1"
+    path.write_text('%s,bob,u1\n' % VIEWER)                # a token removed stops working at once
+    assert table.authenticate(NODE) is None and table.authenticate(VIEWER).name == "bob"
+    path.write_text("%s,broken\n" % ADMIN + "x" * 7)       # a bad edit keeps the previous tokens
+    assert table.authenticate(VIEWER).name == "bob"
+    assert "cannot be used" in caplog.text
 
 
 def test_a_token_file_that_is_not_text_is_a_config_error_and_a_bom_is_ignored(tmp_path):

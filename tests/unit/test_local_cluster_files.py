@@ -34,16 +34,25 @@ def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_cli
     cluster.create(3, find_base_port(3), auth=True)
     agent_config = cluster.add_agent("node-1", runtime="hollow")
     root = tmp_path / "c"
-    for name in ("tokens.csv", "node-token", "config"):
+    cluster.add_agent("node-2", runtime="hollow")
+    for name in ("tokens.csv", "config", "agents/node-1/token", "agents/node-2/token"):
         assert stat.S_IMODE(os.stat(root / name).st_mode) == 0o600, name
     tokens = auth.load_token_file(str(root / "tokens.csv"))
-    admin, node = tokens.authenticate(cluster.token()), tokens.authenticate((root / "node-token").read_text().strip())
-    assert admin.groups == (auth.GROUP_ADMIN,) and node.groups == (auth.GROUP_NODES,)
+    admin = tokens.authenticate(cluster.token())
+    assert admin.groups == (auth.GROUP_ADMIN,)
+    # each node its own identity (Kubernetes' system:node:NAME in system:nodes), no shared node token
+    for node in ("node-1", "node-2"):
+        user = tokens.authenticate((root / "agents" / node / "token").read_text().strip())
+        assert user.name == "system:node:" + node and user.groups == (auth.GROUP_NODES,)
+    assert cluster.node_token("node-1") != cluster.node_token("node-2")
+    assert not (root / "node-token").exists()
     assert yaml.safe_load((root / "config").read_text())["token"] == cluster.token()
     for ident in cluster.ids():
         assert yaml.safe_load((root / ident / "server.yaml").read_text())["token_file"] == str(root / "tokens.csv")
     with open(agent_config) as fh:
-        assert yaml.safe_load(fh)["token_file"] == str(root / "node-token")
+        assert yaml.safe_load(fh)["token_file"] == str(root / "agents" / "node-1" / "token")
+    cluster.add_agent("node-1", runtime="hollow")        # re-adding keeps the node's token
+    assert tokens.authenticate((root / "agents" / "node-1" / "token").read_text().strip()).name == "system:node:node-1"
     assert cluster.auth_headers() == {"Authorization": "Bearer " + cluster.token()}
 
     plain = LocalCluster(str(tmp_path / "p"))

@@ -75,6 +75,25 @@ SAMPLES = {
                                          "labels": {"app": "web", "pod-template-hash": "5d8f7b9c6b"}},
                             "revision": 2, "data": {"template": {"metadata": {"labels": {"app": "web"}},
                                                                  "spec": {"containers": [CONTAINER]}}}},
+    "roles": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": "pod-reader", "namespace": "default"},
+              "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+                        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["web"],
+                         "verbs": ["patch"]}]},
+    "clusterroles": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": "monitoring"},
+                     "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                               {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+    "rolebindings": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {"name": "alice-reads", "namespace": "default"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                     "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+                                  {"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]},
+    "clusterrolebindings": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                            "metadata": {"name": "ops-monitoring"},
+                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                        "name": "monitoring"},
+                            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "ops"}]},
 }
 
 
@@ -869,3 +888,20 @@ def test_keys_and_finalizers_with_a_trailing_newline_are_refused():
     body = sample("pods")
     body["metadata"]["finalizers"] = ["example.com/x\n"]
     assert [c.field for c in validate_object("pods", body)] == ["metadata.finalizers[0]"]
+
+
+@pytest.mark.parametrize("plural, change, field", [
+    ("roles", lambda o: o["rules"][0].update(verbs=["steal"]), "rules[0].verbs"),
+    ("roles", lambda o: o["rules"][0].pop("apiGroups"), "rules[0].apiGroups"),
+    ("roles", lambda o: o["rules"].append({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}),
+     "rules[2].nonResourceURLs"),
+    ("clusterroles", lambda o: o["metadata"].update(name="cluster-admin"), "metadata.name"),
+    ("rolebindings", lambda o: o["roleRef"].update(kind="Robot"), "roleRef.kind"),
+    ("rolebindings", lambda o: o["subjects"][1].pop("namespace"), "subjects[1].namespace"),
+    ("clusterrolebindings", lambda o: o["roleRef"].update(kind="Role"), "roleRef.kind"),
+    ("clusterrolebindings", lambda o: o["roleRef"].update(apiGroup="example.com"), "roleRef.apiGroup"),
+])
+def test_rbac_objects_are_checked(plural, change, field):
+    obj = sample(plural)
+    change(obj)
+    assert field in fields(validate_object(plural, obj))

@@ -58,8 +58,9 @@ fi
 
 install -d -m 755 /etc/shepherd
 [ -s "$DATA_PLANE" ] || { echo "error: $DATA_PLANE is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
-[ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
-install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
+# This node's own token (user system:node:$NODE): it may write only its own Node and Lease.
+[ -s "$DIST/secrets/nodes/$NODE.token" ] || { echo "error: $DIST/secrets/nodes/$NODE.token is missing; run vagrant/scripts/prepare-artifacts.sh on the host (WORKERS as for vagrant up)" >&2; exit 1; }
+install -m 600 "$DIST/secrets/nodes/$NODE.token" /etc/shepherd/node-token
 [ -s "$DIST/cluster-id" ] || { echo "error: $DIST/cluster-id is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh

@@ -76,15 +76,30 @@ if [ ! -s "$ARTIFACTS/secrets/raft-password" ]; then
   (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$ARTIFACTS/secrets/raft-password")
 fi
 if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
-  log "generating the API tokens (admin for sheepctl and the drills, node for the agents)"
+  log "generating the admin's API token (sheepctl and the drills)"
   mkdir -p "$ARTIFACTS/secrets"
   chmod 700 "$ARTIFACTS/secrets"
   (umask 077
    "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/admin-token"
-   "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/node-token"
-   printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
-     "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
+   printf '%s,admin,admin,"system:masters"\n' "$(cat "$ARTIFACTS/secrets/admin-token")" >"$ARTIFACTS/secrets/tokens.csv")
 fi
+# One identity per worker (user system:node:NAME, group system:nodes: docs/security.md), made once per
+# worker; a WORKERS=N raised later adds the new ones (the replicas re-read tokens.csv once provisioned).
+# A shared node token of an older layout is dropped.
+(umask 077
+ mkdir -p "$ARTIFACTS/secrets/nodes"
+ if grep -q ',system:node,system:node,' "$ARTIFACTS/secrets/tokens.csv"; then
+   log "dropping the shared node token of an older layout"
+   grep -v ',system:node,system:node,' "$ARTIFACTS/secrets/tokens.csv" >"$ARTIFACTS/secrets/tokens.csv.new"
+   mv "$ARTIFACTS/secrets/tokens.csv.new" "$ARTIFACTS/secrets/tokens.csv"
+   rm -f "$ARTIFACTS/secrets/node-token"
+ fi
+ for worker in $("$PYTHON" "$PROJECT/vagrant/cluster_layout.py" workers); do
+   [ -s "$ARTIFACTS/secrets/nodes/$worker.token" ] && continue
+   log "generating node $worker's own API token"
+   PYTHONPATH="$PROJECT" "$PYTHON" -m shepherd_ha.cli.node_tokens create --node "$worker" --rotate \
+     --token-file "$ARTIFACTS/secrets/tokens.csv" --output "$ARTIFACTS/secrets/nodes/$worker.token"
+ done)
 if [ ! -s "$ARTIFACTS/cluster-id" ]; then
   # Made once with the cluster (docs/operations.md "Cluster identity"); not a secret: every VM gets it.
   log "generating the cluster id"
