@@ -25,6 +25,20 @@ METADATA = {
 }
 
 _KEY_REF = {"name": SCALAR, "key": SCALAR, "optional": SCALAR}
+_PROFILE = {"type": SCALAR, "localhostProfile": SCALAR}
+# Every Kubernetes securityContext field is known, so one the agent cannot enforce
+# reaches validation and is refused there by name (model/security_context.py), never
+# dropped with a warning as if it were a typo.
+_SECURITY_COMMON = {
+    **{k: SCALAR for k in ("runAsUser", "runAsGroup", "runAsNonRoot", "seLinuxChangePolicy")},
+    "seccompProfile": _PROFILE, "appArmorProfile": _PROFILE, "seLinuxOptions": MAP, "windowsOptions": MAP,
+}
+_CONTAINER_SECURITY = dict(_SECURITY_COMMON, **{k: SCALAR for k in (
+    "privileged", "allowPrivilegeEscalation", "readOnlyRootFilesystem", "procMount")},
+    capabilities={"add": SCALAR, "drop": SCALAR})
+_POD_SECURITY = dict(_SECURITY_COMMON, **{k: SCALAR for k in (
+    "supplementalGroups", "fsGroup", "fsGroupChangePolicy", "supplementalGroupsPolicy")},
+    sysctls=[{"name": SCALAR, "value": SCALAR}])
 _PROBE = {
     "exec": {"command": SCALAR},
     "httpGet": {"path": SCALAR, "port": SCALAR, "scheme": SCALAR, "host": SCALAR,
@@ -36,11 +50,16 @@ _PROBE = {
 CONTAINER = {
     **{k: SCALAR for k in ("name", "image", "command", "args", "workingDir", "imagePullPolicy")},
     "ports": [{k: SCALAR for k in ("name", "containerPort", "hostPort", "protocol", "hostIP")}],
-    "env": [{"name": SCALAR, "value": SCALAR, "valueFrom": {"configMapKeyRef": _KEY_REF}}],
-    "envFrom": [{"prefix": SCALAR, "configMapRef": {"name": SCALAR, "optional": SCALAR}}],
+    "env": [{"name": SCALAR, "value": SCALAR,
+             # fieldRef and resourceFieldRef are known so validation refuses them by name
+             "valueFrom": {"configMapKeyRef": _KEY_REF, "secretKeyRef": _KEY_REF, "fieldRef": MAP,
+                           "resourceFieldRef": MAP}}],
+    "envFrom": [{"prefix": SCALAR, "configMapRef": {"name": SCALAR, "optional": SCALAR},
+                 "secretRef": {"name": SCALAR, "optional": SCALAR}}],
     "resources": {"requests": MAP, "limits": MAP},
     "volumeMounts": [{k: SCALAR for k in ("name", "mountPath", "subPath", "readOnly")}],
     "livenessProbe": _PROBE, "readinessProbe": _PROBE, "startupProbe": _PROBE,
+    "securityContext": _CONTAINER_SECURITY,
 }
 _VOLUME = {
     "name": SCALAR,
@@ -48,11 +67,19 @@ _VOLUME = {
                   "items": [{"key": SCALAR, "path": SCALAR, "mode": SCALAR}]},
     "emptyDir": {"medium": SCALAR, "sizeLimit": SCALAR},
     "hostPath": {"path": SCALAR, "type": SCALAR},
+    "secret": {"secretName": SCALAR, "defaultMode": SCALAR, "optional": SCALAR,
+               "items": [{"key": SCALAR, "path": SCALAR, "mode": SCALAR}]},
+    # Known so that validation names them as unsupported sources instead of a silent drop.
+    **{k: ANY for k in ("persistentVolumeClaim", "nfs", "projected", "downwardAPI", "csi", "ephemeral",
+                        "iscsi", "image")},
 }
 POD_SPEC = {
     "containers": [CONTAINER], "volumes": [_VOLUME], "nodeSelector": MAP,
     **{k: SCALAR for k in ("restartPolicy", "nodeName", "terminationGracePeriodSeconds",
-                           "activeDeadlineSeconds", "hostNetwork")},
+                           "activeDeadlineSeconds", "hostNetwork", "hostPID", "hostIPC", "dnsPolicy",
+                           "hostname", "subdomain")},
+    "dnsConfig": {"nameservers": SCALAR, "searches": SCALAR, "options": [{"name": SCALAR, "value": SCALAR}]},
+    "securityContext": _POD_SECURITY,
 }
 _CONDITION = {k: SCALAR for k in ("type", "status", "reason", "message", "lastTransitionTime",
                                   "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime")}
@@ -70,6 +97,9 @@ _TEMPLATE = {"metadata": METADATA, "spec": POD_SPEC}
 _LABEL_SELECTOR = {"matchLabels": MAP,
                    "matchExpressions": [{"key": SCALAR, "operator": SCALAR, "values": SCALAR}]}
 _TOP = {"apiVersion": SCALAR, "kind": SCALAR, "metadata": METADATA}
+_RULE = {k: SCALAR for k in ("apiGroups", "resources", "verbs", "resourceNames", "nonResourceURLs")}
+_SUBJECT = {k: SCALAR for k in ("kind", "name", "namespace", "apiGroup")}
+_ROLE_REF = {k: SCALAR for k in ("apiGroup", "kind", "name")}
 
 SCHEMAS = {
     "pods": dict(_TOP, spec=POD_SPEC, status=POD_STATUS),
@@ -111,6 +141,11 @@ SCHEMAS = {
                                                    "renewTime", "leaseTransitions", "strategy",
                                                    "preferredHolder")}),
     "controllerrevisions": dict(_TOP, data=ANY, revision=SCALAR),
+    "secrets": dict(_TOP, data=MAP, stringData=MAP, type=SCALAR, immutable=SCALAR),
+    "roles": dict(_TOP, rules=[_RULE]),
+    "clusterroles": dict(_TOP, rules=[_RULE], aggregationRule={"clusterRoleSelectors": [_LABEL_SELECTOR]}),
+    "rolebindings": dict(_TOP, subjects=[_SUBJECT], roleRef=_ROLE_REF),
+    "clusterrolebindings": dict(_TOP, subjects=[_SUBJECT], roleRef=_ROLE_REF),
 }
 
 

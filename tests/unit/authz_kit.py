@@ -45,8 +45,8 @@ class FsmReplica:
     def revision(self):
         return self.fsm.revision
 
-    def write(self, ops, key=None, epoch=None, timeout=None):
-        return self.fsm.apply(commands.write(ops, key or uuid.uuid4().hex, epoch))
+    def write(self, ops, key=None, epoch=None, timeout=None, digest=None):
+        return self.fsm.apply(commands.write(ops, key or uuid.uuid4().hex, epoch, digest))
 
     def recall(self, key):
         return self.fsm.recall(key)
