@@ -22,6 +22,8 @@ from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.raft_cipher import RaftCipher
 
 from .journal import DurableFileJournal, align_journal_to_dump
+from .restricted_pickle import RefusedPickle
+from .transport import GuardedTransport
 
 log = logging.getLogger("shepherd_ha.store.raft_node")
 DUMP_FILE = "raft.dump"
@@ -72,7 +74,7 @@ class PipelinedSyncObj(SyncObj):
     # Checked against SyncObj at import (compat.bad_overrides), with the mangled ones.
     _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
-                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile")
+                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
@@ -82,7 +84,8 @@ class PipelinedSyncObj(SyncObj):
         self._batching_commands = False
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
-        super().__init__(selfNode, otherNodes, conf, consumers=consumers)
+        # Our transport: checked frame sizes, handshake deadlines, no pickled globals (transport).
+        super().__init__(selfNode, otherNodes, conf, consumers=consumers, transportClass=GuardedTransport)
 
     # ---- state read by RaftNode ----
 
@@ -151,6 +154,17 @@ class PipelinedSyncObj(SyncObj):
     def encryptor(self):
         """AES-GCM instead of PySyncObj's Fernet (see raft_cipher)."""
         return self._raft_cipher
+
+    def _SyncObj__doApplyCommand(self, command):
+        # A log entry whose pickle names a global (or is no pickle) came from someone who
+        # holds the Raft password but is not one of us: every replica refuses it the same
+        # way, as a value, and the log moves on (raising would stall the apply loop).
+        try:
+            return super()._SyncObj__doApplyCommand(command)
+        except RefusedPickle as exc:
+            log.error("refused a Raft log entry: %s", exc)
+            return {"ok": False, "code": 400, "reason": "BadRequest", "index": None,
+                    "message": "refused a Raft log entry: %s" % exc}
 
     def _SyncObj__onMessageReceived(self, node, message):
         if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
