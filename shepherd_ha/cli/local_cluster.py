@@ -1,7 +1,7 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port
   config                client config for `sheepctl --config DIR/config`
   <id>/server.yaml      that replica's `shepherd-ha server --config`
   <id>/data/            its Raft journal and snapshots
@@ -24,6 +24,8 @@ import time
 
 import requests
 import yaml
+
+from shepherd_ha.store import raft_secrets
 
 API_OFFSET, RAFT_OFFSET = 0, 100
 
@@ -104,7 +106,8 @@ class LocalCluster:
         os.makedirs(self.dir, exist_ok=True)
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
-        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port}
+        spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
+                "raft_salt": raft_secrets.new_salt(), "base_port": base_port}
         if auth:
             spec.update(self._new_tokens())
         for member in members:
@@ -114,7 +117,7 @@ class LocalCluster:
                               for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"]}
             if auth:
                 server["token_file"] = self.token_file
             server.update(server_options or {})

@@ -13,12 +13,13 @@ cluster.yaml adds to the LocalCluster layout:
   replicas[i] and agents[i]: netns, address, veth
 """
 import os
-import secrets
 import subprocess
 import sys
 import time
 
 import yaml
+
+from shepherd_ha.store import raft_secrets
 
 from . import netns
 from .local_cluster import LocalCluster, LocalClusterError, write_private
@@ -122,6 +123,7 @@ class NetnsCluster(LocalCluster):
                             "netns": "shepherd%d-%s" % (index, ident), "address": address,
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
+        salt = raft_secrets.new_salt()
         tokens = self._new_tokens() if auth else {}
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
@@ -130,18 +132,19 @@ class NetnsCluster(LocalCluster):
                               for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": salt}
             if auth:
                 server["token_file"] = self.token_file
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
-        self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net},
+        self._write_spec(dict({"replicas": members, "raft_password": password, "raft_salt": salt, "base_port": None,
+                               "network": net},
                               **tokens))
         self.write_client_config()
 
     def _write_password(self):
-        password = secrets.token_hex(16)
+        password = raft_secrets.new_password()
         write_private(os.path.join(self.dir, "raft-password"), password + "\n")
         return password
 

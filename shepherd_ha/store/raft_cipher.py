@@ -13,7 +13,8 @@ encrypt_at_time, extract_timestamp and decrypt. A message is
 with version and timestamp authenticated as associated data; PySyncObj's own
 replay defences (a random key per connection inside every message, timestamps
 that never go back) are kept. The key comes from the Raft password through
-PBKDF2 with a salt of our own, so it differs from the Fernet key.
+PBKDF2 with the cluster's random salt (`--raft-salt`, raft_secrets), so the same
+password in two clusters gives two keys and no table computed once fits them all.
 
 Nonces never repeat under one key: 4 random bytes per process, then a 64-bit
 counter started from the wall clock in nanoseconds. Two processes could only
@@ -32,8 +33,10 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
+from .raft_secrets import salt_bytes
+
 VERSION = 1
-_SALT = b"shepherd-ha/raft/aes-gcm/v1"
+_SALT_CONTEXT = b"shepherd-ha/raft/aes-gcm/v2/"
 _HEADER = struct.Struct(">BQ12s")      # version, timestamp, nonce
 _COUNTER = struct.Struct(">Q")
 _MASK = 2 ** 64 - 1
@@ -43,15 +46,17 @@ class InvalidToken(Exception):
     """A message that is not ours: wrong version, wrong key, or tampered with."""
 
 
-def derive_key(password):
+def derive_key(password, salt):
+    """The AES key from the Raft password and the cluster's salt (hex, raft_secrets)."""
     if not isinstance(password, bytes):
         password = str(password).encode()
-    return PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=_SALT, iterations=100000).derive(password)
+    return PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=_SALT_CONTEXT + salt_bytes(salt),
+                      iterations=100000).derive(password)
 
 
 class RaftCipher:
-    def __init__(self, password):
-        self._aead = AESGCM(derive_key(password))
+    def __init__(self, password, salt):
+        self._aead = AESGCM(derive_key(password, salt))
         self._prefix = os.urandom(4)
         self._counter = itertools.count(time.time_ns())   # next() is atomic under the GIL
 

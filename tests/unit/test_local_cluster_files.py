@@ -3,6 +3,7 @@ import os
 import stat
 
 from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port, write_private
+from shepherd_ha.store import raft_secrets
 
 
 def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
@@ -16,7 +17,13 @@ def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
     for name in ("raft-password", "cluster.yaml"):
         assert stat.S_IMODE(os.stat(tmp_path / "c" / name).st_mode) == 0o600, name
     password = (tmp_path / "c" / "raft-password").read_text().strip()
-    assert len(password) == 32 and cluster.spec()["raft_password"] == password
+    assert cluster.spec()["raft_password"] == password
+    raft_secrets.check_password(password)                  # a generated one passes the hand-given bar
+    salt = cluster.spec()["raft_salt"]
+    assert len(raft_secrets.salt_bytes(salt)) >= 16
+    other = LocalCluster(str(tmp_path / "d"))
+    other.create(3, find_base_port(3))
+    assert other.spec()["raft_salt"] != salt and other.spec()["raft_password"] != password
 
 
 def test_write_private_tightens_an_existing_file(tmp_path):

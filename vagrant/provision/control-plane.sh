@@ -11,10 +11,11 @@ RAFT_ADDRESS=${2:?raft address missing}
 API_ADDRESS=${3:?api address missing}
 PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
+SALT=/opt/shepherd-dist/secrets/raft-salt
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS"; do
+for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -31,6 +32,7 @@ api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
+raft_salt: $(tr -d '[:space:]' <"$SALT")
 token_file: /etc/shepherd/tokens.csv
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml

@@ -105,7 +105,8 @@ class GuardedConnection(TcpConnection):
         sock = kwargs.get("socket")
         if sock is not None:
             try:
-                self.peer = "%s:%s" % sock.getpeername()[:2]
+                name = sock.getpeername()
+                self.peer = "%s:%s" % name[:2] if isinstance(name, tuple) else str(name)
             except OSError:
                 pass
 
