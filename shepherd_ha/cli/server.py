@@ -15,7 +15,7 @@ from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
-from shepherd_ha.store import gc_tuning
+from shepherd_ha.store import data_at_rest, gc_tuning
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
@@ -142,6 +142,7 @@ def _wait_bindable(host, port, timeout=5.0):
 
 def run_store(values, settings, peers, api_url, socket_path):
     """The store process: Raft + FSM + group commit, served on the local socket."""
+    data_at_rest.private_files()        # the journal, the dump and their temporary files: 0600
     holder = []
     replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],
                       watch_log_size=values["watch_log_size"],

@@ -30,7 +30,7 @@ from shepherd_ha.options import ConfigError
 
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
-from . import gc_tuning, raft_secrets
+from . import data_at_rest, gc_tuning, raft_secrets
 from .entry_size import ENTRY_THRESHOLD
 from .tick_gaps import TickGapMeter
 
@@ -96,7 +96,7 @@ class RaftNode:
 
     def __init__(self, settings, on_changes, on_reset, on_state_change=None):
         settings.validate()
-        os.makedirs(settings.data_dir, exist_ok=True)
+        data_at_rest.secure(settings.data_dir)      # 0700, its files 0600 (finding 8)
         self.settings = settings
         self.lock = threading.RLock()
         self.consumer = FSMConsumer(self.lock, on_changes, on_reset)
