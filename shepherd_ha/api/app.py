@@ -21,13 +21,15 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, log_grants=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
-    peer_token: what this replica shows the other replicas (their status) and the agents
-    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
+    peer_token: what this replica shows the other replicas (their status);
+    flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
+    log_grants: a replica_credentials.ReplicaCredentials whose signed grants this replica
+    shows agents for pod logs (None: it shows them nothing)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica, peer_token)
+    objects = ObjectApi(replica, log_grants)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -60,7 +62,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None):
         auth.install(app, tokens)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token)
+    health.register(app, replica, metrics, peer_token, log_grants.log_grant_key if log_grants else None)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

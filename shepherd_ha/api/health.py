@@ -12,7 +12,7 @@ from .bodies import dumps
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None):
+def register(app, replica, metrics, peer_token=None, log_grant_key=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -38,6 +38,16 @@ def register(app, replica, metrics, peer_token=None):
             # Equal on replicas that applied the same log: how tests spot divergence.
             status["revision"], status["digest"] = replica.digest()
         return Response(dumps(status), mimetype="application/json")
+
+    @app.get("/shepherd/v1/log-grant-key")
+    def log_grant_key_endpoint():
+        # What agents verify log grants with (api/replica_credentials.py); public, but asked for
+        # with the agent's own token so that it comes from a replica the agent trusts.
+        if not log_grant_key:
+            return Response(dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
+                                   "reason": "NotFound", "message": "this replica signs no log grants"}),
+                            status=404, mimetype="application/json")
+        return Response(dumps({"algorithm": "Ed25519", "key": log_grant_key}), mimetype="application/json")
 
     @app.get("/shepherd/v1/cluster")
     def cluster():

@@ -11,6 +11,7 @@ from shepherd_ha import config
 from shepherd_ha.api import auth
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -89,7 +90,8 @@ def run(args):
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
         controller_settings = ControllerSettings.from_values(values)
-        tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
+        credentials = ReplicaCredentials(settings.password, settings.salt)     # scrypt: once, before the fork
+        tokens = auth.load_token_file(values["token_file"], credentials.peer_token) if values["token_file"] else None
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
         if values["api_workers"] < 1:
@@ -106,7 +108,7 @@ def run(args):
             return run_store(values, settings, peers, api_url, socket_path)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path)
+                              threads, worker, socket_path, credentials)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -180,7 +182,7 @@ def run_store(values, settings, peers, api_url, socket_path):
 
 
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path):
+                   worker, socket_path, credentials):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
     import waitress
 
@@ -197,7 +199,8 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow)
+    app = create_app(replica, tokens, credentials.peer_token if tokens is not None else None, flow,
+                     log_grants=credentials)
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
