@@ -3,8 +3,8 @@
 A replica asking for `pods/{name}/log` shows a log grant (shepherd_ha/api/
 replica_credentials.py): an Ed25519 signature over this node's name, the namespace,
 pod and container, the pod's uid and an expiry a minute ahead. The agent verifies it
-with the replicas' public key, which it fetches from the API with its own token (GET
-/shepherd/v1/log-grant-key) and keeps; a grant that does not verify makes it fetch the
+with the replicas' public keys (one; two while the Raft secret is rotated), which it
+fetches from the API with its own token (GET /shepherd/v1/log-grant-key) and keeps; a grant that does not verify makes it fetch the
 key again, at most every KEY_REFRESH_SECONDS (the key changes with the Raft secret).
 The agent holds no secret and asks the API nothing per request, so logs stay readable
 while the control plane is down, and what a replica shows it is worth nothing to the
@@ -33,22 +33,24 @@ class LogAccess:
         self._clock, self._monotonic = clock, monotonic
         self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token))
         self._lock = threading.Lock()
-        self._key = None
+        self._keys = None               # the replicas' public keys (several while the secret is rotated)
         self._fetched_at = None
 
-    def _public_key(self, refresh=False):
+    def _public_keys(self, refresh=False):
         with self._lock:
             stale = self._fetched_at is None or self._monotonic() - self._fetched_at >= KEY_REFRESH_SECONDS
-            if self._key is None or (refresh and stale):
+            if self._keys is None or (refresh and stale):
                 try:
-                    key = Ed25519PublicKey.from_public_bytes(unb64(self._fetch_key()))
+                    fetched = self._fetch_key()
+                    keys = [Ed25519PublicKey.from_public_bytes(unb64(k))
+                            for k in ([fetched] if isinstance(fetched, str) else fetched)]
                 except (ClientError, ValueError, TypeError) as exc:
-                    if self._key is None:
+                    if self._keys is None:
                         raise CannotCheck("cannot fetch the replicas' log grant key: %s" % exc)
                 else:
-                    self._key = key
+                    self._keys = keys
                 self._fetched_at = self._monotonic()
-            return self._key
+            return self._keys
 
     def may_read(self, authorization, namespace, pod, container):
         """None when the Authorization header grants this container's logs, else why not
@@ -79,11 +81,12 @@ class LogAccess:
 
     def _verifies(self, signed, signature):
         for refresh in (False, True):
-            try:
-                self._public_key(refresh).verify(signature, signed)
-                return True
-            except InvalidSignature:
-                continue
+            for key in self._public_keys(refresh):
+                try:
+                    key.verify(signature, signed)
+                    return True
+                except InvalidSignature:
+                    continue
         return False
 
 
@@ -93,6 +96,7 @@ def _fetch_key(servers, token):
         answer = client.request("GET", KEY_PATH)
     finally:
         client.close()
-    if not isinstance(answer, dict) or answer.get("algorithm") != "Ed25519" or not isinstance(answer.get("key"), str):
-        raise ValueError("the API's %s answer is not an Ed25519 key" % KEY_PATH)
-    return answer["key"]
+    keys = answer.get("keys") if isinstance(answer, dict) and answer.get("algorithm") == "Ed25519" else None
+    if not (isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys)):
+        raise ValueError("the API's %s answer is not a list of Ed25519 keys" % KEY_PATH)
+    return keys

@@ -47,6 +47,8 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("raft_accepted_password_file", str, None, "file of further Raft passwords (one per line) this replica "
+           "accepts from its peers, but never sends with, while the Raft secret is rotated (docs/security.md)"),
     Option("raft_salt", str, None, "the cluster's random salt for the Raft key derivations, hex, 16 bytes or more, "
            "the same on every replica (not secret; `shepherd-ha local up` and the Vagrant provisioning "
            "write one); required"),
@@ -131,13 +133,21 @@ def server_settings(values):
         source = "--raft-password-file %s" % values["raft_password_file"]
     if password:
         raft_secrets.check_password(password, source)
+    accepted = ()
+    if values.get("raft_accepted_password_file"):
+        flag = "--raft-accepted-password-file %s" % values["raft_accepted_password_file"]
+        accepted = tuple(line.strip() for line in read_secret_file(values["raft_accepted_password_file"],
+                                                                   "--raft-accepted-password-file").splitlines()
+                         if line.strip())
+        for other in accepted:
+            raft_secrets.check_password(other, flag)
     peers = parse_peers(values.get("peers"))
     if values["id"] in {p.id for p in peers}:
         raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])
     # data_dir and the timings share their names with RaftSettings' fields.
     settings = RaftSettings(
         self_address=values["raft_address"], peer_addresses=[p.raft for p in peers], password=password,
-        salt=values.get("raft_salt"),
+        salt=values.get("raft_salt"), accepted_passwords=accepted,
         bind_address=values.get("raft_bind"), **fields_from(values, RaftSettings))
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")

@@ -62,7 +62,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, log_grants=None
         auth.install(app, tokens)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token, log_grants.log_grant_key if log_grants else None)
+    health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

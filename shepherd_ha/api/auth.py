@@ -100,7 +100,8 @@ def parse_token_lines(lines, source):
 
 
 def load_token_file(path, peer_token=None):
-    """The TokenTable for --token-file, plus the replicas' own status token (replica_credentials)."""
+    """The TokenTable for --token-file, plus the replicas' status token(s) (replica_credentials:
+    a str, or a list of them while the Raft secret is rotated)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:     # -sig: a BOM is not part of a token
             users = parse_token_lines(fh, path)
@@ -110,8 +111,8 @@ def load_token_file(path, peer_token=None):
         raise ConfigError("--token-file %s is not a UTF-8 file of lines token,user,uid,\"groups\": %s"
                           % (path, exc))
     table = TokenTable(users)
-    if peer_token:
-        table.add(peer_token, User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
+    for token in [peer_token] if isinstance(peer_token, str) else (peer_token or ()):
+        table.add(token, User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
     return table
 
 

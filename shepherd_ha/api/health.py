@@ -12,7 +12,7 @@ from .bodies import dumps
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None, log_grant_key=None):
+def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -43,11 +43,12 @@ def register(app, replica, metrics, peer_token=None, log_grant_key=None):
     def log_grant_key_endpoint():
         # What agents verify log grants with (api/replica_credentials.py); public, but asked for
         # with the agent's own token so that it comes from a replica the agent trusts.
-        if not log_grant_key:
+        if not log_grant_keys:
             return Response(dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
                                    "reason": "NotFound", "message": "this replica signs no log grants"}),
                             status=404, mimetype="application/json")
-        return Response(dumps({"algorithm": "Ed25519", "key": log_grant_key}), mimetype="application/json")
+        # keys[0] signs this replica's grants; the others are accepted while the Raft secret is rotated
+        return Response(dumps({"algorithm": "Ed25519", "keys": list(log_grant_keys)}), mimetype="application/json")
 
     @app.get("/shepherd/v1/cluster")
     def cluster():

@@ -35,13 +35,22 @@ def _expand(master, purpose):
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=_CONTEXT + purpose).derive(master)
 
 
+def _derive(password, salt):
+    master = hashlib.scrypt(password.encode(), salt=_CONTEXT + salt_bytes(salt), dklen=32, **SCRYPT)
+    signer = Ed25519PrivateKey.from_private_bytes(_expand(master, b"log-grant-key"))
+    public = b64(signer.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+    return _expand(master, b"peer-token").hex(), signer, public
+
+
 class ReplicaCredentials:
-    def __init__(self, password, salt):
-        master = hashlib.scrypt(password.encode(), salt=_CONTEXT + salt_bytes(salt), dklen=32, **SCRYPT)
-        self.peer_token = _expand(master, b"peer-token").hex()
-        self._signer = Ed25519PrivateKey.from_private_bytes(_expand(master, b"log-grant-key"))
-        self.log_grant_key = b64(self._signer.public_key().public_bytes(
-            serialization.Encoding.Raw, serialization.PublicFormat.Raw))
+    """From the Raft password (what this replica shows) and the passwords it also
+    accepts while the secret is rotated (what it recognises from the others)."""
+
+    def __init__(self, password, salt, also_accepted=()):
+        self.peer_token, self._signer, self.log_grant_key = _derive(password, salt)
+        others = [_derive(p, salt) for p in dict.fromkeys(also_accepted) if p != password]
+        self.accepted_peer_tokens = [self.peer_token] + [token for token, _, _ in others]
+        self.log_grant_keys = [self.log_grant_key] + [key for _, _, key in others]
 
     def log_grant(self, node, namespace, pod, container, pod_uid, now=None):
         """The Authorization header value for one log request to `node`'s agent."""

@@ -90,8 +90,10 @@ def run(args):
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
         controller_settings = ControllerSettings.from_values(values)
-        credentials = ReplicaCredentials(settings.password, settings.salt)     # scrypt: once, before the fork
-        tokens = auth.load_token_file(values["token_file"], credentials.peer_token) if values["token_file"] else None
+        # scrypt: once, before the fork
+        credentials = ReplicaCredentials(settings.password, settings.salt, settings.accepted_passwords)
+        tokens = (auth.load_token_file(values["token_file"], credentials.accepted_peer_tokens)
+                  if values["token_file"] else None)
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
         if values["api_workers"] < 1:

@@ -55,8 +55,12 @@ def derive_key(password, salt):
 
 
 class RaftCipher:
-    def __init__(self, password, salt):
+    """Encrypts with the key of `password`; decrypts with it or with the key of any of
+    `also_accepted` (a rotation in progress: docs/security.md)."""
+
+    def __init__(self, password, salt, also_accepted=()):
         self._aead = AESGCM(derive_key(password, salt))
+        self._accepted = [self._aead] + [AESGCM(derive_key(p, salt)) for p in also_accepted if p != password]
         self._prefix = os.urandom(4)
         self._counter = itertools.count(time.time_ns())   # next() is atomic under the GIL
 
@@ -77,7 +81,10 @@ class RaftCipher:
     def decrypt(self, token):
         self.extract_timestamp(token)
         header = bytes(token[:_HEADER.size])
-        try:
-            return self._aead.decrypt(header[9:], bytes(token[_HEADER.size:]), header)
-        except InvalidTag:
-            raise InvalidToken("message failed authentication (another Raft password?)") from None
+        body = bytes(token[_HEADER.size:])
+        for aead in self._accepted:        # a failed tag check costs about a microsecond
+            try:
+                return aead.decrypt(header[9:], body, header)
+            except InvalidTag:
+                continue
+        raise InvalidToken("message failed authentication (another Raft password?)")

@@ -44,6 +44,7 @@ class RaftSettings:
     data_dir: str
     password: str
     salt: str = None                       # the cluster's random salt, hex (raft_secrets); required
+    accepted_passwords: tuple = ()         # also accepted from peers while the secret is rotated
     bind_address: str = None               # defaults to self_address
     heartbeat: float = 0.05                # appendEntriesPeriod
     election_timeout_min: float = 0.3
@@ -129,7 +130,7 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
-                                            salt=settings.salt)
+                                            salt=settings.salt, accepted=settings.accepted_passwords)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""

@@ -87,3 +87,17 @@ def test_credentials_depend_on_password_and_salt_and_cost_a_scrypt():
     assert OURS.peer_token != old_oracle
     from shepherd_ha.api import replica_credentials
     assert replica_credentials.SCRYPT["n"] >= 2 ** 15
+
+
+def test_during_a_rotation_grants_of_either_key_verify(world):
+    access, _, _, _, keys = world
+    keys[0] = [ROTATED.log_grant_key, OURS.log_grant_key]
+    assert access.may_read(grant(ROTATED), "default", "web", "app") is None
+    assert access.may_read(grant(OURS), "default", "web", "app") is None
+
+
+def test_credentials_list_what_a_rotating_replica_accepts():
+    rotating = ReplicaCredentials(PASSWORD + "-rotated", "00" * 16, also_accepted=[PASSWORD])
+    assert rotating.peer_token == ROTATED.peer_token
+    assert rotating.accepted_peer_tokens == [ROTATED.peer_token, OURS.peer_token]
+    assert rotating.log_grant_keys == [ROTATED.log_grant_key, OURS.log_grant_key]

@@ -59,3 +59,13 @@ def test_a_missing_short_or_non_hex_salt_is_refused(salt):
     from shepherd_ha.options import ConfigError
     with pytest.raises(ConfigError, match="--raft-salt"):
         RaftCipher("s3cret", salt)
+
+
+def test_a_rotation_accepts_the_other_password_but_sends_with_its_own():
+    old, new = RaftCipher("old-secret", SALT), RaftCipher("new-secret", SALT)
+    accepting = RaftCipher("old-secret", SALT, also_accepted=["new-secret"])
+    assert accepting.decrypt(new.encrypt_at_time(b"from a rotated peer", 1)) == b"from a rotated peer"
+    assert accepting.decrypt(old.encrypt_at_time(b"from an old peer", 1)) == b"from an old peer"
+    assert old.decrypt(accepting.encrypt_at_time(b"sent with its own", 1)) == b"sent with its own"
+    with pytest.raises(InvalidToken):
+        new.decrypt(accepting.encrypt_at_time(b"never with the accepted one", 1))

@@ -44,3 +44,14 @@ def test_the_server_refuses_a_weak_password_and_a_missing_salt(tmp_path):
         config.server_settings(_values(raft_salt=None))
     settings, *_ = config.server_settings(_values())
     assert settings.salt
+
+
+def test_accepted_passwords_come_from_a_file_and_must_be_strong_too(tmp_path):
+    accepted = tmp_path / "accepted"
+    first, second = raft_secrets.new_password(), raft_secrets.new_password()
+    accepted.write_text("%s\n\n%s\n" % (first, second))
+    settings, *_ = config.server_settings(_values(raft_accepted_password_file=str(accepted)))
+    assert settings.accepted_passwords == (first, second)
+    accepted.write_text(first + "\nshort\n")
+    with pytest.raises(ConfigError, match="--raft-accepted-password-file .*too weak"):
+        config.server_settings(_values(raft_accepted_password_file=str(accepted)))

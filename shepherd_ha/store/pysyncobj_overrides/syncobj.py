@@ -76,10 +76,10 @@ class PipelinedSyncObj(SyncObj):
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
                   "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand")
 
-    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, salt=None):
+    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, salt=None, accepted=()):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
-        self._raft_cipher = RaftCipher(conf.password, salt) if conf.password else None
+        self._raft_cipher = RaftCipher(conf.password, salt, accepted) if conf.password else None
         self._held_acks = {}               # node -> (next index, term) held until our log is on disk
         self._batching_commands = False
         self._append_entries_due = False
