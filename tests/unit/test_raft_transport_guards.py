@@ -163,3 +163,21 @@ def test_a_global_in_a_frame_drops_the_connection(tmp_path):
     c = _Conn()
     c.push(c.frame(RunsCommand(touch_command(str(marker)))))
     assert c.closed and not c.messages and not marker.exists()
+
+
+def test_a_chunked_entry_with_a_global_is_dropped_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    settings = RaftSettings(self_address="127.0.0.1:%d" % (find_base_port(1) + 100), peer_addresses=[],
+                            data_dir=str(tmp_path / "d"), password="p" * 32, salt=SALT)
+    node = RaftNode(settings, lambda changes: None, lambda revision: None)
+    try:
+        evil = pickle.dumps((b"\x00" + pickle.dumps(0, 2), 99, 1, RunsCommand(touch_command(str(marker)))), 2)
+        peer = TCPNode("127.0.0.1:1")
+        base = {"type": "append_entries", "term": node.term() + 1, "commit_index": 0, "prevLogIdx": 1,
+                "prevLogTerm": 0}
+        with node.lock:
+            node.syncobj._SyncObj__onMessageReceived(peer, dict(base, transmission="start", data=evil))
+            node.syncobj._SyncObj__onMessageReceived(peer, dict(base, transmission="finish", data=b""))
+        assert not marker.exists()
+    finally:
+        node.destroy()

@@ -173,7 +173,12 @@ class PipelinedSyncObj(SyncObj):
             if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
                 self._SyncObj__raftNextIndex[node] = ahead
             return
-        super()._SyncObj__onMessageReceived(node, message)
+        try:
+            super()._SyncObj__onMessageReceived(node, message)
+        except RefusedPickle as exc:
+            # PySyncObj's chunked entries are unpickled here (we never send any: entry_size).
+            log.error("refused a Raft message from %s: %s", node, exc)
+            self._SyncObj__recvTransmission = ""
 
     # Early election after the leader's connection drops. The survivors are staggered
     # by rank (sorted address) so they do not campaign in the same 50 ms tick and split
