@@ -127,6 +127,24 @@ class LocalCluster:
         self._write_spec(spec)
         self.write_client_config()
 
+    def add_raft_salt(self):
+        """A cluster made before --raft-salt existed gets one (the spec and every replica's
+        server.yaml), while none of its replicas runs; True when it did."""
+        spec = self.spec()
+        if spec.get("raft_salt") or any(self.pid(ident) for ident in self.ids()):
+            return False
+        salt = raft_secrets.new_salt()
+        for ident in self.ids():
+            path = self._paths(ident)[0]
+            with open(path) as fh:
+                server = yaml.safe_load(fh) or {}
+            server["raft_salt"] = salt
+            with open(path, "w") as fh:
+                yaml.safe_dump(server, fh, sort_keys=False)
+        spec["raft_salt"] = salt
+        self._write_spec(spec)
+        return True
+
     def write_client_config(self):
         path = os.path.join(self.dir, "config")
         config = {"servers": self.api_urls(), "namespace": "default"}

@@ -57,3 +57,21 @@ def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_cli
     plain.create(3, find_base_port(3))
     assert plain.token() is None and plain.auth_headers() == {} and not os.path.exists(plain.token_file)
     assert "token" not in yaml.safe_load((tmp_path / "p" / "config").read_text())
+
+
+def test_a_cluster_made_before_the_salt_gets_one_on_up(tmp_path):
+    import yaml
+    cluster = LocalCluster(str(tmp_path / "old"))
+    cluster.create(3, find_base_port(3))
+    spec = cluster.spec()
+    del spec["raft_salt"]
+    cluster._write_spec(spec)
+    for ident in cluster.ids():
+        path = tmp_path / "old" / ident / "server.yaml"
+        server = yaml.safe_load(path.read_text())
+        del server["raft_salt"]
+        path.write_text(yaml.safe_dump(server))
+    assert cluster.add_raft_salt() is True
+    salts = {yaml.safe_load((tmp_path / "old" / i / "server.yaml").read_text())["raft_salt"] for i in cluster.ids()}
+    assert salts == {cluster.spec()["raft_salt"]} and len(raft_secrets.salt_bytes(salts.pop())) == 16
+    assert cluster.add_raft_salt() is False                 # once only
