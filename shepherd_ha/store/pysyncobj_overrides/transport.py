@@ -183,7 +183,8 @@ class GuardedConnection(TcpConnection):
             length = self._frame_length(buf)
             if length is None or len(buf) - _LENGTH.size < length:
                 return None
-            data = bytes(buf[_LENGTH.size:_LENGTH.size + length])
+            with memoryview(buf) as view:          # one copy of the frame, not two
+                data = bytes(view[_LENGTH.size:_LENGTH.size + length])
             del buf[:_LENGTH.size + length]
             if not self.encryptor:
                 raise _Refused("no Raft password set: refusing unencrypted messages")
