@@ -73,21 +73,25 @@ class RaftWire:
         self.their_key = answer[1]
 
     def closed_by_peer(self, timeout):
-        """True once the replica has closed the connection (within timeout)."""
-        self.sock.settimeout(timeout)
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if not self.sock.recv(65536):
-                    return True
-        except ConnectionResetError:
-            return True
-        except (socket.timeout, TimeoutError):
-            return False
-        return False
+        return closed_by_peer(self.sock, timeout)
 
     def close(self):
         self.sock.close()
+
+
+def closed_by_peer(sock, timeout):
+    """True once the replica has closed the connection (within timeout)."""
+    sock.settimeout(timeout)
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            if not sock.recv(65536):
+                return True
+    except ConnectionResetError:
+        return True
+    except (socket.timeout, TimeoutError):
+        return False
+    return False
 
 
 def send_junk(address, prefix, size, chunk=1 << 20):

@@ -9,6 +9,7 @@
 - 100 idle connections are closed by the handshake deadline.
 """
 import os
+import socket
 import struct
 import threading
 import time
@@ -18,7 +19,7 @@ import pytest
 from shepherd_ha.store.pysyncobj_overrides.transport import HANDSHAKE_SECONDS
 
 from .helpers import call, ensure_namespace, expect, unique, write_with_retry
-from .raft_wire import RaftWire, RunsCommand, send_junk, touch_command
+from .raft_wire import RaftWire, RunsCommand, closed_by_peer, send_junk, touch_command
 
 pytestmark = pytest.mark.integration
 
@@ -117,20 +118,19 @@ def test_junk_to_every_replica_under_writes_causes_no_election(cluster):
 
 
 def test_idle_connections_are_closed_after_the_handshake_deadline(cluster):
-    address = _raft(cluster, cluster.ids[0])
-    password, salt = _secrets(cluster)
-    wires = [RaftWire(address, password, salt) for _ in range(100)]
+    host, _, port = _raft(cluster, cluster.ids[0]).rpartition(":")
+    socks = [socket.create_connection((host, int(port)), timeout=5.0) for _ in range(100)]
     try:
         start = time.monotonic()
         deadline = start + HANDSHAKE_SECONDS + 3.0
-        open_ones = list(wires)
+        open_ones = list(socks)
         while open_ones and time.monotonic() < deadline:
-            open_ones = [w for w in open_ones if not w.closed_by_peer(0.05)]
+            open_ones = [s for s in open_ones if not closed_by_peer(s, 0.05)]
         assert not open_ones, "%d of 100 idle connections still open %.0f s after they connected" % (
             len(open_ones), time.monotonic() - start)
     finally:
-        for w in wires:
-            w.close()
+        for s in socks:
+            s.close()
     resp = call("GET", cluster.url(cluster.ids[0]) + "/readyz")
     assert resp.status_code == 200, resp.text
 
