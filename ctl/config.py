@@ -9,6 +9,7 @@ The config file is YAML (written by `shepherd-ha local up`):
     servers: ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"]
     namespace: default          # optional
     token: 0123...              # optional: bearer token, for replicas run with --token-file
+    cluster_id: 0123...         # optional: a replica of another cluster answers 421
 
 The token, first match wins: --token > $SHEPHERD_TOKEN > the config file's `token`,
 the last only when the servers come from that same file (a token is never sent to
@@ -42,6 +43,7 @@ class Settings:
     config_path: str = None               # the config file consulted, if any
     config: dict = field(default_factory=dict)
     token: str = None
+    cluster_id: str = None
 
 
 def read_config(path):
@@ -126,8 +128,9 @@ def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
             raise ConfigError("config file %s: `token` must be a non-empty string (quote it if it is all "
                               "digits)" % path)
         token = data["token"].strip()
+    cluster_id = data.get("cluster_id") if source == path and isinstance(data.get("cluster_id"), str) else None
     return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
-                    config=data, token=token)
+                    config=data, token=token, cluster_id=cluster_id)
 
 
 def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG):

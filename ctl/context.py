@@ -59,7 +59,8 @@ class Context:
                                   timeout=getattr(a, "request_timeout", None) or 5.0,
                                   retry_deadline=(a.retry_deadline if getattr(a, "retry_deadline", None)
                                                   is not None else 15.0),
-                                  user_agent="sheepctl/%s" % _ctl_version, token=self.settings.token)
+                                  user_agent="sheepctl/%s" % _ctl_version, token=self.settings.token,
+                                  cluster_id=self.settings.cluster_id)
         return self._client
 
     def close(self):

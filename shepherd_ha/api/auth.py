@@ -16,7 +16,8 @@ answer without a token, as in Kubernetes, so probes and load balancers need none
 Replicas show a peer token when they ask each other for their status (the cluster
 view): derived from the Raft password and the cluster's salt through scrypt
 (api/replica_credentials.py), so it is no cheap oracle for the password; it may only
-read replica status, and goes only to the API URLs in --peers. Agents
+read replica status and the member list, and goes only to the API URLs in --peers
+(and in --join, to ask for the members). Agents
 are shown signed log grants instead, never a token.
 """
 import csv
@@ -39,7 +40,9 @@ READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
-_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica")     # the peer token reads replica status, nothing else
+# The peer token reads replica status and the member list (a joining replica's --join,
+# a follower's cluster view), nothing else; GROUP_VIEW keeps it to reads.
+_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members")
 
 
 @dataclasses.dataclass(frozen=True)

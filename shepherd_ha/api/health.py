@@ -6,6 +6,7 @@ from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import shepherd_ha
+from shepherd_ha import cluster_identity
 
 from .bodies import dumps
 
@@ -28,7 +29,8 @@ def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
 
     @app.get("/version")
     def version():
-        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id}),
+        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id,
+                               "clusterId": getattr(replica, "cluster_id", None)}),
                         mimetype="application/json")
 
     @app.get("/shepherd/v1/replica")
@@ -55,18 +57,27 @@ def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
         return Response(dumps(cluster_view(replica, peer_token)), mimetype="application/json")
 
 
-def _ask(peer, token=None):
+def _ask(peer, token=None, cluster_id=None):
     base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
             "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
     if not peer.api:
         return dict(base, error="no API address configured for this peer")
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
+        if cluster_id:
+            headers[cluster_identity.HEADER] = cluster_id
         with requests.Session() as session:
             session.trust_env = False   # no proxy or ~/.netrc from the environment: the token goes to the peer only
             reply = session.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
+        if reply.status_code == 421:
+            return dict(base, error="another cluster: %s" % reply.json().get("message"))
         reply.raise_for_status()
-        return dict(reply.json(), reachable=True)
+        answer = reply.json()
+        theirs = answer.get("clusterId")
+        if cluster_id and theirs and theirs != cluster_id:     # a peer that checks nothing (an older one)
+            return dict(base, error="another cluster: the replica at %s is of cluster %s, this one of %s"
+                        % (peer.api, theirs, cluster_id))
+        return dict(answer, reachable=True)
     except (requests.RequestException, ValueError) as exc:
         return dict(base, error=type(exc).__name__)
 
@@ -77,11 +88,35 @@ def cluster_view(replica, peer_token=None):
     peers = replica.peers
     if peers:
         with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
-            others = list(pool.map(lambda peer: _ask(peer, peer_token), peers))
+            others = list(pool.map(lambda peer: _ask(peer, peer_token, getattr(replica, "cluster_id", None)),
+                                   peers))
     else:
         others = []
     replicas = sorted([me] + others, key=lambda r: r["id"])
     leaders = [r for r in replicas if r.get("role") == "leader" and r.get("reachable")]
     # Two replicas may both believe they lead for a moment: the higher term wins.
     leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
-    return {"leader": leader, "self": replica.id, "replicas": replicas}
+    view = {"leader": leader, "self": replica.id, "replicas": replicas}
+    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token)
+    try:
+        view["membership"] = membership or replica.membership()
+    except Exception:  # noqa: BLE001 - the view still shows every replica's own report
+        pass
+    return view
+
+
+def _leader_membership(leader, token):
+    """The members and their catch-up progress as the leader sees them (only it knows)."""
+    if not leader or not leader.get("reachable") or not leader.get("api"):
+        return None
+    try:
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        with requests.Session() as session:
+            session.trust_env = False
+            reply = session.get(leader["api"].rstrip("/") + "/shepherd/v1/members", params={"local": "1"},
+                                headers=headers, timeout=PEER_TIMEOUT)
+        reply.raise_for_status()
+        return reply.json()
+    except (requests.RequestException, ValueError):
+        return None
+

@@ -1,7 +1,7 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port, cluster id
   config                client config for `sheepctl --config DIR/config`
   <id>/server.yaml      that replica's `shepherd-ha server --config`
   <id>/data/            its Raft journal and snapshots
@@ -25,6 +25,7 @@ import time
 import requests
 import yaml
 
+from shepherd_ha import cluster_identity
 from shepherd_ha.store import raft_secrets
 
 API_OFFSET, RAFT_OFFSET = 0, 100
@@ -93,7 +94,12 @@ class LocalCluster:
     def api_urls(self):
         return [r["api"] for r in self.spec()["replicas"]]
 
-    def create(self, replicas=3, base_port=8000, server_options=None, auth=False):
+    def cluster_id(self):
+        """This cluster's id; a cluster made before ids has the one its replicas derive."""
+        spec = self.spec()
+        return spec.get("cluster_id") or cluster_identity.derived_cluster_id(spec["raft_password"])
+
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, cluster_id=None):
         """Write the layout for a new cluster (processes are started separately). With
         `auth`, the API requires bearer tokens: an admin token for the client config and
         a node token for the agents are generated (DIR/tokens.csv, DIR/node-token)."""
@@ -107,17 +113,19 @@ class LocalCluster:
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
         spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
-                "raft_salt": raft_secrets.new_salt(), "base_port": base_port}
+                "raft_salt": raft_secrets.new_salt(), "base_port": base_port,
+                "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
         if auth:
             spec.update(self._new_tokens())
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
-            os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+            os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
                               for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"]}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"],
+                      "cluster_id": spec["cluster_id"]}
             if auth:
                 server["token_file"] = self.token_file
             server.update(server_options or {})
@@ -147,7 +155,7 @@ class LocalCluster:
 
     def write_client_config(self):
         path = os.path.join(self.dir, "config")
-        config = {"servers": self.api_urls(), "namespace": "default"}
+        config = {"servers": self.api_urls(), "namespace": "default", "cluster_id": self.cluster_id()}
         token = self.token()
         if token:
             config["token"] = token
@@ -318,7 +326,7 @@ class LocalCluster:
         os.makedirs(adir, exist_ok=True)
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
-                  "state_dir": os.path.join(adir, "state")}
+                  "state_dir": os.path.join(adir, "state"), "cluster_id": self.cluster_id()}
         if spec.get("node_token"):
             config["token_file"] = self.node_token_file
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:

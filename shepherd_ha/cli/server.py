@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from shepherd_ha import config
+from shepherd_ha import cluster_identity, config
 from shepherd_ha.api import auth
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
@@ -21,7 +21,7 @@ from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
 
-from . import supervisor
+from . import join, supervisor
 
 log = logging.getLogger("shepherd_ha.server")
 
@@ -89,9 +89,12 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
-        controller_settings = ControllerSettings.from_values(values)
-        # scrypt: once, before the fork
+        # scrypt: once, before the fork (and before --join, which shows the peer token)
         credentials = ReplicaCredentials(settings.password, settings.salt, settings.accepted_passwords)
+        if values.get("join"):
+            peers, settings.joining = join.peers_to_join(values, settings, credentials.peer_token)
+            settings.peer_addresses = [p.raft for p in peers]
+        controller_settings = ControllerSettings.from_values(values)
         tokens = (auth.load_token_file(values["token_file"], credentials.accepted_peer_tokens)
                   if values["token_file"] else None)
         flow = FlowControl.from_values(values, values["id"])
@@ -103,6 +106,12 @@ def run(args):
         return 2
     logging.basicConfig(level=values["log_level"].upper(), format=_log_format(values["id"], "server"))
     logging.getLogger("pysyncobj.syncobj").addFilter(_benign_truncation_filter)
+    try:
+        settings.cluster_id = cluster_identity.resolve_replica_id(settings.data_dir, values["cluster_id"],
+                                                                  settings.password)
+    except (cluster_identity.IdentityError, OSError) as exc:
+        print("shepherd-ha server: %s" % exc, file=sys.stderr)
+        return 2
 
     def child_main(role, worker, socket_path):
         if role == "store":
@@ -116,7 +125,8 @@ def run(args):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)
         return 2
-    log.info("replica %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
+    log.info("replica %s of cluster %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
+             settings.cluster_id,
              settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
     code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir).run()
@@ -195,6 +205,7 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     signal.signal(signal.SIGTERM, stop)
     replica = RemoteReplica(values["id"], socket_path, peers, api_url=api_url,
                             write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    replica.cluster_id = settings.cluster_id
     gc_tuning.configure_process()
     if worker == 0:
         manager = ControllerManager(replica, default_factories(controller_settings))

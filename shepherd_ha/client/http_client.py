@@ -94,16 +94,19 @@ class Client:
         considered dead (default max(15, timeout)); servers send bookmarks every
         few seconds
     token: bearer token sent with every request (replicas started with --token-file)
+    cluster_id: the cluster this client is configured for, sent with every request
+        (Shepherd-Cluster-Id): a replica of another cluster answers 421
     """
 
     def __init__(self, servers, timeout=5.0, retry_deadline=15.0, session=None,
-                 user_agent=None, watch_read_timeout=None, token=None):
+                 user_agent=None, watch_read_timeout=None, token=None, cluster_id=None):
         self.servers = normalize_servers(servers)
         self.timeout = float(timeout)
         self.retry_deadline = float(retry_deadline)
         self.watch_read_timeout = float(watch_read_timeout or max(15.0, self.timeout))
         self.user_agent = user_agent or "shepherd-client/%s" % __version__
         self._authorization = "Bearer " + token.strip() if token and token.strip() else None
+        self.cluster_id = cluster_id or None
         self._session = session
         self._local = threading.local()
         # sessions of live threads (weak: a finished thread's session goes with it)
@@ -148,6 +151,8 @@ class Client:
         h = {"Accept": "application/json", "User-Agent": self.user_agent}
         if self._authorization:
             h["Authorization"] = self._authorization
+        if self.cluster_id:
+            h["Shepherd-Cluster-Id"] = self.cluster_id
         if extra:
             h.update(extra)
         return h

@@ -89,3 +89,20 @@ def test_provisioning_wires_the_tokens_and_keeps_them_apart():
     assert '"secrets/node-token", "secrets/admin-token"]' in vagrantfile
     artifacts = read("scripts", "prepare-artifacts.sh")
     assert '"system:masters"' in artifacts and '"system:nodes"' in artifacts and "umask 077" in artifacts
+
+
+def test_spare_control_planes_join_instead_of_listing_peers():
+    layout = ClusterLayout.from_env({})
+    assert layout.spare_control_planes == ["cp4", "cp5"]
+    assert layout.control_planes == ["cp1", "cp2", "cp3"], "spares are not members until a drill adds them"
+    assert layout.address("cp5") == "192.168.56.15" and layout.replica_id("cp4") == "r4"
+    assert ClusterLayout.from_env({"CP": "39"}).spare_control_planes == []
+    with pytest.raises(LayoutError, match="CP_SPARE="):
+        ClusterLayout.from_env({"CP": "38", "CP_SPARE": "2"})
+    with open(os.path.join(ROOT, "vagrant", "Vagrantfile"), encoding="utf-8") as f:
+        vagrantfile = f.read()
+    assert "autostart: !node[:spare]" in vagrantfile
+    assert '"join=#{SERVER_URLS}"' in vagrantfile
+    with open(os.path.join(ROOT, "vagrant", "provision", "control-plane.sh"), encoding="utf-8") as f:
+        script = f.read()
+    assert 'MEMBERS="join: ${PEERS#join=}"' in script

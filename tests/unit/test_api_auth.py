@@ -48,11 +48,16 @@ def test_load_token_file_adds_the_replicas_status_token(tmp_path):
     assert len(loaded) == 2
     replica = loaded.authenticate(PEER.peer_token)
     assert replica.name == auth.REPLICA_USER and not replica.may("POST", "/shepherd/v1/replica")
-    # it reads replica status, nothing else (agents are shown log grants, not this token)
-    assert replica.may("GET", "/shepherd/v1/replica")
+    # it reads replica status and the member list (--join), nothing else (agents are shown
+    # log grants, not this token)
+    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/shepherd/v1/members")
     for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web", "/api/v1/namespaces/ns/pods/web/log",
-                 "/api/v1/namespaces/ns/configmaps/c", "/shepherd/v1/cluster", "/metrics"):
+                 "/api/v1/namespaces/ns/configmaps/c", "/shepherd/v1/cluster", "/metrics",
+                 "/shepherd/v1/members/r2", "/shepherd/v1/membersx", "/shepherd/v1/snapshot"):
         assert not replica.may("GET", path), path
+    for method, path in (("POST", "/shepherd/v1/members"), ("DELETE", "/shepherd/v1/members/r2"),
+                         ("PUT", "/shepherd/v1/members")):
+        assert not replica.may(method, path), (method, path)
     with pytest.raises(ConfigError, match="cannot read --token-file"):
         auth.load_token_file(str(tmp_path / "missing.csv"))
 

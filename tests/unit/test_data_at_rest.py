@@ -43,3 +43,20 @@ def test_the_store_process_umask_makes_new_files_private(tmp_path):
     finally:
         os.umask(old)
     assert _mode(tmp_path / "f") == 0o600
+
+
+def test_files_written_before_the_store_starts_are_private_from_the_first_byte(tmp_path):
+    from shepherd_ha import cluster_identity
+    old = os.umask(0o022)
+    try:
+        data_dir = tmp_path / "data"
+        chosen = cluster_identity.resolve_replica_id(str(data_dir), "ab" * 16, "correct-horse-battery-staple-42")
+        assert chosen == "ab" * 16
+        path = data_dir / cluster_identity.FILE_NAME
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and stat.S_IMODE(os.stat(data_dir).st_mode) == 0o700
+        path.chmod(0o644)                                     # rewritten over a loose file: private again
+        data_at_rest.write_private(str(path), "x\n")
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600 and path.read_text() == "x\n"
+        assert not data_at_rest.secure(str(data_dir))         # nothing left to tighten
+    finally:
+        os.umask(old)

@@ -1,7 +1,8 @@
 #!/bin/bash
 # A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
-# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
+# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
+# join=URL,URL... for a spare VM: it starts with --join and waits to be added)
 # The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
 # by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
 # server's default.
@@ -14,8 +15,9 @@ SECRET=/opt/shepherd-dist/secrets/raft-password
 SALT=/opt/shepherd-dist/secrets/raft-salt
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
+CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS"; do
+for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS" "$CLUSTER_ID_FILE"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -23,17 +25,23 @@ install -d -m 700 /var/lib/shepherd
 install -m 600 "$SECRET" /etc/shepherd/raft-password
 install -m 600 "$TOKENS" /etc/shepherd/tokens.csv
 
+if [[ $PEERS == join=* ]]; then
+  MEMBERS="join: ${PEERS#join=}"
+else
+  MEMBERS="peers: $PEERS"
+fi
 cat >/etc/shepherd/server.yaml <<EOT
 # Written by vagrant/provision/control-plane.sh
 id: $ID
 raft_address: $RAFT_ADDRESS
-peers: $PEERS
+$MEMBERS
 api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
 raft_salt: $(tr -d '[:space:]' <"$SALT")
 token_file: /etc/shepherd/tokens.csv
+cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
 

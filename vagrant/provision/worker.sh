@@ -39,6 +39,7 @@ fi
 install -d -m 755 /etc/shepherd
 [ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
+[ -s "$DIST/cluster-id" ] || { echo "error: $DIST/cluster-id is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
 servers: $SERVERS
@@ -47,6 +48,7 @@ address: $ADDRESS
 port: $PORT
 runtime: docker
 token_file: /etc/shepherd/node-token
+cluster_id: $(cat "$DIST/cluster-id")
 EOT
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'

@@ -87,6 +87,11 @@ if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
    printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
      "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
 fi
+if [ ! -s "$ARTIFACTS/cluster-id" ]; then
+  # Made once with the cluster (docs/operations.md "Cluster identity"); not a secret: every VM gets it.
+  log "generating the cluster id"
+  "$PYTHON" -c 'import uuid; print(uuid.uuid4().hex)' >"$ARTIFACTS/cluster-id"
+fi
 "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
 log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"

@@ -9,6 +9,10 @@ pickle whose `__reduce__` runs a command on every replica (issue 14, finding 1).
   messages with protocol 5, so bytes need no global (protocol 2 spells them
   `_codecs.encode(...)`); PySyncObj pickles commands with protocol 2, and ours hold
   no bytes (JSON-shaped objects). A pickle that names a global raises RefusedPickle.
+- a membership change entry (PySyncObj's own, `addNodeToCluster`/`removeNodeFromCluster`:
+  ['add' or 'rem', address, TCPNode]) resolves TCPNode only (`loads_membership`), and
+  its shape is checked; the node is rebuilt from its address, so no other state an
+  entry gives it survives.
 - a dump (our own file, or a leader's snapshot received over the wire) resolves only
   the exact names a dump holds (`DUMP_GLOBALS`): the FSM's class, OrderedDict, set,
   PySyncObj's TCPNode, and `_codecs.encode` restricted to what protocol 2 uses it
@@ -74,6 +78,34 @@ def loads_plain(data):
         raise
     except Exception as exc:     # truncated, not a pickle, a bad opcode: all the same to a peer
         raise RefusedPickle("not a valid pickle: %s" % exc) from None
+
+
+class _MembershipUnpickler(_Unpickler):
+    allowed = {("pysyncobj.node", "TCPNode"): TCPNode}
+
+
+# What PySyncObj's __doChangeCluster ignores (an unknown request type): a refused
+# membership entry is skipped the same way on every replica.
+IGNORED_MEMBERSHIP_CHANGE = ("refused", "0.0.0.0:0")
+
+
+def loads_membership(data):
+    """A membership change entry's request, checked: (op, address, TCPNode(address)).
+    RefusedPickle for anything else."""
+    try:
+        request = _MembershipUnpickler(io.BytesIO(data)).load()
+    except RefusedPickle:
+        raise
+    except Exception as exc:
+        raise RefusedPickle("not a valid membership change: %s" % exc) from None
+    if not (type(request) is list and len(request) == 3 and request[0] in ("add", "rem")
+            and type(request[1]) is str and type(request[2]) is TCPNode):
+        raise RefusedPickle("a membership change is ['add' or 'rem', address, node], not %.200r" % (request,))
+    address = request[2].__dict__.get("_TCPNode__address")
+    host, _, port = request[1].rpartition(":")
+    if address != request[1] or not host or not (port.isascii() and port.isdigit()):
+        raise RefusedPickle("a membership change names node %.100r for address %.100r" % (address, request[1]))
+    return [request[0], request[1], TCPNode(request[1])]
 
 
 def load_dump(file):

@@ -14,15 +14,16 @@ import random
 
 import pysyncobj.syncobj as _pysyncobj_module
 from pysyncobj import SyncObj, SyncObjConsumer, replicated
+from pysyncobj import pickle as pysyncobj_pickle
 from pysyncobj.monotonic import monotonic as raft_clock   # PySyncObj's deadline clock
-from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 
 from shepherd_ha.store import gc_tuning
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.raft_cipher import RaftCipher
 
 from .journal import DurableFileJournal, align_journal_to_dump
-from .restricted_pickle import RefusedPickle
+from .restricted_pickle import IGNORED_MEMBERSHIP_CHANGE, RefusedPickle, loads_membership
 from .transport import GuardedTransport
 
 log = logging.getLogger("shepherd_ha.store.raft_node")
@@ -74,16 +75,23 @@ class PipelinedSyncObj(SyncObj):
     # Checked against SyncObj at import (compat.bad_overrides), with the mangled ones.
     _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
-                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand")
+                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand",
+                  "_SyncObj__parseChangeClusterRequest")
 
-    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, salt=None, accepted=()):
+    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
+                 cluster_id=None, salt=None, accepted=()):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
-        self._raft_cipher = RaftCipher(conf.password, salt, accepted) if conf.password else None
+        self._raft_cipher = (RaftCipher(conf.password, salt, cluster_id, accepted)
+                             if conf.password else None)
         self._held_acks = {}               # node -> (next index, term) held until our log is on disk
         self._batching_commands = False
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
+        # A replica started to join (store/membership.py) is not a member yet: every campaign
+        # would raise its term, and once added its first vote request would depose the leader.
+        # It stays passive until a leader has contacted it (which only a member's leader does).
+        self._joining = joining
         # Our transport: checked frame sizes, handshake deadlines, no pickled globals (transport).
         super().__init__(selfNode, otherNodes, conf, consumers=consumers, transportClass=GuardedTransport)
 
@@ -91,6 +99,18 @@ class PipelinedSyncObj(SyncObj):
 
     def role(self):
         return ROLES.get(self._SyncObj__raftState, "follower")
+
+    def last_log_index(self):
+        return self._SyncObj__getCurrentLogIndex()
+
+    def replication_progress(self):
+        """On the leader: {address: (match index, seconds since its last answer)} of every
+        other member (what a membership change checks); {} elsewhere."""
+        if self._SyncObj__raftState != _RAFT_STATE.LEADER:
+            return {}
+        now = raft_clock()
+        match, answered = self._SyncObj__raftMatchIndex, self._SyncObj__lastResponseTime
+        return {node.address: (match.get(node, 0), now - answered.get(node, 0.0)) for node in self.otherNodes}
 
     # ---- one journal sync per tick, not two per entry (see journal) ----
     #
@@ -105,6 +125,11 @@ class PipelinedSyncObj(SyncObj):
         if self._tick_gaps is not None:
             self._tick_gaps.tick()      # what Raft experiences: wall time between tick starts
         self._make_durable()            # before the leader counts its own log
+        if self._joining:
+            if self._SyncObj__raftLeader is not None:
+                self._joining = False
+            else:
+                self._SyncObj__raftElectionDeadline = raft_clock() + self.conf.raftMaxTimeout
         super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
         self._make_durable()
 
@@ -165,6 +190,18 @@ class PipelinedSyncObj(SyncObj):
             log.error("refused a Raft log entry: %s", exc)
             return {"ok": False, "code": 400, "reason": "BadRequest", "index": None,
                     "message": "refused a Raft log entry: %s" % exc}
+
+    def _SyncObj__parseChangeClusterRequest(self, command):
+        # PySyncObj's membership entries pickle a TCPNode, the one global our commands may
+        # hold (restricted_pickle.loads_membership); called as entries arrive, are applied
+        # and are rolled back, so a refused one becomes a change every replica ignores.
+        if ord(command[:1]) != _COMMAND_TYPE.MEMBERSHIP:
+            return None
+        try:
+            return loads_membership(pysyncobj_pickle.to_bytes(command[1:]))
+        except RefusedPickle as exc:
+            log.error("refused a Raft membership change entry: %s", exc)
+            return IGNORED_MEMBERSHIP_CHANGE
 
     def _SyncObj__onMessageReceived(self, node, message):
         if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
