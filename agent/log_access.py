@@ -28,10 +28,12 @@ class CannotCheck(Exception):
 
 
 class LogAccess:
-    def __init__(self, servers, node_name, token, clock=time.time, monotonic=time.monotonic, fetch_key=None):
+    def __init__(self, servers, node_name, token, clock=time.time, monotonic=time.monotonic, fetch_key=None,
+                 cluster_id=None):
         self.node_name = node_name
         self._clock, self._monotonic = clock, monotonic
-        self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token))
+        # cluster_id: the key comes only from replicas of this agent's cluster (a 421 otherwise)
+        self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token, cluster_id))
         self._lock = threading.Lock()
         self._keys = None               # the replicas' public keys (several while the secret is rotated)
         self._fetched_at = None
@@ -90,8 +92,8 @@ class LogAccess:
         return False
 
 
-def _fetch_key(servers, token):
-    client = Client(servers, timeout=2.0, retry_deadline=4.0, token=token)
+def _fetch_key(servers, token, cluster_id=None):
+    client = Client(servers, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id)
     try:
         answer = client.request("GET", KEY_PATH)
     finally:

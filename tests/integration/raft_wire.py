@@ -32,9 +32,11 @@ def touch_command(path):
 
 
 class RaftWire:
-    def __init__(self, address, password, salt=None, timeout=5.0):
+    def __init__(self, address, password, salt, cluster_id, timeout=5.0):
+        """Speaks to the replica at `address` as one of its peers would (its cluster's
+        password, salt and id)."""
         host, _, port = address.rpartition(":")
-        self.cipher = RaftCipher(password, salt) if salt is not None else RaftCipher(password)
+        self.cipher = RaftCipher(password, salt, cluster_id)
         self.sock = socket.create_connection((host, int(port)), timeout=timeout)
         self.their_key = None
         self._buffer = b""

@@ -106,10 +106,10 @@ def test_a_rolling_rotation_keeps_every_write(make_cluster):
     items = expect(call("GET", urls[0] + "/api/v1/namespaces/%s/configmaps" % NAMESPACE), 200)["items"]
     assert set(acked) <= {o["metadata"]["name"] for o in items}
     raft = cluster.lc.replica(cluster.ids[0])["raft"]
-    stale = RaftWire(raft, old, salt)
+    stale = RaftWire(raft, old, salt, cluster.lc.cluster_id())
     stale.send(os.urandom(32))
     assert stale.closed_by_peer(5.0), "the old password still opens the Raft port"
     stale.close()
-    fresh = RaftWire(raft, new, salt)
+    fresh = RaftWire(raft, new, salt, cluster.lc.cluster_id())
     fresh.exchange_keys()
     fresh.close()

@@ -55,13 +55,13 @@ def test_a_pickle_that_runs_a_command_runs_nothing(cluster, tmp_path):
     for ident in cluster.ids:
         # As the very first message (before any key exchange) ...
         first = str(tmp_path / ("first-" + ident))
-        wire = RaftWire(_raft(cluster, ident), password, salt)
+        wire = RaftWire(_raft(cluster, ident), password, salt, cluster.lc.cluster_id())
         wire.send(RunsCommand(touch_command(first)))
         assert wire.closed_by_peer(5.0), "replica %s kept a connection that sent a pickled global" % ident
         wire.close()
         # ... and after it, where a peer names itself.
         second = str(tmp_path / ("second-" + ident))
-        wire = RaftWire(_raft(cluster, ident), password, salt)
+        wire = RaftWire(_raft(cluster, ident), password, salt, cluster.lc.cluster_id())
         wire.exchange_keys()
         wire.send(RunsCommand(touch_command(second)))
         assert wire.closed_by_peer(5.0), "replica %s kept a connection that sent a pickled global" % ident
