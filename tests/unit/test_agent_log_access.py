@@ -101,3 +101,33 @@ def test_credentials_list_what_a_rotating_replica_accepts():
     assert rotating.peer_token == ROTATED.peer_token
     assert rotating.accepted_peer_tokens == [ROTATED.peer_token, OURS.peer_token]
     assert rotating.log_grant_keys == [ROTATED.log_grant_key, OURS.log_grant_key]
+
+
+def test_the_key_comes_only_from_replicas_of_the_agents_cluster():
+    """The agent's key fetch says its cluster id (api/cluster_check.py answers 421 to
+    another cluster's callers), so another cluster's replicas cannot hand it their key."""
+    import threading
+
+    from flask import Flask
+    from werkzeug.serving import make_server
+
+    from agent.log_access import _fetch_key
+    from shepherd_ha.api import cluster_check
+    from shepherd_ha.api.errors import ApiError, error_response
+    from shepherd_ha.log_grants import KEY_PATH
+
+    app = Flask("t")
+    app.register_error_handler(ApiError, error_response)
+    cluster_check.install(app, "a" * 32)
+    app.add_url_rule(KEY_PATH, "key", lambda: {"algorithm": "Ed25519", "keys": [OURS.log_grant_key]})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = "http://127.0.0.1:%d" % server.server_port
+        assert _fetch_key([url], "node-token", "a" * 32) == [OURS.log_grant_key]
+        with pytest.raises(Exception, match="(?i)cluster"):
+            _fetch_key([url], "node-token", "b" * 32)
+    finally:
+        server.shutdown()
+        thread.join(5)
