@@ -19,7 +19,8 @@ import yaml
 
 from shepherd_ha import cluster_identity, snapshot_file
 from shepherd_ha.model.resources import RESOURCES
-from shepherd_ha.store import data_at_rest
+from shepherd_ha.config import CONTROLLERS
+from shepherd_ha.store import commands, data_at_rest
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.pysyncobj_overrides.dump_file import dump_bytes, write_dump
 
@@ -68,6 +69,15 @@ def store_of(snapshot):
         bucket[key] = obj
     fsm.revision = revision
     return fsm
+
+
+def started_digest(snapshot):
+    """The store digest a restored cluster has once started: the snapshot's objects plus the
+    pod-CIDR plan its first leader commits from --cluster-cidr (the default: a snapshot holds
+    objects, not the plan, and restore writes no --cluster-cidr)."""
+    fsm = store_of(snapshot)
+    fsm.apply(commands.network(CONTROLLERS["cluster_cidr"], CONTROLLERS["node_cidr_mask_size"]))
+    return fsm.digest()
 
 
 def _refuse_existing(directory):

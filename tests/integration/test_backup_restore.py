@@ -12,8 +12,6 @@ from ctl.main import main as sheepctl
 from shepherd_ha import snapshot_file
 from shepherd_ha.cli import restore
 from shepherd_ha.cli.local_cluster import LocalCluster
-from shepherd_ha.config import CONTROLLERS
-from shepherd_ha.store import commands
 
 from .helpers import call, ensure_namespace, expect, free_base_port
 
@@ -74,15 +72,6 @@ def _key(obj):
     return obj["metadata"]["name"]
 
 
-def restored_digest(snap):
-    """The digest a started restored cluster has: the snapshot's objects, plus the pod-CIDR
-    plan its leader commits from its own --cluster-cidr (the default here) as any new
-    cluster's does (a snapshot holds objects, not the plan)."""
-    want = restore.store_of(snap)
-    assert want.apply(commands.network(CONTROLLERS["cluster_cidr"], CONTROLLERS["node_cidr_mask_size"]))["ok"]
-    return want.digest()
-
-
 def test_snapshot_under_writes_is_one_revision_and_restores_into_a_new_cluster(make_cluster, tmp_path):
     cluster = make_cluster()
     urls = [cluster.url(i) for i in cluster.ids]
@@ -133,7 +122,7 @@ def test_snapshot_under_writes_is_one_revision_and_restores_into_a_new_cluster(m
     try:
         restored.start_all()
         restored.wait_ready(60)
-        want_digest = restored_digest(snap)
+        want_digest = restore.started_digest(snap)
         states = [expect(call("GET", u + "/shepherd/v1/replica", params={"digest": "1"}), 200)
                   for u in restored.api_urls()]
         assert [(s["revision"], s["digest"]) for s in states] == [(revision, want_digest)] * 3, \
@@ -191,6 +180,6 @@ def test_restored_dir_starts_with_local_up(cluster, tmp_path):
         assert headers, "a restored cluster has its own tokens by default"
         state = expect(call("GET", lc.api_urls()[2] + "/shepherd/v1/replica", params={"digest": "1"},
                             headers=headers), 200)
-        assert (state["revision"], state["digest"]) == (snap.header["revision"], restored_digest(snap))
+        assert (state["revision"], state["digest"]) == (snap.header["revision"], restore.started_digest(snap))
     finally:
         lc.stop_all(timeout=5.0)
