@@ -144,6 +144,12 @@ def test_add_a_fourth_then_remove_one_under_writes(tmp_path):
         state = same_state(run, rest)
         assert len(set(state["digests"].values())) == 1, state
         assert objects_on(run, "r4") == objects_on(run, rest[0])
+        # PySyncObj's membership entries (a pickled TCPNode) went through the restricted
+        # unpickler's membership path on every replica left, refused nowhere (restricted_pickle).
+        for ident in rest:
+            with open(run.lc._paths(ident)[2], errors="replace") as fh:
+                logged = fh.read()
+            assert "refused a Raft" not in logged, (ident, [l for l in logged.splitlines() if "refused a Raft" in l][:3])
 
 
 def test_replace_a_replica_that_died_for_good(tmp_path):
