@@ -89,7 +89,7 @@ class Agent:
             access = None
             if s.token:
                 from .log_access import LogAccess
-                access = LogAccess(s.servers)
+                access = LogAccess(s.servers, s.node_name, s.token, cluster_id=s.cluster_id)
             self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access)
             self.log_server.start()
             port = self.log_server.port

@@ -11,6 +11,7 @@ from shepherd_ha.api import flow_control, http_server
 from shepherd_ha.api.flow_control import FlowControl
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
+from shepherd_ha.store import raft_secrets
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import WRITE_TIMEOUT, Peer
 from shepherd_ha.store.watch_log import WatchLog
@@ -48,6 +49,11 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("raft_accepted_password_file", str, None, "file of further Raft passwords (one per line) this replica "
+           "accepts from its peers, but never sends with, while the Raft secret is rotated (docs/security.md)"),
+    Option("raft_salt", str, None, "the cluster's random salt for the Raft key derivations, hex, 16 bytes or more, "
+           "the same on every replica (not secret; `shepherd-ha local up` and the Vagrant provisioning "
+           "write one); required"),
     Option("cluster_id", str, RAFT["cluster_id"], "the cluster this replica belongs to (32 hex digits, made by `shepherd-ha "
            "local up` or the provisioning); kept in DATA_DIR/cluster-id, which must agree; unset, a new data dir "
            "takes one derived from the Raft password"),
@@ -147,14 +153,27 @@ def server_settings(values):
             raise ConfigError("--%s is required (or %s)" % (required.replace("_", "-"),
                                                             "SHEPHERD_" + required.upper()))
     password = values.get("raft_password")
+    source = "--raft-password"
     if not password and values.get("raft_password_file"):
         password = read_secret_file(values["raft_password_file"], "--raft-password-file")
+        source = "--raft-password-file %s" % values["raft_password_file"]
+    if password:
+        raft_secrets.check_password(password, source)
+    accepted = ()
+    if values.get("raft_accepted_password_file"):
+        flag = "--raft-accepted-password-file %s" % values["raft_accepted_password_file"]
+        accepted = tuple(line.strip() for line in read_secret_file(values["raft_accepted_password_file"],
+                                                                   "--raft-accepted-password-file").splitlines()
+                         if line.strip())
+        for other in accepted:
+            raft_secrets.check_password(other, flag)
     peers = parse_peers(values.get("peers"))
     if values["id"] in {p.id for p in peers}:
         raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])
     # data_dir and the timings share their names with RaftSettings' fields.
     settings = RaftSettings(
         self_address=values["raft_address"], peer_addresses=[p.raft for p in peers], password=password,
+        salt=values.get("raft_salt"), accepted_passwords=accepted,
         bind_address=values.get("raft_bind"), **fields_from(values, RaftSettings))
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")

@@ -24,15 +24,17 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None, log_grants=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
-    peer_token: what this replica shows the other replicas (their status) and the agents
-    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
+    peer_token: what this replica shows the other replicas (their status);
+    flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
+    log_grants: a replica_credentials.ReplicaCredentials whose signed grants this replica
+    shows agents for pod logs (None: it shows them nothing)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    # Secrets sealed before they are submitted, opened when served (--encryption-key-file).
+    # Secrets sealed before they are submitted, opened when served (--encryption-key-file);
     # + the built-in RBAC roles (served, never stored)
-    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), peer_token)
+    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), log_grants)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -69,7 +71,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     access_review.register(app, authorizer)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token)
+    health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None)
     membership.register(app, replica)
     snapshot_endpoint.register(app, replica)
     discovery.register(app)     # /api, /apis: derived from the registry

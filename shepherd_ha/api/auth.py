@@ -13,16 +13,16 @@ group system:nodes what Kubernetes' NodeRestriction allows; everyone else what R
 grants, the group shepherd:view bound to the role view). /healthz, /readyz and
 /version answer without a token, as in Kubernetes, so probes and load balancers need none.
 
-Replicas show a token derived from the Raft password they share when they ask each
-other for their status (the cluster view) and when they fetch pod logs from an agent
-(which checks it with the API, agent/log_access.py): no extra secret to distribute,
-and the caller's own token never leaves the replica. That token may only read replica
-status and single pods.
+Replicas show a peer token when they ask each other for their status (the cluster
+view): derived from the Raft password and the cluster's salt through scrypt
+(api/replica_credentials.py), so it is no cheap oracle for the password; it may only
+read replica status and the member list, and goes only to the API URLs in --peers
+(and in --join, to ask for the members). Agents
+are shown signed log grants instead, never a token.
 """
 import csv
 import dataclasses
 import hashlib
-import hmac
 import re
 
 from flask import request
@@ -41,8 +41,9 @@ READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
-_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members|/api/v1/namespaces/[^/]+/pods/[^/]+")
-_PEER_TOKEN_CONTEXT = b"shepherd-ha replica status token v1"
+# The peer token reads replica status and the member list (a joining replica's --join,
+# a follower's cluster view), nothing else; GROUP_VIEW keeps it to reads.
+_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,11 +63,6 @@ class User:
 def _digest(token):
     # Look tokens up by their hash: a timing difference then tells nothing about the token.
     return hashlib.sha256(token.encode()).digest()
-
-
-def peer_token(raft_password):
-    """The token replicas use for each other's status: derived, never stored."""
-    return hmac.new(raft_password.encode(), _PEER_TOKEN_CONTEXT, hashlib.sha256).hexdigest()
 
 
 class TokenTable:
@@ -107,12 +103,13 @@ def parse_token_lines(lines, source):
     return users
 
 
-def load_token_file(path, raft_password=None):
-    """The table for --token-file (re-read when the file changes), plus the replicas' own status token."""
-    return ReloadingTokenTable(path, lambda: _read_token_file(path, raft_password))
+def load_token_file(path, peer_token=None):
+    """The table for --token-file (re-read when the file changes), plus the replicas' status
+    token(s) (replica_credentials: a str, or a list of them while the Raft secret is rotated)."""
+    return ReloadingTokenTable(path, lambda: _read_token_file(path, peer_token))
 
 
-def _read_token_file(path, raft_password):
+def _read_token_file(path, peer_token):
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:     # -sig: a BOM is not part of a token
             users = parse_token_lines(fh, path)
@@ -122,8 +119,8 @@ def _read_token_file(path, raft_password):
         raise ConfigError("--token-file %s is not a UTF-8 file of lines token,user,uid,\"groups\": %s"
                           % (path, exc))
     table = TokenTable(users)
-    if raft_password:
-        table.add(peer_token(raft_password), User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
+    for token in [peer_token] if isinstance(peer_token, str) else (peer_token or ()):
+        table.add(token, User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
     return table
 
 

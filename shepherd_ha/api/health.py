@@ -13,7 +13,7 @@ from .version import version_info
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None):
+def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -39,6 +39,17 @@ def register(app, replica, metrics, peer_token=None):
             # Equal on replicas that applied the same log: how tests spot divergence.
             status["revision"], status["digest"] = replica.digest()
         return Response(dumps(status), mimetype="application/json")
+
+    @app.get("/shepherd/v1/log-grant-key")
+    def log_grant_key_endpoint():
+        # What agents verify log grants with (api/replica_credentials.py); public, but asked for
+        # with the agent's own token so that it comes from a replica the agent trusts.
+        if not log_grant_keys:
+            return Response(dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
+                                   "reason": "NotFound", "message": "this replica signs no log grants"}),
+                            status=404, mimetype="application/json")
+        # keys[0] signs this replica's grants; the others are accepted while the Raft secret is rotated
+        return Response(dumps({"algorithm": "Ed25519", "keys": list(log_grant_keys)}), mimetype="application/json")
 
     @app.get("/shepherd/v1/cluster")
     def cluster():

@@ -203,15 +203,16 @@ def _agent_error(resp, node_name, where):
     if resp.status_code in (401, 403):
         # The agent refused this replica, not the caller: a set-up problem, not the caller's to fix.
         return ApiError(503, "the agent of node %s refused this replica: %s (an agent with a --token-file "
-                        "needs replicas run with --token-file)" % (node_name, message))
+                        "verifies the log grants of replicas of its own cluster)" % (node_name, message))
     code = resp.status_code if resp.status_code in (400, 404, 410, 503) else 503
     return ApiError(code, message)
 
 
-def pod_log(replica, target, agent_token=None):
-    """Stream a container's log from its node's agent. `agent_token`: the replica's own
-    token (replicas with --token-file), which agents check with the API; the caller's
-    token never leaves the replica."""
+def pod_log(replica, target, log_grants=None):
+    """Stream a container's log from its node's agent. `log_grants` signs a grant for
+    exactly this container (api/replica_credentials.py), which the agent verifies; no
+    token of the caller's or of this replica's ever leaves it: the agent's address comes
+    from a Node object, which whoever may write Nodes can point anywhere."""
     if request.method != "GET":
         raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
     options = _options()
@@ -241,8 +242,9 @@ def pod_log(replica, target, agent_token=None):
     session = requests.Session()
     session.trust_env = False      # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
-    if agent_token:
-        agent_headers["Authorization"] = "Bearer " + agent_token
+    if log_grants is not None:
+        agent_headers["Authorization"] = log_grants.log_grant(node_name, target.namespace, target.name, container,
+                                                              params["podUID"])
     try:
         resp = session.get(url, params=query, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                            headers=agent_headers)

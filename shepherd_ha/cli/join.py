@@ -14,8 +14,8 @@ import time
 
 import requests
 
-from shepherd_ha.api import auth
 from shepherd_ha.options import ConfigError
+from shepherd_ha.store import data_at_rest
 from shepherd_ha.store.replica import Peer
 
 MEMBERS_FILE = "members.json"
@@ -27,9 +27,10 @@ def has_raft_state(data_dir):
     return any(os.path.exists(os.path.join(data_dir, name)) for name in ("raft.journal", "raft.dump"))
 
 
-def ask(urls, password, timeout=JOIN_TIMEOUT):
-    """The member list from the first of `urls` that answers; ConfigError naming each failure."""
-    headers = {"Authorization": "Bearer " + auth.peer_token(password)} if password else {}
+def ask(urls, peer_token, timeout=JOIN_TIMEOUT):
+    """The member list from the first of `urls` that answers; ConfigError naming each failure.
+    `peer_token`: the replicas' own (api/replica_credentials.py), which may read the members."""
+    headers = {"Authorization": "Bearer " + peer_token} if peer_token else {}
     errors = {}
     deadline = time.monotonic() + timeout
     while True:
@@ -40,13 +41,15 @@ def ask(urls, password, timeout=JOIN_TIMEOUT):
                     reply = session.get(url.rstrip("/") + "/shepherd/v1/members", headers=headers,
                                         timeout=ASK_TIMEOUT)
                 if reply.status_code in (401, 403):
-                    raise ConfigError("%s refused to list its members (%d): is --raft-password the cluster's?"
+                    raise ConfigError("%s refused to list its members (%d): are --raft-password and --raft-salt the cluster's?"
                                       % (url, reply.status_code))
                 reply.raise_for_status()
                 members = reply.json()["members"]
                 if members:
                     return members
                 errors[url] = "no members listed"
+            except ConfigError:       # a ValueError too: a refusal is an answer, not a failure to retry
+                raise
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
                 errors[url] = type(exc).__name__
         if time.monotonic() >= deadline:
@@ -55,7 +58,7 @@ def ask(urls, password, timeout=JOIN_TIMEOUT):
         time.sleep(0.5)
 
 
-def peers_to_join(values, settings):
+def peers_to_join(values, settings, peer_token):
     """The peers to start with (and whether this is a first join, passive until added)."""
     urls = [u.strip() for u in values["join"].split(",") if u.strip()]
     for url in urls:
@@ -64,7 +67,7 @@ def peers_to_join(values, settings):
     saved = os.path.join(settings.data_dir, MEMBERS_FILE)
     first = not has_raft_state(settings.data_dir)
     try:
-        members = ask(urls, settings.password, JOIN_TIMEOUT if first else 3.0)
+        members = ask(urls, peer_token, JOIN_TIMEOUT if first else 3.0)
     except ConfigError:
         if first or not os.path.exists(saved):
             raise
@@ -74,10 +77,6 @@ def peers_to_join(values, settings):
         if member["id"] == values["id"] and member["raft"] != settings.self_address:
             raise ConfigError("replica id %s is already a member at Raft %s: pick another --id, or remove it "
                               "first" % (values["id"], member["raft"]))
-    os.makedirs(settings.data_dir, exist_ok=True)
-    tmp = saved + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(members, fh)
-    os.replace(tmp, saved)
+    data_at_rest.write_private(saved, json.dumps(members))     # 0600 in a 0700 dir, as the rest of it
     peers = [Peer(m["id"], m["raft"], m.get("api")) for m in members if m["raft"] != settings.self_address]
     return peers, first

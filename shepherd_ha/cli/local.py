@@ -93,6 +93,8 @@ def cmd_up(args, cluster):
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
         cluster.create(args.replicas, args.base_port, auth=args.auth)
+    elif cluster.add_raft_salt():
+        print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)

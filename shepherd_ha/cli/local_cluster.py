@@ -1,7 +1,7 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port, cluster id
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port, cluster id
   config                client config for `sheepctl --config DIR/config`
   <id>/server.yaml      that replica's `shepherd-ha server --config`
   <id>/data/            its Raft journal and snapshots
@@ -27,6 +27,7 @@ import yaml
 
 from shepherd_ha import cluster_identity
 from . import node_tokens
+from shepherd_ha.store import raft_secrets
 
 API_OFFSET, RAFT_OFFSET = 0, 100
 
@@ -113,18 +114,19 @@ class LocalCluster:
         os.makedirs(self.dir, exist_ok=True)
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
-        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port,
+        spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
+                "raft_salt": raft_secrets.new_salt(), "base_port": base_port,
                 "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
         if auth:
             spec.update(self._new_tokens())
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
-            os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+            os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
                               for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password"),
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"],
                       "cluster_id": spec["cluster_id"]}
             if auth:
                 server["token_file"] = self.token_file
@@ -134,6 +136,24 @@ class LocalCluster:
         write_private(os.path.join(self.dir, "raft-password"), spec["raft_password"] + "\n")
         self._write_spec(spec)
         self.write_client_config()
+
+    def add_raft_salt(self):
+        """A cluster made before --raft-salt existed gets one (the spec and every replica's
+        server.yaml), while none of its replicas runs; True when it did."""
+        spec = self.spec()
+        if spec.get("raft_salt") or any(self.pid(ident) for ident in self.ids()):
+            return False
+        salt = raft_secrets.new_salt()
+        for ident in self.ids():
+            path = self._paths(ident)[0]
+            with open(path) as fh:
+                server = yaml.safe_load(fh) or {}
+            server["raft_salt"] = salt
+            with open(path, "w") as fh:
+                yaml.safe_dump(server, fh, sort_keys=False)
+        spec["raft_salt"] = salt
+        self._write_spec(spec)
+        return True
 
     def write_client_config(self):
         path = os.path.join(self.dir, "config")

@@ -12,11 +12,12 @@ from shepherd_ha.api import auth, http_server
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
 from shepherd_ha.api.metrics import ConnectionCollector
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
-from shepherd_ha.store import gc_tuning
+from shepherd_ha.store import data_at_rest, gc_tuning
 from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
@@ -87,11 +88,14 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
+        # scrypt: once, before the fork (and before --join, which shows the peer token)
+        credentials = ReplicaCredentials(settings.password, settings.salt, settings.accepted_passwords)
         if values.get("join"):
-            peers, settings.joining = join.peers_to_join(values, settings)
+            peers, settings.joining = join.peers_to_join(values, settings, credentials.peer_token)
             settings.peer_addresses = [p.raft for p in peers]
         controller_settings = ControllerSettings.from_values(values)
-        tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
+        tokens = (auth.load_token_file(values["token_file"], credentials.accepted_peer_tokens)
+                  if values["token_file"] else None)
         _secrets_cipher(values)         # a bad key file stops the server here, with its line
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
@@ -116,7 +120,7 @@ def run(args):
             return run_store(values, settings, peers, api_url, socket_path)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path, connection_limits)
+                              threads, worker, socket_path, connection_limits, credentials)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -153,6 +157,7 @@ def _wait_bindable(host, port, timeout=5.0):
 
 def run_store(values, settings, peers, api_url, socket_path):
     """The store process: Raft + FSM + group commit, served on the local socket."""
+    data_at_rest.private_files()        # the journal, the dump and their temporary files: 0600
     holder = []
     replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],
                       watch_log_size=values["watch_log_size"],
@@ -206,7 +211,7 @@ def _connection_limits(values):
 
 
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path, connection_limits):
+                   worker, socket_path, connection_limits, credentials):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
 
     def stop(signum, frame):
@@ -223,8 +228,8 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow,
-                     secrets_cipher=_secrets_cipher(values))
+    app = create_app(replica, tokens, credentials.peer_token if tokens is not None else None, flow,
+                     secrets_cipher=_secrets_cipher(values), log_grants=credentials)
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:

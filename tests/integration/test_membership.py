@@ -144,6 +144,12 @@ def test_add_a_fourth_then_remove_one_under_writes(tmp_path):
         state = same_state(run, rest)
         assert len(set(state["digests"].values())) == 1, state
         assert objects_on(run, "r4") == objects_on(run, rest[0])
+        # PySyncObj's membership entries (a pickled TCPNode) went through the restricted
+        # unpickler's membership path on every replica left, refused nowhere (restricted_pickle).
+        for ident in rest:
+            with open(run.lc._paths(ident)[2], errors="replace") as fh:
+                logged = fh.read()
+            assert "refused a Raft" not in logged, (ident, [l for l in logged.splitlines() if "refused a Raft" in l][:3])
 
 
 def test_replace_a_replica_that_died_for_good(tmp_path):
@@ -292,7 +298,8 @@ def test_sheepctl_add_status_remove_and_a_join_under_a_taken_id(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--id", "r4",
                                "--raft-address", "127.0.0.1:1", "--api-bind", "127.0.0.1:2",
                                "--data-dir", str(tmp_path / "dup"), "--raft-password-file",
-                               os.path.join(lc.dir, "raft-password"), "--join", run.url("r1")],
+                               os.path.join(lc.dir, "raft-password"), "--raft-salt", lc.spec()["raft_salt"],
+                               "--join", run.url("r1")],
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and "already a member at Raft %s" % member["raft"] in proc.stderr, proc.stderr
         code, out = _sheepctl(config, "cluster", "remove-replica", "r4")

@@ -3,6 +3,7 @@ import pytest
 from flask import Flask
 
 from shepherd_ha.api import auth
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.api.errors import ApiError, error_response
 from shepherd_ha.options import ConfigError
 
@@ -43,18 +44,25 @@ def test_a_token_given_twice_and_an_empty_file_are_refused():
 def test_load_token_file_adds_the_replicas_status_token(tmp_path):
     path = tmp_path / "tokens.csv"
     path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
-    loaded = auth.load_token_file(str(path), raft_password="secret")
+    loaded = auth.load_token_file(str(path), peer_token=PEER.peer_token)
     assert len(loaded) == 2
-    replica = loaded.authenticate(auth.peer_token("secret"))
+    replica = loaded.authenticate(PEER.peer_token)
     assert replica.name == auth.REPLICA_USER and not replica.may("POST", "/shepherd/v1/replica")
-    # it reads replica status and single pods (what agents check it with), nothing else
-    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/api/v1/namespaces/ns/pods/web")
-    for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web/log", "/api/v1/namespaces/ns/configmaps/c",
-                 "/shepherd/v1/cluster", "/metrics"):
+    # it reads replica status and the member list (--join), nothing else (agents are shown
+    # log grants, not this token)
+    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/shepherd/v1/members")
+    for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web", "/api/v1/namespaces/ns/pods/web/log",
+                 "/api/v1/namespaces/ns/configmaps/c", "/shepherd/v1/cluster", "/metrics",
+                 "/shepherd/v1/members/r2", "/shepherd/v1/membersx", "/shepherd/v1/snapshot"):
         assert not replica.may("GET", path), path
-    assert auth.peer_token("secret") != auth.peer_token("other")
+    for method, path in (("POST", "/shepherd/v1/members"), ("DELETE", "/shepherd/v1/members/r2"),
+                         ("PUT", "/shepherd/v1/members")):
+        assert not replica.may(method, path), (method, path)
     with pytest.raises(ConfigError, match="cannot read --token-file"):
         auth.load_token_file(str(tmp_path / "missing.csv"))
+
+
+PEER = ReplicaCredentials("correct-horse-battery-staple-42", "00" * 16)
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@ import os
 import stat
 
 from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port, write_private
+from shepherd_ha.store import raft_secrets
 
 
 def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
@@ -16,7 +17,13 @@ def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
     for name in ("raft-password", "cluster.yaml"):
         assert stat.S_IMODE(os.stat(tmp_path / "c" / name).st_mode) == 0o600, name
     password = (tmp_path / "c" / "raft-password").read_text().strip()
-    assert len(password) == 32 and cluster.spec()["raft_password"] == password
+    assert cluster.spec()["raft_password"] == password
+    raft_secrets.check_password(password)                  # a generated one passes the hand-given bar
+    salt = cluster.spec()["raft_salt"]
+    assert len(raft_secrets.salt_bytes(salt)) >= 16
+    other = LocalCluster(str(tmp_path / "d"))
+    other.create(3, find_base_port(3))
+    assert other.spec()["raft_salt"] != salt and other.spec()["raft_password"] != password
 
 
 def test_write_private_tightens_an_existing_file(tmp_path):
@@ -59,3 +66,21 @@ def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_cli
     plain.create(3, find_base_port(3))
     assert plain.token() is None and plain.auth_headers() == {} and not os.path.exists(plain.token_file)
     assert "token" not in yaml.safe_load((tmp_path / "p" / "config").read_text())
+
+
+def test_a_cluster_made_before_the_salt_gets_one_on_up(tmp_path):
+    import yaml
+    cluster = LocalCluster(str(tmp_path / "old"))
+    cluster.create(3, find_base_port(3))
+    spec = cluster.spec()
+    del spec["raft_salt"]
+    cluster._write_spec(spec)
+    for ident in cluster.ids():
+        path = tmp_path / "old" / ident / "server.yaml"
+        server = yaml.safe_load(path.read_text())
+        del server["raft_salt"]
+        path.write_text(yaml.safe_dump(server))
+    assert cluster.add_raft_salt() is True
+    salts = {yaml.safe_load((tmp_path / "old" / i / "server.yaml").read_text())["raft_salt"] for i in cluster.ids()}
+    assert salts == {cluster.spec()["raft_salt"]} and len(raft_secrets.salt_bytes(salts.pop())) == 16
+    assert cluster.add_raft_salt() is False                 # once only

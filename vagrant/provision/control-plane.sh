@@ -12,12 +12,13 @@ RAFT_ADDRESS=${2:?raft address missing}
 API_ADDRESS=${3:?api address missing}
 PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
+SALT=/opt/shepherd-dist/secrets/raft-salt
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
 DATA_PLANE=/opt/shepherd-dist/data-plane.yaml
 CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE"; do
+for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -39,6 +40,7 @@ api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: http://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
+raft_salt: $(tr -d '[:space:]' <"$SALT")
 token_file: /etc/shepherd/tokens.csv
 cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT

@@ -75,6 +75,11 @@ if [ ! -s "$ARTIFACTS/secrets/raft-password" ]; then
   chmod 700 "$ARTIFACTS/secrets"
   (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$ARTIFACTS/secrets/raft-password")
 fi
+if [ ! -s "$ARTIFACTS/secrets/raft-salt" ]; then
+  # The cluster's salt for the Raft key derivations: random, the same on every replica, not secret.
+  log "generating the Raft salt"
+  "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/raft-salt"
+fi
 if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
   log "generating the admin's API token (sheepctl and the drills)"
   mkdir -p "$ARTIFACTS/secrets"
