@@ -244,7 +244,7 @@ def pod_log(replica, target, log_grants=None):
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
     if log_grants is not None:
         agent_headers["Authorization"] = log_grants.log_grant(node_name, target.namespace, target.name, container,
-                                                              params["podUID"])
+                                                              query["podUID"])
     try:
         resp = session.get(url, params=query, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                            headers=agent_headers)

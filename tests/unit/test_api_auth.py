@@ -110,10 +110,10 @@ def test_the_replicas_token_is_held_to_its_paths(tmp_path):
     path = tmp_path / "tokens.csv"
     path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
     app = Flask("t")
-    auth.install(app, auth.load_token_file(str(path), raft_password="secret"))
+    auth.install(app, auth.load_token_file(str(path), PEER.peer_token))
     app.register_error_handler(ApiError, error_response)
     app.add_url_rule("/api/v1/pods", "pods", lambda: "ok", methods=["GET"])
-    resp = app.test_client().get("/api/v1/pods", headers=bearer(auth.peer_token("secret")))
+    resp = app.test_client().get("/api/v1/pods", headers=bearer(PEER.peer_token))
     assert resp.status_code == 403 and auth.REPLICA_USER in resp.json["message"]
 
 

@@ -26,7 +26,8 @@ TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 def served_replica(tmp_path_factory):
     port = find_base_port(1)
     settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                            data_dir=str(tmp_path_factory.mktemp("watch-framing")), password="x")
+                            data_dir=str(tmp_path_factory.mktemp("watch-framing")), password="x",
+                            salt="00112233445566778899aabbccddeeff")
     replica = Replica("r1", settings, [])
     served = None
     try:
