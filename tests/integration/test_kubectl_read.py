@@ -17,6 +17,8 @@ import time
 
 import kubernetes
 import pytest
+
+from shepherd_ha.model.resources import RESOURCES
 import yaml
 
 from agent.node_info import node_info
@@ -128,18 +130,20 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
     assert version["serverVersion"]["gitVersion"].startswith("v1.32.0-shepherd.")
     assert version["serverVersion"]["major"] == "1" and version["serverVersion"]["minor"] == "32"
     assert "Server Version: v1.32.0-shepherd." in kubectl("version").stdout
-    assert kubectl("api-versions").stdout.split() == ["apps/v1", "coordination.k8s.io/v1", "v1"]
+    # every group version the registry serves, as kubectl sorts them
+    assert kubectl("api-versions").stdout.split() == sorted({r.api_version for r in RESOURCES.values()})
     header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
     assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
     by_name = {r["NAME"]: r for r in resources}
-    assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
-                            "controllerrevisions", "deployments", "leases"}
+    assert set(by_name) == set(RESOURCES)
     assert [by_name["pods"][k] for k in ("SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND")] == \
         ["po", "v1", "true", "Pod"]
     assert by_name["pods"]["CATEGORIES"] == "all"
     assert by_name["deployments"]["SHORTNAMES"] == "deploy" and by_name["deployments"]["APIVERSION"] == "apps/v1"
     assert by_name["nodes"]["NAMESPACED"] == "false"
-    assert kubectl("api-resources", "--namespaced=false", "-o", "name").stdout.split() == ["namespaces", "nodes"]
+    cluster_wide = {r.plural if "/" not in r.api_version else "%s.%s" % (r.plural, r.api_version.split("/")[0])
+                    for r in RESOURCES.values() if not r.namespaced}
+    assert set(kubectl("api-resources", "--namespaced=false", "-o", "name").stdout.split()) == cluster_wide
     info = kubectl("cluster-info").stdout
     assert "Kubernetes control plane is running at %s" % cluster.url(cluster.ids[0]) in info
 
