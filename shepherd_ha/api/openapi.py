@@ -23,7 +23,8 @@ import json
 
 from flask import Response, request
 
-from shepherd_ha.model.openapi_schema import definition_name, kind_schema, list_schema
+from shepherd_ha.model.openapi_schema import (INT_OR_STRING, INT_OR_STRING_SCHEMA, definition_name, kind_schema,
+                                              list_schema)
 from shepherd_ha.model.resources import RESOURCES
 
 from .errors import ApiError
@@ -111,6 +112,7 @@ def v3_documents():
             "paths": {}, "components": {"schemas": {}}})
         doc["paths"].update(_operations(r))
         schemas = doc["components"]["schemas"]
+        schemas[INT_OR_STRING] = INT_OR_STRING_SCHEMA
         schemas[definition_name(r)] = kind_schema(r)
         schemas[definition_name(r, r.list_kind)] = list_schema(r, "#/components/schemas/" + definition_name(r))
     return {key: _encoded(doc) for key, doc in docs.items()}

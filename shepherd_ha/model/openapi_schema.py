@@ -85,7 +85,7 @@ def _scalar(path, name):
     if name in _INT_LISTS:
         return {"type": "array", "items": {"type": "integer", "format": "int64"}}
     if name in _INT_OR_STRING or path.endswith(_PROBE_PORTS):
-        return {"type": "string", "format": "int-or-string", "x-kubernetes-int-or-string": True}
+        return {"allOf": [{"$ref": "#/components/schemas/" + INT_OR_STRING}]}
     if name in _INTEGERS:
         return {"type": "integer", "format": "int32"}
     if name in _BOOLEANS:
@@ -93,6 +93,11 @@ def _scalar(path, name):
     if name in _TIMES:
         return {"type": "string", "format": "date-time"}
     return {"type": "string"}
+
+
+INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
+INT_OR_STRING_SCHEMA = {"format": "int-or-string", "x-kubernetes-int-or-string": True,
+                        "description": "A number or a string (a port name, a percentage)."}
 
 
 def _list_extensions(strategy):
@@ -128,7 +133,7 @@ def _convert(plural, schema, path, name):
             for key, sub in sorted(schema.items())}}
     else:
         out = _scalar(path, name)
-        if out["type"] == "array":
+        if out.get("type") == "array":
             out.update(_list_extensions(strategies.get(path)))
     return _describe(out, path, name)
 
