@@ -56,3 +56,17 @@ def test_create_namespace_and_configmap(url, kubectl):
     kubectl("create", "secret", "generic", "sec", "--from-literal=p=q")
     secret = expect(call("GET", url + "/api/v1/namespaces/%s/secrets/sec" % NS), 200)
     assert secret["data"] == {"p": "cQ=="}
+
+
+def test_get_of_more_than_500_objects_follows_continue(url, kubectl):
+    expect(call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": "many"}}), 201)
+    for i in range(520):
+        expect(call("POST", url + "/api/v1/namespaces/many/configmaps",
+                    json={"metadata": {"name": "cm-%04d" % i}}), 201)
+    proc = kubectl("get", "configmaps", "-n", "many", "-v=6")
+    listed = [line.split()[0] for line in proc.stdout.splitlines()[1:]]
+    assert listed == ["cm-%04d" % i for i in range(520)]
+    requests = [line for line in proc.stderr.splitlines() if "GET " in line and "/configmaps" in line]
+    assert len(requests) == 2 and "limit=500" in requests[0] and "continue=" in requests[1], requests
+    names = kubectl("get", "configmaps", "-n", "many", "--chunk-size=100", "-o", "name").stdout.split()
+    assert len(names) == 520 and len(set(names)) == 520
