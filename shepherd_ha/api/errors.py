@@ -3,8 +3,8 @@ from flask import jsonify
 
 _REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict", 410: "Gone",
-    413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 406: "NotAcceptable", 422: "Invalid", 429: "TooManyRequests",
-    500: "InternalError", 503: "ServiceUnavailable",
+    406: "NotAcceptable", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 422: "Invalid",
+    429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
 }
 
 
