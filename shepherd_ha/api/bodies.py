@@ -3,6 +3,7 @@ import json
 
 from flask import g, request
 
+from . import protobuf_bodies
 from .errors import ApiError
 
 MAX_DEPTH = 100
@@ -15,6 +16,9 @@ def json_body(required=True):
         if required:
             raise ApiError(400, "request body is empty: send a JSON object")
         return None
+    if protobuf_bodies.is_protobuf(request.content_type):
+        g.duplicate_fields = []
+        return protobuf_bodies.decode(raw)     # kubectl's create namespace/configmap/secret
     duplicates = []
     try:
         body = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, duplicates))

@@ -3,14 +3,15 @@ from flask import jsonify
 
 _REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict", 410: "Gone",
-    413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 422: "Invalid", 429: "TooManyRequests",
-    500: "InternalError", 503: "ServiceUnavailable",
+    406: "NotAcceptable", 413: "RequestEntityTooLarge", 415: "UnsupportedMediaType", 422: "Invalid",
+    429: "TooManyRequests", 500: "InternalError", 503: "ServiceUnavailable",
 }
 
 
 class ApiError(Exception):
-    def __init__(self, code, message, reason=None, details=None, headers=None):
+    def __init__(self, code, message, reason=None, details=None, headers=None, metadata=None):
         super().__init__(message)
+        self.metadata = metadata        # the Status' metadata (a 410's fresh continue token)
         self.code = code
         self.message = message
         self.reason = reason or _REASONS.get(code, "Unknown")
@@ -18,16 +19,16 @@ class ApiError(Exception):
         self.headers = headers or {}
 
 
-def status_body(code, message, reason=None, details=None):
+def status_body(code, message, reason=None, details=None, metadata=None):
     body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
-            "reason": reason or _REASONS.get(code, "Unknown"), "message": message, "metadata": {}}
+            "reason": reason or _REASONS.get(code, "Unknown"), "message": message, "metadata": metadata or {}}
     if details:
         body["details"] = details
     return body
 
 
 def error_response(err):
-    response = jsonify(status_body(err.code, err.message, err.reason, err.details))
+    response = jsonify(status_body(err.code, err.message, err.reason, err.details, getattr(err, "metadata", None)))
     response.status_code = err.code
     for k, v in err.headers.items():
         response.headers[k] = v

@@ -25,7 +25,7 @@ from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 from .bodies import dumps, dumps_list, flag, json_body, json_object_body
 from .errors import ApiError, unavailable
 from .write_options import add_warnings, field_manager, field_validation, force, known_fields_only
-from . import admission, dry_run, idempotency, params, patches, pod_logs, tables, watch
+from . import admission, dry_run, idempotency, paging, params, patches, pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -136,18 +136,18 @@ class ObjectApi:
     def list(self, target):
         table = tables.requested()
         label_sel, field_sel = selectors(target)
-        try:
-            items, revision = self.replica.list(target.plural, target.namespace, self._consistency())
-        except Unavailable as exc:
-            raise unavailable(exc)
+        wanted = paging.ListRequest()
+        items, revision = paging.snapshot(self.replica, target.plural, target.namespace, wanted,
+                                          self._consistency())
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        items, list_meta = paging.page(items, wanted, revision)
         if table is not None:
-            return Response(table.list_chunks(target.info, items, revision), mimetype="application/json")
+            return Response(table.list_chunks(target.info, items, revision, list_meta), mimetype="application/json")
         # Serialized here, in chunks, while the request holds its flow-control seat.
         return Response(dumps_list({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
-                                    "metadata": {"resourceVersion": str(revision)}}, items),
+                                    "metadata": dict({"resourceVersion": str(revision)}, **list_meta)}, items),
                         mimetype="application/json")
 
     # ---- writes ----

@@ -49,8 +49,9 @@ def resource_version():
     return int(value)
 
 
-# Query parameters Kubernetes clients send that this server accepts and ignores (no
-# paging: a list is always whole); still bounded so a client learns of a typo.
+# Numeric query parameters checked on every collection GET, so a client learns of a
+# typo even where they have no effect (limit on a watch, limitBytes; a list's limit
+# is api/paging.py's).
 IGNORED_NUMBERS = ("limit", "limitBytes")
 
 

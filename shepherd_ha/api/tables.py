@@ -61,11 +61,12 @@ class TableRequest:
                 "metadata": {"resourceVersion": str(resource_version)} if resource_version else {},
                 "columnDefinitions": definitions, "rows": [self.row(info, o, now) for o in objects]}
 
-    def list_chunks(self, info, objects, resource_version):
+    def list_chunks(self, info, objects, resource_version, list_meta=None):
         """A list's Table as bytes chunks (api/bodies.dumps_list): rows are serialized
         in bounds, so the Raft tick gets the GIL between them."""
         head = self.table(info, [], resource_version)
         del head["rows"]
+        head["metadata"].update(list_meta or {})      # continue, remainingItemCount (api/paging.py)
         now = datetime.now(timezone.utc)
         return dumps_list(head, [self.row(info, o, now) for o in objects], key="rows")
 

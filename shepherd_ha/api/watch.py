@@ -22,6 +22,7 @@ from .bodies import dumps, flag
 from .errors import ApiError, status_body, unavailable
 
 BOOKMARK_INTERVAL = 5.0
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 DEFAULT_TIMEOUT = 1800
 
 
@@ -44,10 +45,15 @@ def stream(replica, target):
             return False
         return label_sel.matches(meta.get("labels")) and field_sel.matches(obj)
 
+    send_initial = _send_initial_events(bookmarks, rv)
     initial = []
-    if rv in (None, 0):
+    if send_initial is False and rv is None:
+        start = replica.watch_log.last_revision          # from now on, no initial state
+    elif send_initial or rv in (None, 0):
         try:
-            items, start = replica.list(info.plural, target.namespace, consistent=rv is None)
+            # NotOlderThan rv: this replica's state when it is that new, else a consistent read.
+            consistent = rv is None or (send_initial and rv > replica.revision())
+            items, start = replica.list(info.plural, target.namespace, consistent=consistent)
         except Unavailable as exc:
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes
@@ -97,7 +103,12 @@ def stream(replica, target):
             write(b"")
         yield b""       # waitress skips an empty chunk; a WSGI caller waiting for the first one gets it
         yield from initial
-        if not initial and bookmarks:
+        if send_initial:
+            # client-go's watch-list: the initial state is complete once this arrives.
+            end = bookmark(start)
+            end["object"]["metadata"]["annotations"] = {INITIAL_EVENTS_END: "true"}
+            yield dumps(end) + "\n"
+        elif not initial and bookmarks:
             yield dumps(bookmark(start)) + "\n"
         last = start
         deadline = time.monotonic() + timeout
@@ -124,6 +135,28 @@ def stream(replica, target):
 
     return Response(generate(), mimetype="application/json",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _send_initial_events(bookmarks, rv):
+    """sendInitialEvents as True/False/None (absent), checked as Kubernetes does: it needs
+    resourceVersionMatch=NotOlderThan and allowWatchBookmarks (the end of the initial
+    events is a bookmark)."""
+    value = request.args.get("sendInitialEvents")
+    if value in (None, ""):
+        if request.args.get("resourceVersionMatch"):
+            raise ApiError(400, "resourceVersionMatch is for lists, or for a watch with sendInitialEvents")
+        return None
+    if value.lower() not in ("true", "false", "1", "0"):
+        raise ApiError(400, "sendInitialEvents must be true or false, got %s" % params.shown(value))
+    if request.args.get("resourceVersionMatch") != "NotOlderThan":
+        raise ApiError(400, "sendInitialEvents needs resourceVersionMatch=NotOlderThan")
+    if not bookmarks:
+        raise ApiError(400, "sendInitialEvents needs allowWatchBookmarks=true: the end of the initial events "
+                       "is a bookmark")
+    send = value.lower() in ("true", "1")
+    if not send and rv is not None:
+        return None     # a plain watch from rv
+    return send
 
 
 def _serialized(events, chunk=100):

@@ -17,11 +17,10 @@ import time
 
 import kubernetes
 import pytest
-
-from shepherd_ha.model.resources import RESOURCES
 import yaml
 
 from agent.node_info import node_info
+from shepherd_ha.model.resources import RESOURCES
 
 from .helpers import call, ensure_namespace, expect, unique
 
