@@ -20,7 +20,8 @@ NS = "paging"
 def api(tmp_path_factory):
     port = find_base_port(1)
     settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                            data_dir=str(tmp_path_factory.mktemp("paging")), password="x")
+                            data_dir=str(tmp_path_factory.mktemp("paging")), password="x",
+                            salt="00112233445566778899aabbccddeeff")
     replica = Replica("r1", settings, [])
     try:
         deadline = time.monotonic() + 20
