@@ -31,7 +31,7 @@ Threads (all stop with the agent; containers keep running):
   the agent, removes orphaned containers and volumes, re-syncs every pod now and then.
 - runtime events (Housekeeper.events_loop, when the runtime has an event stream):
   queues a pod as soon as one of its containers dies.
-- prober (prober.py): runs readiness and liveness probes.
+- prober (prober.py: table, events, runtime): runs readiness and liveness probes.
 - one short-lived thread per container being killed (container_stop.py) and per pod
   being terminated (pod_termination.py): they wait out grace periods without
   holding a worker.
@@ -81,7 +81,7 @@ class PodManager:
         self.prober = None
         if probes:
             from .prober import Prober
-            self.prober = Prober(self, runtime, stop)
+            self.prober = Prober(table, self.events, runtime, stop)
         self.containers = NodeContainers(runtime, node_name)
         self.watch = PodWatch(client, table, stop)
         self.reporter = StatusReporter(self.writer, runtime.name, node_address)
