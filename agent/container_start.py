@@ -2,10 +2,15 @@
 resolve its env and volumes, create and start it, posting the kubelet's Events;
 a failed pull or create is retried with its own backoff.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+ContainerStarter touches the runtime, the Event sink, this node's containers (a
+leftover of the same name), the pods' volumes (--state-dir, ConfigMaps and Secrets
+through the getters), the securityContext checks, the cluster DNS, the pod network
+hook and the prober (fresh probe states per instance); it updates the
+ContainerState it is handed.
 """
 import logging
 
+from . import backoff as B
 from . import security_context as S
 from . import spec as P
 from .dns.pod_dns import resolver_config
@@ -15,14 +20,46 @@ from .runtime.base import ContainerGone, CreateError, ImagePullError
 log = logging.getLogger(__name__)
 
 
-class ContainerStartMixin:
+def attach_probes(prober, c, cs, info):
+    """Fresh probe states for a new running instance (none without a prober)."""
+    if cs.probe_instance == info.id:
+        return
+    cs.probe_instance = info.id
+    cs.readiness = cs.liveness = None
+    if prober is None:
+        return
+    cs.readiness = prober.state_for(c.get("readinessProbe"), "readiness")
+    cs.liveness = prober.state_for(c.get("livenessProbe"), "liveness")
+
+
+def drop_probes(cs):
+    cs.probe_instance = None
+    cs.readiness = cs.liveness = None
+
+
+class ContainerStarter:
+    def __init__(self, runtime, events, containers, node, address, state_dir=None, get_configmap=None,
+                 get_secret=None, cluster_dns=None, pod_network=None, prober=None, backoff_base=B.DEFAULT_BASE):
+        self.runtime = runtime
+        self.events = events
+        self.containers = containers          # NodeContainers (node_containers.py)
+        self.node = node
+        self.address = address
+        self.state_dir = state_dir            # the pods' volume directories (agent/volumes.py)
+        self._get_configmap = get_configmap
+        self._get_secret = get_secret
+        self.cluster_dns = cluster_dns
+        self.pod_network = pod_network
+        self.prober = prober
+        self.backoff_base = float(backoff_base)
+
     def _retry_later(self, cs, reason, message, now):
         cs.waiting = (reason, message)
         cs.retry_pending = True
         cs.retry_at = now + max(self.backoff_base / 10.0, cs.retry_backoff.next_delay())
         return cs.retry_at - now
 
-    def _start(self, state, pod, c, cs, attempt, sandbox_id, last, now):
+    def start(self, state, pod, c, cs, attempt, sandbox_id, last, now):
         """Pull if needed, create and start instance number `attempt`; returns the
         seconds until the next look (None when it started)."""
         name = c.get("name")
@@ -54,7 +91,7 @@ class ContainerStartMixin:
             else:
                 emit(pod, "Pulled", 'Container image "%s" already present on machine' % image, "Normal", name)
             try:
-                get_secret = getattr(self, "_get_secret", None)
+                get_secret = self._get_secret
                 env = V.resolve_env(pod, c, self._get_configmap, get_secret)
                 mounts = V.prepare_mounts(pod, c, self.state_dir, self._get_configmap,
                                           write=not self.runtime.simulated, get_secret=get_secret)
@@ -77,7 +114,7 @@ class ContainerStartMixin:
                 cid = self.runtime.create(config)
             except CreateError as exc:
                 if "Conflict" in str(exc) and "already in use" in str(exc):
-                    self._remove_by_name(config.name)
+                    self.containers.remove_named(config.name)
                     cid = self.runtime.create(config)
                 else:
                     raise
@@ -103,12 +140,7 @@ class ContainerStartMixin:
         info = self.runtime.inspect(cid)
         cs.instance = info
         if info is not None and info.running:
-            self._ensure_probes(state, c, cs, info)
+            attach_probes(self.prober, c, cs, info)
         if info is not None and not info.running:
             return 0.05      # it exited at once: look again
         return None
-
-    def _remove_by_name(self, name):
-        for c in self._own_containers():
-            if c.name == name:
-                self.runtime.remove(c.id)

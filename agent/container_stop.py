@@ -2,7 +2,8 @@
 container of a running pod (failed liveness probe, changed definition) on a thread
 of its own, so a grace period never holds a worker.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+ContainerStopper touches the runtime (inspect, signal), the Event sink and, once a
+kill is over, requeue(uid) (the pod table's queue); nothing else.
 """
 import logging
 import signal
@@ -16,8 +17,14 @@ log = logging.getLogger(__name__)
 KILL_WAIT = 5.0               # seconds to wait for a SIGKILLed container to be gone
 
 
-class ContainerStopMixin:
-    def _kill_async(self, state, cs, info, reason, message):
+class ContainerStopper:
+    def __init__(self, runtime, events, stop, requeue):
+        self.runtime = runtime
+        self.events = events
+        self.stop = stop
+        self.requeue = requeue          # requeue(uid): sync the pod again
+
+    def kill_async(self, state, cs, info, reason, message):
         cs.killing = info.id
         cs.kill_for = info.id
         cs.kill_reason = reason
@@ -29,15 +36,15 @@ class ContainerStopMixin:
 
         def run():
             try:
-                self._stop_containers([info.id], lambda: deadline)
+                self.stop_containers([info.id], lambda: deadline)
             except RuntimeFailure as exc:
                 log.warning("pod %s: stopping container %s: %s", state.key, info.id[:12], exc)
             finally:
-                self.queue.add(state.uid)
+                self.requeue(state.uid)
 
         threading.Thread(target=run, name="kill-%s" % info.id[:12], daemon=True).start()
 
-    def _stop_containers(self, ids, deadline_fn, poll=0.1):
+    def stop_containers(self, ids, deadline_fn, poll=0.1):
         """SIGTERM the running ones, wait until they exit or deadline_fn() passes
         (asked again on every poll, so a shorter grace period applies at once),
         then SIGKILL. Returns once none runs (or KILL_WAIT after the SIGKILL)."""

@@ -3,15 +3,29 @@ agent restart, kill it when its definition changed or its liveness probe failed,
 and restart it per restartPolicy with the crash-loop backoff. Probe states belong to
 one instance of the container (agent/prober.py runs them).
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+ContainerSync touches the runtime (removing a never-started instance), the Event
+sink, the starter (container_start.py), the stopper (container_stop.py) and the
+prober; it updates the ContainerState it is handed.
 """
 from . import backoff as B
 from . import labels as L
 from . import status as S
+from .container_start import attach_probes, drop_probes
+from .status_report import terminated_of
 
 
-class ContainerSyncMixin:
-    def _sync_container(self, state, pod, c, cs, latest, policy, sandbox_id, now):
+class ContainerSync:
+    def __init__(self, runtime, events, starter, stopper, prober=None):
+        self.runtime = runtime
+        self.events = events
+        self.starter = starter          # ContainerStarter
+        self.stopper = stopper          # ContainerStopper
+        self.prober = prober
+
+    def _terminated_of(self, info, cs):
+        return terminated_of(self.runtime.name, info, cs)
+
+    def sync(self, state, pod, c, cs, latest, policy, sandbox_id, now):
         """Converge one container; returns seconds until it needs another look, or None."""
         name = c.get("name")
         if latest is not None and latest.state == "created" and not latest.ever_started:
@@ -29,11 +43,11 @@ class ContainerSyncMixin:
                                    message="the container was removed outside the agent",
                                    container_id="%s://%s" % (self.runtime.name, gone.id))["terminated"]
             cs.instance = None
-            self._drop_probes(cs)
+            drop_probes(cs)
             if not B.should_restart(policy, 137):
                 cs.final = True
                 return None
-            return self._start(state, pod, c, cs, cs.restart_count + 1, sandbox_id, cs.gone, now)
+            return self.starter.start(state, pod, c, cs, cs.restart_count + 1, sandbox_id, cs.gone, now)
 
         if latest is not None:
             if cs.instance is None and cs.last_terminated is None:
@@ -48,22 +62,22 @@ class ContainerSyncMixin:
             cs.waiting = None
             cs.final = None
             cs.retry_backoff.reset()
-            self._ensure_probes(state, c, cs, latest)
+            attach_probes(self.prober, c, cs, latest)
             if cs.killing == latest.id:
                 return None
             if latest.labels.get(L.SPEC_HASH) not in (None, L.spec_hash(c)):
-                self._kill_async(state, cs, latest, "Killing",
+                self.stopper.kill_async(state, cs, latest, "Killing",
                                  "Container %s definition changed, will be restarted" % name)
                 return None
             if cs.liveness is not None and cs.probe_instance == latest.id and not cs.liveness.result:
-                self._kill_async(state, cs, latest, "Error",
+                self.stopper.kill_async(state, cs, latest, "Error",
                                  "Container %s failed liveness probe, will be restarted: %s"
                                  % (name, cs.liveness.message))
                 return None
             return None
 
         if latest is not None:          # exited (or dead)
-            self._drop_probes(cs)
+            drop_probes(cs)
             if cs.killing == latest.id:
                 cs.killing = None
             if state.terminal:
@@ -89,7 +103,7 @@ class ContainerSyncMixin:
                 cs.waiting = ("CrashLoopBackOff", "back-off %s restarting failed container=%s pod=%s_%s(%s)"
                               % (B.human_seconds(cs.current_delay), name, state.name, state.namespace, state.uid))
                 return cs.retry_at - now
-            return self._start(state, pod, c, cs, cs.restart_count + 1, sandbox_id,
+            return self.starter.start(state, pod, c, cs, cs.restart_count + 1, sandbox_id,
                                self._terminated_of(latest, cs), now)
 
         # no instance at all
@@ -99,20 +113,6 @@ class ContainerSyncMixin:
             return cs.retry_at - now
         if cs.instance is not None and cs.instance.ever_started:
             # its last instance was removed outside the agent after it exited
-            return self._start(state, pod, c, cs, cs.restart_count + 1, sandbox_id,
+            return self.starter.start(state, pod, c, cs, cs.restart_count + 1, sandbox_id,
                                self._terminated_of(cs.instance, cs), now)
-        return self._start(state, pod, c, cs, cs.restart_count, sandbox_id, cs.last_terminated, now)
-
-    def _ensure_probes(self, state, c, cs, info):
-        if cs.probe_instance == info.id:
-            return
-        cs.probe_instance = info.id
-        cs.readiness = cs.liveness = None
-        if self.prober is None:
-            return
-        cs.readiness = self.prober.state_for(c.get("readinessProbe"), "readiness")
-        cs.liveness = self.prober.state_for(c.get("livenessProbe"), "liveness")
-
-    def _drop_probes(self, cs):
-        cs.probe_instance = None
-        cs.readiness = cs.liveness = None
+        return self.starter.start(state, pod, c, cs, cs.restart_count, sandbox_id, cs.last_terminated, now)

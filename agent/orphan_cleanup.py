@@ -1,7 +1,9 @@
 """Removing what a pod no longer bound to this node left behind: its containers
 and its volume directory.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+OrphanCleaner touches the API client (a linearizable read of the pod), the
+runtime (remove), the pods' volume directories and the pod table (is the uid
+known; observe a pod found to be ours after all).
 """
 import logging
 
@@ -16,8 +18,15 @@ log = logging.getLogger(__name__)
 ORPHAN_VOLUME_AGE = 60.0      # seconds before an unknown pod's volume directory is removed
 
 
-class OrphanCleanupMixin:
-    def _remove_orphaned_volumes(self, with_containers):
+class OrphanCleaner:
+    def __init__(self, client, runtime, table, state_dir=None):
+        self.client = client
+        self.runtime = runtime
+        self.table = table                    # PodTable
+        self.node = table.node
+        self.state_dir = state_dir
+
+    def remove_orphaned_volumes(self, with_containers):
         """Volume directories of pods that are neither known nor have containers here
         (the agent stopped between removing a pod's containers and its directory).
         A directory younger than ORPHAN_VOLUME_AGE is left alone: its pod may have
@@ -25,16 +34,14 @@ class OrphanCleanupMixin:
         for uid in V.pod_uids(self.state_dir):
             if uid in with_containers or V.pod_dir_age(self.state_dir, uid) < ORPHAN_VOLUME_AGE:
                 continue
-            with self._lock:
-                if uid in self.states:
-                    continue
+            if self.table.knows(uid):
+                continue
             log.info("removing the volumes of pod uid %s: it is not bound to node %s", uid, self.node)
             V.remove_pod_dir(self.state_dir, uid)
 
-    def _remove_orphans(self, uid, containers):
-        with self._lock:
-            if uid in self.states:
-                return
+    def remove_orphans(self, uid, containers):
+        if self.table.knows(uid):
+            return
         # The list we know may come from a replica a little behind: ask for the pod
         # itself (a linearizable read) before removing anything.
         labels = containers[0].labels
@@ -51,7 +58,7 @@ class OrphanCleanupMixin:
                 return      # no replica answers: remove nothing now
             if pod is not None and (pod.get("metadata") or {}).get("uid") == uid \
                     and (pod.get("spec") or {}).get("nodeName") == self.node:
-                self.observe(pod)
+                self.table.observe(pod)
                 return
         for c in containers:
             log.info("removing orphaned container %s (%s): pod uid %s is not bound to node %s",

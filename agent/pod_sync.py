@@ -3,11 +3,16 @@ network holder of a multi-container pod, sandbox.py), converge each container
 (container_sync.py), set the pod IP, refresh configMap volumes and report the status
 (status_report.py).
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+ContainerRunner touches the runtime and this node's containers, the sandbox keeper
+(sandbox.py), the container sync (container_sync.py, with its starter and stopper),
+the pods' configMap volumes, report(state, pod, policy) (the status reporter) and
+requeue_after(uid, seconds) (the pod table's queue); api_reachable() says whether
+ConfigMaps can be read now.
 """
 import logging
 import time
 
+from . import backoff as B
 from . import labels as L
 from . import spec as P
 from . import volumes as V
@@ -16,13 +21,31 @@ from .pod_state import ContainerState
 log = logging.getLogger(__name__)
 
 
-class PodSyncMixin:
-    def _sync_running(self, state, pod):
+class ContainerRunner:
+    def __init__(self, runtime, containers, sandboxes, container_sync, report, requeue_after, address,
+                 backoff_base=B.DEFAULT_BASE, backoff_cap=B.DEFAULT_CAP, state_dir=None, get_configmap=None,
+                 configmap_refresh_interval=60.0, api_reachable=lambda: True):
+        self.runtime = runtime
+        self.containers = containers          # NodeContainers (node_containers.py)
+        self.sandboxes = sandboxes            # SandboxKeeper
+        self.container_sync = container_sync  # ContainerSync
+        self.report = report
+        self.requeue_after = requeue_after
+        self.address = address
+        self.backoff_base = float(backoff_base)
+        self.backoff_cap = float(backoff_cap)
+        self.state_dir = state_dir
+        self._get_configmap = get_configmap
+        self.configmap_refresh_interval = float(configmap_refresh_interval)
+        self.api_reachable = api_reachable
+
+    def converge(self, state, pod):
+        """Bring a running (not deleted) pod's containers to its spec and report its status."""
         spec = pod.get("spec") or {}
         policy = spec.get("restartPolicy") or "Always"
         containers = P.containers_of(pod)
         names = [c.get("name") for c in containers]
-        infos = self._pod_containers(state.uid)
+        infos = self.containers.of_pod(state.uid)
         now = time.monotonic()
         wake = []                  # seconds after which to sync again
 
@@ -41,7 +64,7 @@ class PodSyncMixin:
         # the network holder of a multi-container pod
         sandbox_id = None
         if P.needs_sandbox(pod) and not state.terminal:
-            sandbox_id, delay = self._ensure_sandbox(state, pod, sandboxes, instances)
+            sandbox_id, delay = self.sandboxes.ensure(state, pod, sandboxes, instances)
             if delay is not None:
                 wake.append(delay)
         elif sandboxes and not P.needs_sandbox(pod):
@@ -56,7 +79,7 @@ class PodSyncMixin:
             if cs is None:
                 cs = state.containers[name] = ContainerState(name, self.backoff_base, self.backoff_cap)
             latest = self._latest(state, cs, instances.get(name) or [])
-            delay = self._sync_container(state, pod, c, cs, latest, policy, sandbox_id, now)
+            delay = self.container_sync.sync(state, pod, c, cs, latest, policy, sandbox_id, now)
             if delay is not None:
                 wake.append(delay)
 
@@ -72,16 +95,16 @@ class PodSyncMixin:
                 state.pod_ip = cs.instance.ip
 
         self._refresh_volumes(state, pod, now)
-        self._report(state, pod, policy)
+        self.report(state, pod, policy)
         if state.terminal and P.needs_sandbox(pod) and state.sandbox is not None and state.sandbox.running:
             self.runtime.remove(state.sandbox.id)
         if wake:
-            self.queue.add_after(state.uid, max(0.05, min(wake)))
+            self.requeue_after(state.uid, max(0.05, min(wake)))
 
     def _refresh_volumes(self, state, pod, now):
         """Running pods see their ConfigMaps' changes in configMap volumes, at most
         every --configmap-refresh-interval (pods are synced every housekeeping.RESYNC_PERIOD)."""
-        if (state.terminal or not self.state_dir or self.runtime.simulated or not self.api_reachable
+        if (state.terminal or not self.state_dir or self.runtime.simulated or not self.api_reachable()
                 or now - state.volumes_refreshed < self.configmap_refresh_interval
                 or not V.has_configmap_volumes(pod)):
             return

@@ -5,13 +5,16 @@ precondition). A pod that disappears outright (forced delete, eviction) has its
 containers killed and removed at once. Each pod is terminated by a thread of its
 own, so a grace period never holds a worker.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+Terminator touches the API client (the final delete), the runtime and this node's
+containers, the stopper (container_stop.py), the Event sink, the pods' volume
+directories, the pod table (removing the pod, requeueing a failed attempt) and
+drop_status(uid) (the status writer).
 """
 import logging
 import threading
 import time
 
-from shepherd_ha.client import ApiError, ClientError
+from shepherd_ha.client import ApiError, ClientError, resolve_resource
 
 from . import labels as L
 from . import status as S
@@ -20,8 +23,20 @@ from . import volumes as V
 log = logging.getLogger(__name__)
 
 
-class PodTerminationMixin:
-    def _terminate(self, state):
+class Terminator:
+    def __init__(self, client, runtime, containers, stopper, events, table, drop_status, stop, state_dir=None):
+        self.client = client
+        self.runtime = runtime
+        self.containers = containers          # NodeContainers (node_containers.py)
+        self.stopper = stopper                # ContainerStopper
+        self.events = events
+        self.table = table                    # PodTable
+        self.drop_status = drop_status
+        self.stop = stop
+        self.state_dir = state_dir
+        self._pods_resource = resolve_resource("pods")
+
+    def terminate(self, state):
         if state.terminator is not None and state.terminator.is_alive():
             return
         t = threading.Thread(target=self._terminator, args=(state,), name="terminate-%s" % state.name[:40],
@@ -50,7 +65,7 @@ class PodTerminationMixin:
     def _terminator(self, state):
         first_seen, first_seen_wall = time.monotonic(), time.time()
         try:
-            infos = self._pod_containers(state.uid)
+            infos = self.containers.of_pod(state.uid)
             apps = [i.id for i in infos if not L.is_sandbox(i.labels)]
             sandboxes = [i.id for i in infos if L.is_sandbox(i.labels)]
             if state.removed:
@@ -63,27 +78,24 @@ class PodTerminationMixin:
                     if info.running and not L.is_sandbox(info.labels):
                         cname = info.labels.get(L.CONTAINER_NAME) or "?"
                         self.events.emit(state.pod, "Killing", "Stopping container %s" % cname, "Normal", cname)
-            self._stop_containers(apps, lambda: self._deadline_of(state, first_seen, first_seen_wall))
+            self.stopper.stop_containers(apps, lambda: self._deadline_of(state, first_seen, first_seen_wall))
             if self.stop.is_set():
                 return
             for cid in apps + sandboxes:
                 self.runtime.remove(cid)
-            for info in self._pod_containers(state.uid):
+            for info in self.containers.of_pod(state.uid):
                 self.runtime.remove(info.id)
             V.remove_pod_dir(self.state_dir, state.uid)
             if not state.removed:
                 self._delete_for_good(state)
             if self.stop.is_set():
                 return
-            with self._lock:
-                if self.states.get(state.uid) is state:
-                    del self.states[state.uid]
-                self._tombstones[state.uid] = time.monotonic()
-            self.writer.drop(state.uid)
+            self.table.remove(state)
+            self.drop_status(state.uid)
             log.info("pod %s (uid %s) is stopped and removed", state.key, state.uid)
         except Exception:  # noqa: BLE001
             log.exception("terminating pod %s failed; trying again", state.key)
-            self.queue.add_after(state.uid, 1.0)
+            self.table.queue.add_after(state.uid, 1.0)
 
     def _delete_for_good(self, state):
         path = self._pods_resource.object_path(state.name, state.namespace)

@@ -29,8 +29,10 @@ except ImportError:  # pragma: no cover - agent/probes.py is part of the agent
 
 
 class Prober:
-    def __init__(self, manager, runtime, stop, workers=8):
-        self.manager = manager
+    def __init__(self, table, events, runtime, stop, workers=8):
+        """table: the PodTable (pod_state.py: snapshot, queue); events: the Event sink."""
+        self.table = table
+        self.events = events
         self.runtime = runtime
         self.stop = stop
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="probe")
@@ -65,7 +67,7 @@ class Prober:
                 log.exception("prober tick failed")
 
     def tick(self, now):
-        for pod_state in self.manager.snapshot():
+        for pod_state in self.table.snapshot():
             if pod_state.removed or pod_state.terminal:
                 continue
             for cs in list(pod_state.containers.values()):
@@ -95,14 +97,14 @@ class Prober:
                                         self._container_spec(pod_state, cs.name))
             if cs.probe_instance != container_id:
                 return      # the instance is gone: a stale result
-            if not ok and getattr(self.manager, "events", None) is not None:
+            if not ok and self.events is not None:
                 # every failure, as the kubelet: the sink aggregates repeats into one Event's count
-                self.manager.events.emit(pod_state.pod, "Unhealthy", "%s probe failed: %s"
-                                         % (probe.kind.capitalize(), message), "Warning", cs.name)
+                self.events.emit(pod_state.pod, "Unhealthy", "%s probe failed: %s"
+                                 % (probe.kind.capitalize(), message), "Warning", cs.name)
             if probe.record(ok, message, time.monotonic()):
                 log.info("pod %s container %s: %s probe %s: %s", pod_state.key, cs.name, probe.kind,
                          "succeeded" if probe.result else "failed", message)
-                self.manager.queue.add(pod_state.uid)
+                self.table.queue.add(pod_state.uid)
         except Exception:  # noqa: BLE001
             log.exception("probe of pod %s container %s failed", pod_state.key, cs.name)
         finally:

@@ -1,7 +1,9 @@
 """The sandbox of a multi-container pod: a container that owns the pod's network,
 which the pod's containers join, so the pod has one IP.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+SandboxKeeper touches the runtime, the Event sink, the pod network hook
+(agent/network/, which attaches the sandbox) and the cluster DNS (the pod's
+resolv.conf); it updates the sandbox fields of the PodState it is handed.
 """
 import logging
 import time
@@ -15,8 +17,21 @@ from .runtime.base import ContainerGone, CreateError
 log = logging.getLogger(__name__)
 
 
-class SandboxMixin:
-    def _ensure_sandbox(self, state, pod, sandboxes, instances):
+class SandboxKeeper:
+    def __init__(self, runtime, events, node, address, image, cluster_dns=None, pod_network=None,
+                 backoff_base=B.DEFAULT_BASE, backoff_cap=B.DEFAULT_CAP):
+        self.runtime = runtime
+        self.events = events
+        self.node = node
+        self.address = address
+        self.sandbox_image = image
+        # agent/dns/pod_dns.ClusterDNS, a callable giving one, or None: Docker's default
+        self.cluster_dns = cluster_dns
+        self.pod_network = pod_network        # agent/network/ (None: Docker's default bridge)
+        self.backoff_base = float(backoff_base)
+        self.backoff_cap = float(backoff_cap)
+
+    def ensure(self, state, pod, sandboxes, instances):
         """The running sandbox's id (or None) and when to look again."""
         sandboxes.sort(key=lambda i: L.restart_count_of(i.labels))
         current = sandboxes[-1] if sandboxes else None

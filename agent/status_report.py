@@ -1,7 +1,8 @@
 """The status of a pod from what the agent knows of its containers, handed to the
 status writer (status_writer.py) only when it differs from the stored one.
 
-A mixin of PodManager (agent/pods.py), whose attributes it uses.
+StatusReporter touches only the status writer (submit, drop) and the PodState it
+is handed; it knows the runtime's name (container ids) and the node's address.
 """
 import logging
 
@@ -12,14 +13,24 @@ from .status import TERMINAL
 log = logging.getLogger(__name__)
 
 
-class StatusReportMixin:
+def terminated_of(runtime_name, info, cs=None):
+    """lastState/state `terminated` of an exited instance (why the agent killed it, if it did)."""
+    message = reason = None
+    if cs is not None and cs.kill_for == info.id:
+        message, reason = cs.kill_message, cs.kill_reason
+    term = S.terminated(info.exit_code, info.started_at, info.finished_at, reason=reason, message=message,
+                        container_id="%s://%s" % (runtime_name, info.id), oom_killed=info.oom_killed)
+    return term["terminated"]
+
+
+class StatusReporter:
+    def __init__(self, writer, runtime_name, address):
+        self.writer = writer            # StatusWriter (submit, drop)
+        self.runtime_name = runtime_name
+        self.address = address
+
     def _terminated_of(self, info, cs=None):
-        message = reason = None
-        if cs is not None and cs.kill_for == info.id:
-            message, reason = cs.kill_message, cs.kill_reason
-        term = S.terminated(info.exit_code, info.started_at, info.finished_at, reason=reason, message=message,
-                            container_id="%s://%s" % (self.runtime.name, info.id), oom_killed=info.oom_killed)
-        return term["terminated"]
+        return terminated_of(self.runtime_name, info, cs)
 
     def container_statuses(self, state, pod):
         out = []
@@ -31,8 +42,8 @@ class StatusReportMixin:
                 out.append(S.container_status(name, image, S.waiting("ContainerCreating")))
                 continue
             info = cs.instance
-            cid = "%s://%s" % (self.runtime.name, info.id) if info is not None else ""
-            image_id = ("%s://%s" % (self.runtime.name, info.image_id)) if info is not None and info.image_id else ""
+            cid = "%s://%s" % (self.runtime_name, info.id) if info is not None else ""
+            image_id = ("%s://%s" % (self.runtime_name, info.image_id)) if info is not None and info.image_id else ""
             last = {"terminated": cs.last_terminated} if cs.last_terminated else {}
             if info is not None and info.running:
                 ready = cs.killing != info.id and (cs.readiness is None or bool(cs.readiness.result))
@@ -54,7 +65,7 @@ class StatusReportMixin:
                                               cs.restart_count, last))
         return out
 
-    def _report(self, state, pod, policy):
+    def report(self, state, pod, policy):
         statuses = self.container_statuses(state, pod)
         current = pod.get("status") or {}
         phase = S.pod_phase(policy, statuses, state.terminal or current.get("phase"))

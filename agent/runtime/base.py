@@ -1,6 +1,6 @@
 """The container runtime interface of the node agent.
 
-The agent (pods.py and its mixins), the prober (probes.py) and the log server (log_server.py) only
+The agent's pod parts (wired by pods.py), the prober (probes.py) and the log server (log_server.py) only
 talk to a runtime through this interface, so the same agent runs real Docker
 containers (`docker_runtime.DockerRuntime`) or simulated ones
 (`hollow_runtime.HollowRuntime`, scale tests and benchmarks).

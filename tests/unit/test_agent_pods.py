@@ -477,9 +477,9 @@ def test_a_list_older_than_what_the_agent_knows_does_not_remove_pods(env):
     manager, runtime, client = env
     pod = apply(manager, client, make_pod("web"))
     known = int(pod["metadata"]["resourceVersion"])
-    manager._replace_all([], known - 1)           # a replica behind: the pod is not in its list yet
+    manager.watch.replace_all([], known - 1)           # a replica behind: the pod is not in its list yet
     assert not manager.states["uid-web"].removed
-    manager._replace_all([], known)               # a list at or after what we know: it is gone
+    manager.watch.replace_all([], known)               # a list at or after what we know: it is gone
     assert manager.states["uid-web"].removed
 
 
