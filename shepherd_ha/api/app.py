@@ -129,7 +129,8 @@ def _install_flow_control(app, flow, authenticated):
     def admit():
         env = request.environ
         classification = flow.classify(request.method, request.path, request.args,
-                                       env.get("shepherd.groups"), authenticated)
+                                       env.get("shepherd.groups"), authenticated,
+                                       request.headers.get("User-Agent"))
         try:
             env[_TICKET] = flow.admit(classification, env.get("shepherd.user") or env.get("REMOTE_ADDR"))
         except Rejected as rejected:

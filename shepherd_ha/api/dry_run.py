@@ -4,11 +4,13 @@ no command reaches the Raft log. What the FSM would refuse (a missing object or
 namespace, a name taken, a stale resourceVersion) is refused here from a
 linearizable read, with the FSM's codes."""
 import copy
+import ipaddress
 
 from flask import g, request
 
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.service_allocation import AllocationError, allocate
 
 from .errors import ApiError, unavailable
 from .write_options import invalid_option
@@ -75,6 +77,7 @@ def _simulate(replica, op):
         if _get(replica, resource, meta.get("namespace"), meta["name"]) is not None:
             raise ApiError(409, '%s "%s" already exists' % (resource, meta["name"]), "AlreadyExists")
         meta["generation"] = 1
+        _check_service_allocation(replica, resource, obj, None)
         return {"code": 201, "object": obj}
     current = _get(replica, resource, op.get("namespace"), op["name"])
     if current is None:
@@ -87,7 +90,29 @@ def _simulate(replica, op):
                 or obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
         return {"code": 200, "object": obj}
-    return {"code": 200, "object": _updated(info, op, current)}
+    updated = _updated(info, op, current)
+    if op.get("subresource") != "status":
+        _check_service_allocation(replica, resource, updated, current)
+    return {"code": 200, "object": updated}
+
+
+# Any address passes the range checks: the FSM's --service-cidr is not known here, so a
+# dry run refuses what the allocator would for a taken cluster IP or node port, a changed
+# cluster IP, bad clusterIPs/ipFamilies; its answer shows no allocated address.
+_ANY_ADDRESS = ipaddress.IPv4Network("0.0.0.0/0")
+
+
+def _check_service_allocation(replica, resource, obj, current):
+    if resource != "services":
+        return
+    meta = obj["metadata"]
+    stored, _ = replica.list("services", None, True)
+    others = [s for s in stored if (s["metadata"].get("namespace"), s["metadata"]["name"]) !=
+              (meta.get("namespace"), meta["name"])]
+    try:
+        allocate(obj, current, others, _ANY_ADDRESS)
+    except AllocationError as exc:
+        raise ApiError(422, 'Service "%s" is invalid: %s: %s' % (meta["name"], exc.field, exc.message), "Invalid")
 
 
 def _check_precondition(op, current):

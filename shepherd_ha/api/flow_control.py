@@ -50,6 +50,7 @@ SYSTEM_WATCH_SHARE = 0.75
 RETRY_AFTER = {SYSTEM: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
 SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers
 GROUP_NODES = "system:nodes"
+AGENT_USER_AGENT = "shepherd-agent/"        # agent/main.py's client
 
 EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
 # The cluster view is not here: it waits on the other replicas (0.5 s each when one is
@@ -266,10 +267,10 @@ class FlowControl:
 
     # ---- classification ----
 
-    def classify(self, method, path, args, groups=None, authenticated=False):
+    def classify(self, method, path, args, groups=None, authenticated=False, user_agent=None):
         """The Classification of one request. args: its query (a mapping); groups: the
         caller's groups when tokens are on (authenticated=True); without tokens every
-        caller is anonymous and paths alone decide."""
+        caller is anonymous and paths (and, for watches, the agent's User-Agent) decide."""
         if path in EXEMPT_PATHS:
             return Classification(None)
         if path in SYSTEM_PATHS:
@@ -281,7 +282,8 @@ class FlowControl:
         watch = method == "GET" and name is None and _true(args.get("watch"))
         follow = method == "GET" and sub == "log" and _true(args.get("follow"))
         if watch or follow:
-            by_agent = agent if agent is not None else _agent_shaped(resource, name, args)
+            by_agent = agent if agent is not None else \
+                (_agent_shaped(resource, name, args) or _agent_client(user_agent))
             pool = LONG_RUNNING_SYSTEM if watch and by_agent else LONG_RUNNING_OTHER
             # A watch without a revision starts with a list of everything it matches.
             starts_with_list = watch and args.get("resourceVersion") in (None, "", "0")
@@ -377,6 +379,14 @@ def _bulk_list(resource, args):
 
 def _node_field_selector(args):
     return (args.get("fieldSelector") or "").replace(" ", "").startswith("spec.nodeName=")
+
+
+def _agent_client(user_agent):
+    """Without tokens: the agent's DNS, proxy and pod network watch Services, Endpoints
+    and Nodes, which only its User-Agent tells apart from a person's watch (agents on
+    one host share an address, so counted per user they hit --max-watches-per-user).
+    Anyone may send it, but without tokens anyone may do anything anyway."""
+    return bool(user_agent) and user_agent.startswith(AGENT_USER_AGENT)
 
 
 def _agent_shaped(resource, name, args):

@@ -360,8 +360,25 @@ def _controller_of(obj, now):
     return NONE
 
 
+def _subjects(kind):
+    return lambda o, now: ",".join(str(x.get("name")) for x in _list(o.get("subjects")) if x.get("kind") == kind)
+
+
+# kubectl's: a role's creation time; a binding's role and (wide) subjects.
+_ROLE = (NAME, Column("Created At", "date", "When the role was created.",
+                      lambda o, now: _meta(o).get("creationTimestamp") or ""))
+_BINDING = (NAME, Column("Role", "string", "The role the binding grants.",
+                         lambda o, now: "%s/%s" % ((o.get("roleRef") or {}).get("kind") or "",
+                                                   (o.get("roleRef") or {}).get("name") or "")), AGE,
+            *(Column(title, "string", "The %s the binding names." % title.lower(), _subjects(kind), priority=1)
+              for title, kind in (("Users", "User"), ("Groups", "Group"), ("ServiceAccounts", "ServiceAccount"))))
+
 COLUMNS = {
     "pods": POD_COLUMNS,
+    "secrets": (NAME, Column("Type", "string", "The type of the secret.", lambda o, now: o.get("type") or ""),
+                Column("Data", "integer", "Number of keys in the secret.", lambda o, now: len(o.get("data") or {})),
+                AGE),
+    "roles": _ROLE, "clusterroles": _ROLE, "rolebindings": _BINDING, "clusterrolebindings": _BINDING,
     "deployments": DEPLOYMENT_COLUMNS,
     "nodes": NODE_COLUMNS,
     "services": SERVICE_COLUMNS,

@@ -285,6 +285,7 @@ _EXTRA_FIELDS = {
                "reason", "reportingComponent", "source", "type"),
     "nodes": ("spec.unschedulable",),
     "namespaces": ("status.phase",),
+    "secrets": ("type",),       # kubectl get secrets --field-selector type=kubernetes.io/tls
 }
 # A selector field that names another path of the object.
 _FIELD_PATHS = {"source": "source.component"}

@@ -8,6 +8,7 @@ token made with `shepherd-ha token create` while the replicas run works at once;
 RBAC changed at runtime applies to the next request; `sheepctl auth can-i` answers
 what the server applies."""
 import json
+import os
 import subprocess
 import sys
 import time
@@ -18,7 +19,10 @@ from .helpers import Cluster, call, pod
 
 pytestmark = pytest.mark.integration
 
-AGENT_ARGS = ["--lease-interval", "1", "--status-interval", "2", "--backoff-base", "1"]
+# the node's cluster DNS on a loopback port: its Service and Endpoints watches run on the node token too
+DNS_PORT = 15300 + os.getpid() % 200
+AGENT_ARGS = ["--lease-interval", "1", "--status-interval", "2", "--backoff-base", "1",
+              "--dns-address", "127.0.0.1:%d" % DNS_PORT]
 RBAC = "/apis/rbac.authorization.k8s.io/v1"
 MERGE = {"Content-Type": "application/merge-patch+json"}
 
@@ -89,12 +93,28 @@ def test_the_agent_does_all_its_work_on_its_own_token(cluster):
     events = wait(lambda: [e for e in get(c, "/api/v1/namespaces/default/events", h)["items"]
                            if (e.get("involvedObject") or {}).get("name") == "nid-web"], 15, "the agent's events")
     assert events
+    # the node's DNS answers from its Service and Endpoints watches (on the node token)
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "nid-svc"},
+           "spec": {"selector": {"app": "nid"}, "ports": [{"port": 80}]}}
+    created = call("POST", c.url("r1") + "/api/v1/namespaces/default/services", json=svc, headers=h)
+    assert created.status_code == 201, created.text
+
+    def a_record():
+        from dnslib import DNSRecord
+        reply = DNSRecord.parse(DNSRecord.question("nid-svc.default.svc.cluster.local").send(
+            "127.0.0.1", DNS_PORT, timeout=1))
+        return [str(r.rdata) for r in reply.rr]
+    assert wait(a_record, 30, "the node's DNS to answer for a Service") == [created.json()["spec"]["clusterIP"]]
+    # pod logs: the agent's log server fetches the replicas' log grant key with its node token
+    logs = call("GET", c.url("r1") + "/api/v1/namespaces/default/pods/nid-web/log", headers=h)
+    assert logs.status_code == 200, logs.text
     # graceful delete: the agent stops it, then deletes it for good with its own token
     assert call("DELETE", c.url("r3") + "/api/v1/namespaces/default/pods/nid-web", headers=h).status_code == 200
     wait(lambda: call("GET", c.url("r1") + "/api/v1/namespaces/default/pods/nid-web",
                       headers=h).status_code == 404, 30, "the agent's final delete")
     log = agent_log(c, "rbac-n1")
     assert "forbidden" not in log.lower() and " 403" not in log, log[-3000:]
+    assert " 429" not in log and "too many" not in log.lower(), log[-3000:]
 
 
 def test_every_finding_3_action_is_refused_for_a_node_token(cluster):

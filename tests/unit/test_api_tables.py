@@ -218,3 +218,21 @@ def test_a_list_table_in_chunks_is_the_same_json(count):
     one_piece = req.table(RESOURCES["pods"], pods, "9")
     assert whole["columnDefinitions"] == one_piece["columnDefinitions"] and whole["metadata"] == {"resourceVersion": "9"}
     assert [r["cells"][0] for r in whole["rows"]] == [r["cells"][0] for r in one_piece["rows"]]
+
+
+def test_secrets_and_rbac_kinds_have_kubectls_columns():
+    """They had only Name and Age (the tables and the Secrets/RBAC slices met here)."""
+    secret = {"metadata": {"name": "s", "creationTimestamp": ago(minutes=1)}, "type": "kubernetes.io/tls",
+              "data": {"tls.crt": "eA==", "tls.key": "eA=="}}
+    assert row_of("secrets", secret) == {"Name": "s", "Type": "kubernetes.io/tls", "Data": 2, "Age": "60s"}
+    created = ago(hours=2)
+    for plural in ("roles", "clusterroles"):
+        assert row_of(plural, {"metadata": {"name": "r", "creationTimestamp": created}, "rules": []}) == \
+            {"Name": "r", "Created At": created}
+    binding = {"metadata": {"name": "b", "creationTimestamp": ago(minutes=3)},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"kind": "User", "name": "alice"}, {"kind": "Group", "name": "dev"},
+                            {"kind": "User", "name": "bob"}]}
+    for plural in ("rolebindings", "clusterrolebindings"):
+        assert row_of(plural, binding) == {"Name": "b", "Role": "ClusterRole/view", "Age": "3m", "Users": "alice,bob",
+                                           "Groups": "dev", "ServiceAccounts": ""}

@@ -291,3 +291,26 @@ def test_a_key_sent_twice_is_refused_when_strict_and_warned_about_otherwise():
     warned = client.post(NS + "/configmaps", data=body, content_type="application/json")
     assert warned.status_code == 201 and warned.headers.get_all("Warning") == ['299 - "json: duplicate field \\"a\\""']
     assert warned.get_json()["data"] == {"a": "2"}
+
+
+def test_dry_run_of_a_service_refuses_what_the_allocator_would(api):
+    """dryRun=All answered 201 for a Service asking for a cluster IP or node port another
+    Service holds, and 200 for a changed cluster IP; the real write is a 422."""
+    client, _ = api
+    svc = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "a"},
+           "spec": {"type": "NodePort", "clusterIP": "10.96.0.50", "ports": [{"port": 80, "nodePort": 30080}]}}
+    assert client.post(NS + "/services", json=svc).status_code == 201
+    taken_ip = dict(svc, metadata={"name": "b"}, spec={"clusterIP": "10.96.0.50", "ports": [{"port": 80}]})
+    taken_port = dict(svc, metadata={"name": "c"}, spec={"type": "NodePort", "ports": [{"port": 80, "nodePort": 30080}]})
+    for body, field in ((taken_ip, "spec.clusterIP"), (taken_port, "spec.ports[0].nodePort")):
+        real = client.post(NS + "/services", json=body)
+        dry = client.post(NS + "/services?dryRun=All", json=body)
+        assert real.status_code == dry.status_code == 422, (real.get_json(), dry.get_json())
+        assert field in dry.get_json()["message"] and "already allocated" in dry.get_json()["message"]
+    moved, really = (patch(client, NS + "/services/a" + q, {"spec": {"clusterIP": "10.96.0.51"}},
+                           "application/merge-patch+json") for q in ("?dryRun=All", ""))
+    assert moved.status_code == really.status_code == 422, (moved.get_json(), really.get_json())
+    assert moved.get_json()["message"] == really.get_json()["message"]
+    fine = client.post(NS + "/services?dryRun=All", json=dict(taken_ip, spec={"ports": [{"port": 80}]}))
+    assert fine.status_code == 201, fine.get_json()
+    assert client.get(NS + "/services/b").status_code == 404

@@ -156,6 +156,10 @@ def test_the_agents_own_operations_are_allowed(cluster):
         assert c.get("/api/v1/namespaces/default/configmaps/" + name, headers=h).status_code == 200, name
     assert c.get("/api/v1/namespaces/default/services", headers=h).status_code == 200
     assert c.get("/api/v1/endpoints", headers=h).status_code == 200
+    # the log server's key: authorized, so the answer is the handler's own 404 (no signer here), not 403
+    key = c.get("/shepherd/v1/log-grant-key", headers=h)
+    assert key.status_code == 404 and "signs no log grants" in key.json["message"], key.json
+    assert c.get("/shepherd/v1/cluster", headers=h).status_code == 403       # and no other path
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "mine.1", "namespace": "default"},
              "involvedObject": {"kind": "Pod", "name": "mine", "namespace": "default"}, "reason": "Started",
              "message": "started", "type": "Normal", "count": 1, "source": {"component": "shepherd-agent"}}

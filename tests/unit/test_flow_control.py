@@ -317,3 +317,18 @@ def test_one_user_holds_at_most_its_watches_and_agents_are_not_counted():
         flow.admit(agent, "alice")                                       # agents' pool: not per user
     tickets[0].release()
     flow.admit(watch, "alice")
+
+
+def test_without_tokens_the_agents_dns_proxy_and_network_watches_are_agents_watches():
+    """Agents on one host share an address: counted per user (the address), four agents'
+    Service, Endpoints and Node watches (5 each) were refused with 429 per-user."""
+    flow = FlowControl(max_inflight=0, max_watches=64, queue_wait=0, max_watches_per_user=4)
+    for i in range(4):
+        for resource in ("services", "endpoints", "services", "endpoints", "nodes"):
+            watch = flow.classify("GET", "/api/v1/" + resource, {"watch": "1", "resourceVersion": "5"},
+                                  user_agent="shepherd-agent/0.1 (n%d)" % i)
+            assert watch.long_running == LONG_RUNNING_SYSTEM
+            flow.admit(watch, "127.0.0.1")
+    person = flow.classify("GET", "/api/v1/services", {"watch": "1", "resourceVersion": "5"},
+                           user_agent="shepherd-client/0.1")
+    assert person.long_running == LONG_RUNNING_OTHER

@@ -44,3 +44,11 @@ def test_an_unknown_event_field_names_the_supported_ones():
     with pytest.raises(SelectorError) as e:
         parse_field_selector("involvedObject.color=red", "events")
     assert "involvedObject.uid" in str(e.value) and "source" in str(e.value)
+
+
+def test_secrets_select_by_type_as_in_kubernetes():
+    tls = {"metadata": {"name": "t", "namespace": "default"}, "type": "kubernetes.io/tls"}
+    opaque = {"metadata": {"name": "o", "namespace": "default"}, "type": "Opaque"}
+    selector = parse_field_selector("type=kubernetes.io/tls", "secrets")
+    assert selector.matches(tls) and not selector.matches(opaque)
+    assert parse_field_selector("type!=kubernetes.io/tls", "secrets").matches(opaque)
