@@ -141,7 +141,7 @@ def test_make_up_data_plane_services_dns_nodeport_hairpin_and_refusal(agents):
             out = exec_in(agents, cid, GET.replace("-w 2", "-w 5") % "web", 10)
             seen.append((out.strip(), round(time.monotonic() - started, 2)))
             return (out, time.monotonic() - started) if "refused" in out.lower() else None
-        out, took = wait_until(refused, 30, "the client refused once no endpoint is left",
+        out, took = wait_until(refused, 45, "the client refused once no endpoint is left",
                                lambda: "the client got %s" % seen[-5:])
         assert took < 2.0, (out, took)
     finally:
