@@ -83,7 +83,8 @@ AGENT_OPTIONS = (
     Option("proxy_mode", str, "none", "Services on this node: iptables (cluster IPs and node ports through "
            "SHEP-* chains, root) or none; on one machine with several agents, only one may program the rules"),
     Option("service_cidr", str, DEFAULT_SERVICE_CIDR, "the servers' --service-cidr (the route toward cluster IPs)"),
-    Option("service_route_dev", str, "", "device of the service CIDR route (the pod bridge); empty: no route"),
+    Option("service_route_dev", str, "", "device of the service CIDR route; empty: this node's pod bridge with "
+           "--pod-network bridge and --proxy-mode iptables, else no route"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -257,6 +258,11 @@ def settings(values):
         except IdentityError as exc:
             raise ConfigError(str(exc))
     proxy = _proxy_settings(values)
+    if proxy["proxy_mode"] == "iptables" and not proxy["service_route_dev"] and pod_network == "bridge" \
+            and runtime == "docker":
+        # the node's own connections to cluster IPs leave through its pod bridge (docs/networking.md)
+        from .network.bridge import bridge_name
+        proxy["service_route_dev"] = bridge_name(name)
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))

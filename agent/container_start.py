@@ -108,7 +108,8 @@ class ContainerStarter:
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
                                         env=env, mounts=mounts, image_user=image_user or "",
                                         dns=resolver_config(pod, self.cluster_dns))
-            if self.pod_network is not None and config.network_mode == "bridge":
+            attached = self.pod_network is not None and config.network_mode == "bridge"
+            if attached:
                 config = self.pod_network.attach(config, pod)     # raises CreateError while not ready
             try:
                 cid = self.runtime.create(config)
@@ -124,6 +125,8 @@ class ContainerStarter:
             except (CreateError, ContainerGone):
                 self.runtime.remove(cid)
                 raise
+            if attached:
+                self.pod_network.started()        # its bridge port exists now: hairpin mode
             emit(pod, "Started", "Started container %s" % name, "Normal", name)
         except CreateError as exc:
             emit(pod, "Failed", "Error: %s" % exc, "Warning", name)

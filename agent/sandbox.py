@@ -70,6 +70,8 @@ class SandboxKeeper:
             except (CreateError, ContainerGone):
                 self.runtime.remove(cid)
                 raise
+            if self.pod_network is not None:
+                self.pod_network.started()        # its bridge port exists now: hairpin mode
         except CreateError as exc:
             state.sandbox_error = "pod network: %s" % exc
             self.events.emit(pod, "FailedCreatePodSandBox", "Failed to create the pod network: %s" % exc,

@@ -27,7 +27,7 @@ from shepherd_ha.model.network import internal_ip_of, pod_cidr_of
 
 from ..runtime.base import CreateError
 from . import rules
-from .bridge import BridgeNetwork, gateway_of
+from .bridge import BridgeNetwork, bridge_name, gateway_of
 from .ipam import AddressesExhausted, PodAddresses
 from .routes import RouteTable, desired_routes
 
@@ -73,6 +73,31 @@ class PodNetwork:
         except AddressesExhausted as exc:
             raise CreateError(str(exc))
         return dataclasses.replace(config, network_mode=self.bridge.name, ipv4_address=address)
+
+    def started(self):
+        """A container attached by `attach` runs now: its bridge port exists, hairpin it."""
+        if self.ready.is_set():
+            self.hairpin()
+
+    def hairpin(self):
+        """Hairpin mode on every port of our bridge that lacks it (a pod reaching itself
+        through its Service gets its packet back out of the port it came in by).
+        Returns the ports set; a failure is logged, never raised (the pod still runs)."""
+        ip = getattr(self.routes, "ip", None)
+        if ip is None:
+            return []
+        from agent.proxy.iptables import Iptables, IptablesError
+        from agent.proxy.node_setup import set_hairpin
+        try:
+            ports = ports_without_hairpin(ip.json("-d", "link", "show", "master", bridge_name(self.node)))
+            runner = Iptables(prefix=ip.prefix)
+            for port in ports:
+                set_hairpin(runner, port)
+        except (OSError, ValueError, IptablesError) as exc:
+            log.warning("pod network: hairpin mode on %s: %s (a pod cannot reach itself through its Service)",
+                        bridge_name(self.node), exc)
+            return []
+        return ports
 
     # ---- threads ----
 
@@ -166,6 +191,7 @@ class PodNetwork:
         else:
             self.bridge.ensure(cidr)
         self.addresses.sync(self.bridge.attached())
+        self.hairpin()            # ports of pods started before an agent restart, or missed
         problems = []
         try:
             rules.apply(self.cluster_cidr, self.iptables)
@@ -183,6 +209,12 @@ class PodNetwork:
         self.error = None
         self.ready.set()          # failed rules or routes only cut traffic between nodes: pods may start
         self.syncs += 1
+
+
+def ports_without_hairpin(links):
+    """The names of the bridge ports in `ip -d -j link show master BR` not in hairpin mode yet."""
+    return [link["ifname"] for link in links
+            if link.get("ifname") and not ((link.get("linkinfo") or {}).get("info_slave_data") or {}).get("hairpin")]
 
 
 def _route_facts(node):

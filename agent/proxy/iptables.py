@@ -13,7 +13,7 @@ import re
 import shlex
 import subprocess
 
-from .rules import JUMPS, PREFIX, TABLES
+from .rules import DOCKER_USER_JUMP, JUMPS, PREFIX, SERVICES, TABLES
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,25 @@ class Iptables:
             if self.run(["iptables", "-w", "-t", table, "-C", chain] + args, check=False).returncode != 0:
                 self.run(["iptables", "-w", "-t", table, "-I", chain, "1"] + args)
                 added += 1
-        return added
+        return added + self._first_in_docker_user()
+
+    def _first_in_docker_user(self):
+        """DOCKER_USER_JUMP as the first rule of DOCKER-USER (when Docker made that chain)."""
+        proc = self.run(["iptables", "-w", "-t", "filter", "-S", "DOCKER-USER"], check=False)
+        if proc.returncode != 0:
+            return 0
+        present = [line for line in proc.stdout.splitlines() if line.startswith("-A ")]
+        if present and present[0].endswith("-j " + SERVICES) and sum(l.endswith("-j " + SERVICES) for l in present) == 1:
+            return 0
+        self._delete_docker_user_jump()
+        self.run(["iptables", "-w", "-t", "filter", "-I", "DOCKER-USER", "1"] + shlex.split(DOCKER_USER_JUMP))
+        return 1
+
+    def _delete_docker_user_jump(self):
+        for _ in range(10):             # bounded
+            if self.run(["iptables", "-w", "-t", "filter", "-D", "DOCKER-USER"] + shlex.split(DOCKER_USER_JUMP),
+                        check=False).returncode != 0:
+                break
 
     def cleanup(self):
         """Remove every jump and chain of ours (shepherd-agent network cleanup).
@@ -71,6 +89,7 @@ class Iptables:
             for _ in range(10):         # a jump added twice by hand goes too; bounded
                 if self.run(["iptables", "-w", "-t", table, "-D", chain] + args, check=False).returncode != 0:
                     break
+        self._delete_docker_user_jump()
         chains = self.our_chains()
         lines = []
         for table in TABLES:

@@ -120,7 +120,9 @@ def _start_agents(cluster, count, prefix="node", runtime="docker"):
     known = {a["name"] for a in cluster.agents()}
     for i in range(1, max(0, count) + 1):
         if "%s-%d" % (prefix, i) not in known:
-            cluster.add_agent("%s-%d" % (prefix, i), runtime)
+            # one agent programs the Services' host-wide rules for every pod on this engine
+            cluster.add_agent("%s-%d" % (prefix, i), runtime,
+                              ("--proxy-mode", "iptables") if i == 1 and runtime == "docker" else ())
     agents = cluster.agents()
     if not agents:
         return []

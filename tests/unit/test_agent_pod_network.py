@@ -236,3 +236,11 @@ def test_rules_are_loaded_once_and_left_alone_while_they_hold_so_counters_surviv
     ipt.chains[("nat", rules.MASQ_CHAIN)] = []          # someone flushed our chain
     rules.apply("10.244.0.0/16", ipt)
     assert len(ipt.restores) == 3 and ipt.restores[-1].startswith("*nat")
+
+
+def test_hairpin_is_set_only_on_the_bridge_ports_that_lack_it():
+    from agent.network.pod_network import ports_without_hairpin
+    links = [{"ifname": "veth1", "linkinfo": {"info_slave_data": {"hairpin": True}}},
+             {"ifname": "veth2", "linkinfo": {"info_slave_data": {"hairpin": False}}},
+             {"ifname": "veth3"}]
+    assert ports_without_hairpin(links) == ["veth2", "veth3"]

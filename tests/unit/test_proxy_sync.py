@@ -185,3 +185,11 @@ def test_proxy_options_default_off_and_are_checked():
 def test_jump_rules_name_our_chains_only():
     targets = {rule.rsplit(" ", 1)[1] for _, _, rule in rules.JUMPS}
     assert targets == {rules.SERVICES, rules.POSTROUTING, rules.EXTERNAL, rules.FORWARD}
+
+
+def test_the_service_route_goes_through_the_pod_bridge_unless_told_otherwise():
+    from agent.network.bridge import bridge_name
+    assert resolve(proxy_mode="iptables").service_route_dev == bridge_name("n1")
+    assert resolve(proxy_mode="iptables", service_route_dev="eth9").service_route_dev == "eth9"
+    assert resolve(proxy_mode="iptables", pod_network="none").service_route_dev == ""
+    assert resolve().service_route_dev == ""                   # no proxy: no route

@@ -74,8 +74,9 @@ cluster_id: $(cat "$DIST/cluster-id")
 EOT
 # the servers' CIDRs (--cluster-cidr: what leaves it is masqueraded; --service-cidr) and
 # the pods' DNS zone (--cluster-domain); the agent serves it on its pod bridge's gateway.
-# TODO(coordinator): the service-traffic drill needs the Service proxy on the workers
-# (one agent per VM, so `proxy_mode: iptables` is safe here); not switched on untested.
+# One agent per VM, so each programs its own node's Service rules (the service-traffic drill
+# needs them); the service CIDR route goes through the pod bridge by default.
+echo "proxy_mode: iptables" >>/etc/shepherd/agent.yaml
 grep -E '^(cluster_cidr|service_cidr|cluster_domain):' "$DATA_PLANE" >>/etc/shepherd/agent.yaml
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'
