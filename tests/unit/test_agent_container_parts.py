@@ -62,11 +62,15 @@ def test_container_stopper_kills_on_its_own_thread_then_requeues_the_pod():
 class PodNetwork:
     def __init__(self):
         self.attached = []
+        self.starts = 0
 
     def attach(self, config, pod):
         self.attached.append(config.name)
         config.ipv4_address = "10.244.0.7"
         return config
+
+    def started(self):            # a container on the bridge started: hairpin its port
+        self.starts += 1
 
 
 def two_containers():
@@ -84,7 +88,7 @@ def test_sandbox_keeper_starts_the_network_holder_through_the_pod_network_and_dn
     pod = make_pod(containers=two_containers())
     state = PodState(pod)
     cid, delay = keeper.ensure(state, pod, [], {})
-    assert cid and delay is None and state.sandbox.running and network.attached == [created[0].name]
+    assert cid and delay is None and state.sandbox.running and network.attached == [created[0].name] and network.starts == 1
     assert created[0].dns_servers == ["10.96.0.10"] and created[0].ipv4_address == "10.244.0.7"
     assert keeper.ensure(state, pod, [runtime.inspect(cid)], {}) == (cid, None)     # kept as it is
 
