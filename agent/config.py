@@ -25,6 +25,12 @@ AGENT_OPTIONS = (
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
            "--token-file; the token's user in group system:nodes)"),
+    Option("ca_file", str, None, "the cluster CA: https servers' certificates are verified against it (default: "
+           "the system's CAs)"),
+    Option("tls_cert_file", str, None, "PEM certificate of the agent's log server (SANs: the node name and its "
+           "address; the API checks both against the cluster CA); with --tls-private-key-file"),
+    Option("tls_private_key_file", str, None, "PEM private key of --tls-cert-file (keep it 0600); without the "
+           "pair the log server speaks plain HTTP"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -134,6 +140,8 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
+    ca_file: str = None
+    tls: object = None        # shepherd_ha.tls.contexts.TlsFiles of the log server, or None: plain HTTP
 
 
 def settings(values):
@@ -190,6 +198,9 @@ def settings(values):
         if len(token) < 16 or any(c.isspace() for c in token):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
+    from shepherd_ha.tls.contexts import check_ca_file, tls_files
+    tls = tls_files(values)
+    ca_file = check_ca_file(values.get("ca_file"), "--ca-file")
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -203,4 +214,4 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token)
+        token=token, ca_file=ca_file, tls=tls)

@@ -22,10 +22,10 @@ class CannotCheck(Exception):
 
 
 class LogAccess:
-    def __init__(self, servers, clock=time.monotonic, client_factory=None):
+    def __init__(self, servers, clock=time.monotonic, client_factory=None, ca_file=None):
         self._clock = clock
         self._client_factory = client_factory or (lambda token: Client(servers, timeout=2.0, retry_deadline=4.0,
-                                                                       token=token))
+                                                                       token=token, ca_file=ca_file))
         self._lock = threading.Lock()
         self._good = {}      # (token digest, namespace, pod) -> trusted until
 

@@ -45,7 +45,7 @@ class Agent:
         self.settings = s = settings
         self.stop_event = threading.Event()
         self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
-        self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token,
+        self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token, ca_file=s.ca_file,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
@@ -75,8 +75,8 @@ class Agent:
             access = None
             if s.token:
                 from .log_access import LogAccess
-                access = LogAccess(s.servers)
-            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access)
+                access = LogAccess(s.servers, ca_file=s.ca_file)
+            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access, tls=s.tls)
             self.log_server.start()
             port = self.log_server.port
             log.info("serving container logs on %s:%d", s.bind, port)

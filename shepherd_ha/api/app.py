@@ -21,13 +21,14 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, outbound=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
     peer_token: what this replica shows the other replicas (their status) and the agents
-    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound)."""
+    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
+    outbound: how peers and agents are reached (tls/outbound.py; None: plain HTTP)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica, peer_token)
+    objects = ObjectApi(replica, peer_token, outbound)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -60,7 +61,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None):
         auth.install(app, tokens)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token)
+    health.register(app, replica, metrics, peer_token, outbound)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

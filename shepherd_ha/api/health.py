@@ -6,13 +6,14 @@ from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import shepherd_ha
+from shepherd_ha.tls.outbound import PLAIN
 
 from .bodies import dumps
 
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None):
+def register(app, replica, metrics, peer_token=None, outbound=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -41,32 +42,41 @@ def register(app, replica, metrics, peer_token=None):
 
     @app.get("/shepherd/v1/cluster")
     def cluster():
-        return Response(dumps(cluster_view(replica, peer_token)), mimetype="application/json")
+        return Response(dumps(cluster_view(replica, peer_token, outbound)), mimetype="application/json")
 
 
-def _ask(peer, token=None):
+def _ask(peer, token=None, outbound=PLAIN):
     base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
             "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
     if not peer.api:
         return dict(base, error="no API address configured for this peer")
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
-        with requests.Session() as session:
-            session.trust_env = False   # no proxy or ~/.netrc from the environment: the token goes to the peer only
+        with outbound.session() as session:    # the cluster CA; no proxy or ~/.netrc from the environment
             reply = session.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()
         return dict(reply.json(), reachable=True)
+    except requests.exceptions.SSLError as exc:
+        return dict(base, error="TLS: %s" % _tls_reason(exc))
     except (requests.RequestException, ValueError) as exc:
         return dict(base, error=type(exc).__name__)
 
 
-def cluster_view(replica, peer_token=None):
+def _tls_reason(exc):
+    text = str(exc)
+    for marker in ("certificate verify failed: ", "doesn't match", "WRONG_VERSION_NUMBER"):
+        if marker in text:
+            return text[text.index(marker):].split("(_ssl")[0].split("')")[0].strip()[:200]
+    return "handshake failed"
+
+
+def cluster_view(replica, peer_token=None, outbound=None):
     """Every replica's own report (or unreachable), and who leads."""
     me = replica.status()
     peers = replica.peers
     if peers:
         with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
-            others = list(pool.map(lambda peer: _ask(peer, peer_token), peers))
+            others = list(pool.map(lambda peer: _ask(peer, peer_token, outbound or PLAIN), peers))
     else:
         others = []
     replicas = sorted([me] + others, key=lambda r: r["id"])

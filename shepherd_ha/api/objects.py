@@ -74,8 +74,9 @@ def _check_dns_label(value, what):
 
 
 class ObjectApi:
-    def __init__(self, replica, agent_token=None):
+    def __init__(self, replica, agent_token=None, outbound=None):
         self.replica = replica
+        self.outbound = outbound            # how agents are reached (shepherd_ha/tls/outbound.py)
         self.agent_token = agent_token      # what this replica shows agents (pod logs)
 
     # ---- dispatch ----
@@ -96,7 +97,8 @@ class ObjectApi:
         handlers = {None: {"GET": self.get, "PUT": self.replace, "PATCH": self.patch, "DELETE": self.delete},
                     "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
                     "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
-                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.agent_token)}}
+                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.agent_token,
+                                                                  self.outbound)}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
             raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))

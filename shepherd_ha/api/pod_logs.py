@@ -27,6 +27,7 @@ import urllib3
 from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.tls.outbound import PLAIN
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
 from .errors import ApiError, unavailable
@@ -140,6 +141,10 @@ def _host_port(host, port):
 
 def _describe(exc):
     text = str(exc).lower()
+    if isinstance(exc, requests.exceptions.SSLError):
+        if "match" in text or "hostname" in text:
+            return "its TLS certificate is not for this node"
+        return "TLS: its certificate does not verify against the cluster CA, or it does not speak TLS"
     if isinstance(exc, requests.exceptions.ConnectTimeout) or "timed out" in text:
         return "timed out"
     if "refused" in text:
@@ -206,10 +211,12 @@ def _agent_error(resp, node_name, where):
     return ApiError(code, message)
 
 
-def pod_log(replica, target, agent_token=None):
+def pod_log(replica, target, agent_token=None, outbound=None):
     """Stream a container's log from its node's agent. `agent_token`: the replica's own
     token (replicas with --token-file), which agents check with the API; the caller's
-    token never leaves the replica."""
+    token never leaves the replica. `outbound`: plain HTTP or HTTPS verified against the
+    cluster CA, the certificate naming the node (shepherd_ha/tls/outbound.py)."""
+    outbound = outbound or PLAIN
     if request.method != "GET":
         raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
     options = _options()
@@ -227,7 +234,7 @@ def pod_log(replica, target, agent_token=None):
                        % (node_name, target.namespace, target.name))
     host, port = agent_endpoint(node)
     where = _host_port(host, port)
-    url = "http://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
+    url = outbound.scheme + "://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
                                                 quote(target.name, safe=""), quote(container, safe=""))
     params = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
     for key in ("follow", "previous", "timestamps"):
@@ -236,8 +243,7 @@ def pod_log(replica, target, agent_token=None):
     for key in ("tailLines", "sinceTime"):
         if options[key] is not None:
             params[key] = options[key]
-    session = requests.Session()
-    session.trust_env = False      # never through an HTTP proxy from the environment
+    session = outbound.agent_session(node_name)     # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
     if agent_token:
         agent_headers["Authorization"] = "Bearer " + agent_token

@@ -28,6 +28,9 @@ def add_parser(subparsers):
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
                          "the admin's is in DIR/config, the agents' in DIR/node-token)")
+    up.add_argument("--insecure-http", dest="tls", action="store_false",
+                    help="a new cluster serves plain HTTP (default: HTTPS from a cluster CA made in DIR, "
+                         "DIR/kubeconfig for kubectl)")
     up.add_argument("--netns", action="store_true",
                     help="every replica and agent in its own network namespace with its own address on "
                          "10.213.N.0/24 (root; agents use the hollow runtime); `local down` removes the network")
@@ -71,10 +74,10 @@ def cmd_up(args, cluster):
     if not cluster.exists and args.netns:
         cluster = NetnsCluster(args.dir)
         print("creating a %d-replica cluster in network namespaces in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, auth=args.auth)
+        cluster.create(args.replicas, auth=args.auth, tls=args.tls)
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, args.base_port, auth=args.auth)
+        cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls)
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)
@@ -86,6 +89,12 @@ def cmd_up(args, cluster):
     else:
         print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
               "keep it on a trusted network, or make a new one")
+    if cluster.tls:
+        print("  HTTPS with the cluster CA %s; kubectl: kubectl --kubeconfig %s get --raw /readyz"
+              % (cluster.ca_file, cluster.kubeconfig_path))
+    else:
+        print("  plain HTTP (created with --insecure-http, or before TLS): tokens and data cross the network "
+              "in clear")
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
     failed = _start_agents(cluster, args.agents, args.agent_prefix,

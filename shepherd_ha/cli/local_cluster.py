@@ -1,8 +1,11 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port
-  config                client config for `sheepctl --config DIR/config`
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port, tls
+  config                client config for `sheepctl --config DIR/config` (https URLs, the CA)
+  kubeconfig            the same for kubectl and client-go (`kubectl --kubeconfig DIR/kubeconfig`)
+  ca.crt, ca.key        the cluster CA; <id>/tls.*, agents/<name>/tls.*: certificates
+                        (cli/cluster_tls.py); a cluster made with tls=False has none
   <id>/server.yaml      that replica's `shepherd-ha server --config`
   <id>/data/            its Raft journal and snapshots
   <id>/server.log       its output
@@ -24,6 +27,8 @@ import time
 
 import requests
 import yaml
+
+from . import cluster_tls
 
 API_OFFSET, RAFT_OFFSET = 0, 100
 
@@ -91,10 +96,37 @@ class LocalCluster:
     def api_urls(self):
         return [r["api"] for r in self.spec()["replicas"]]
 
-    def create(self, replicas=3, base_port=8000, server_options=None, auth=False):
+    # ---- TLS ----
+
+    @property
+    def tls(self):
+        return bool(self.spec().get("tls"))
+
+    @property
+    def ca_file(self):
+        """The cluster CA (None for a plain-HTTP cluster)."""
+        return cluster_tls.ca_path(self.dir) if self.tls else None
+
+    @property
+    def verify(self):
+        """`requests`' verify= for this cluster's replicas."""
+        return self.ca_file or True
+
+    def client_options(self):
+        """Keyword arguments of shepherd_ha.client.Client for this cluster."""
+        return {"token": self.token(), "ca_file": self.ca_file}
+
+    def _tls_server_options(self, tls, member, host):
+        if not tls:
+            return dict(cluster_tls.INSECURE_SERVER)
+        return cluster_tls.replica_options(self.dir, member["id"], host)
+
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True):
         """Write the layout for a new cluster (processes are started separately). With
         `auth`, the API requires bearer tokens: an admin token for the client config and
-        a node token for the agents are generated (DIR/tokens.csv, DIR/node-token)."""
+        a node token for the agents are generated (DIR/tokens.csv, DIR/node-token). With
+        `tls` (the default) a cluster CA and every certificate are made and the API
+        serves HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -102,21 +134,24 @@ class LocalCluster:
         if busy:
             raise LocalClusterError("port(s) %s in use: pick another --base-port" % ", ".join(map(str, busy)))
         os.makedirs(self.dir, exist_ok=True)
+        scheme = "https" if tls else "http"
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
-                    "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
-        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port}
+                    "api": "%s://127.0.0.1:%d" % (scheme, base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
+        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port, "tls": tls}
         if auth:
             spec.update(self._new_tokens())
+        if tls:
+            cluster_tls.ensure_ca(self.dir)
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
-            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
-                              for m in members if m is not member)
+            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
-                      "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
+                      "api_bind": member["api"].split("://", 1)[1], "data_dir": os.path.join(rdir, "data"),
                       "raft_password_file": os.path.join(self.dir, "raft-password")}
             if auth:
                 server["token_file"] = self.token_file
+            server.update(self._tls_server_options(tls, member, "127.0.0.1"))
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
@@ -125,13 +160,21 @@ class LocalCluster:
         self.write_client_config()
 
     def write_client_config(self):
+        """DIR/config for sheepctl, and DIR/kubeconfig for kubectl when the cluster has TLS."""
         path = os.path.join(self.dir, "config")
         config = {"servers": self.api_urls(), "namespace": "default"}
         token = self.token()
         if token:
             config["token"] = token
+        if self.tls:
+            config["certificate-authority"] = os.path.basename(cluster_tls.ca_path(self.dir))
+            cluster_tls.write_kubeconfig(self.dir, self.api_urls(), token)
         write_private(path, yaml.safe_dump(config, sort_keys=False))
         return path
+
+    @property
+    def kubeconfig_path(self):
+        return os.path.join(self.dir, "kubeconfig")
 
     # ---- tokens (clusters created with auth) ----
 
@@ -193,7 +236,8 @@ class LocalCluster:
             return self.pid(ident)
         config_path, pid_path, log_path = self._paths(ident)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path],
+            proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path]
+                                    + self._legacy_flags(),
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
@@ -204,6 +248,10 @@ class LocalCluster:
         while self.pid(ident) != proc.pid and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         return proc.pid
+
+    def _legacy_flags(self):
+        """A cluster made before TLS (no `tls` in its spec) keeps serving plain HTTP."""
+        return [] if "tls" in self.spec() else ["--insecure-http"]
 
     def start_all(self):
         return {ident: self.start(ident) for ident in self.ids()}
@@ -300,6 +348,8 @@ class LocalCluster:
                   "state_dir": os.path.join(adir, "state")}
         if spec.get("node_token"):
             config["token_file"] = self.node_token_file
+        if spec.get("tls"):
+            config.update(cluster_tls.agent_options(self.dir, name, "127.0.0.1"))
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         agents = [a for a in spec.get("agents") or [] if a["name"] != name]
@@ -378,7 +428,7 @@ class LocalCluster:
             for url in self.api_urls():
                 try:
                     reply = requests.get("%s/api/v1/nodes/%s" % (url, a["name"]), params={"resourceVersion": "0"},
-                                         headers=headers, timeout=timeout)
+                                         headers=headers, timeout=timeout, verify=self.verify)
                 except requests.RequestException:
                     continue
                 if reply.status_code == 404:
@@ -399,7 +449,7 @@ class LocalCluster:
         member = self.replica(ident)
         try:
             reply = requests.get(member["api"] + "/shepherd/v1/replica", headers=self.auth_headers(),
-                                 timeout=timeout)
+                                 timeout=timeout, verify=self.verify)
             return reply.json()
         except (requests.RequestException, ValueError):
             return None
@@ -431,7 +481,7 @@ class LocalCluster:
             waiting = []
             for ident in ids or [i for i in self.ids() if self.pid(i)]:
                 try:
-                    ok = requests.get(self.replica(ident)["api"] + "/readyz", timeout=0.5)
+                    ok = requests.get(self.replica(ident)["api"] + "/readyz", timeout=0.5, verify=self.verify)
                     if ok.status_code != 200:
                         waiting.append("%s: %s" % (ident, ok.text.strip()))
                 except requests.RequestException:

@@ -19,6 +19,8 @@ from shepherd_ha.store import gc_tuning
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
+from shepherd_ha.tls import serving
+from shepherd_ha.tls.server_options import server_tls
 
 from . import supervisor
 
@@ -89,6 +91,7 @@ def run(args):
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
         controller_settings = ControllerSettings.from_values(values)
+        tls = server_tls(values)
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
@@ -106,7 +109,7 @@ def run(args):
             return run_store(values, settings, peers, api_url, socket_path)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path)
+                              threads, worker, socket_path, tls)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -179,7 +182,7 @@ def run_store(values, settings, peers, api_url, socket_path):
 
 
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path):
+                   worker, socket_path, tls):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
     import waitress
 
@@ -196,12 +199,19 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow)
+    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow,
+                     outbound=tls.outbound)
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
-    if values["api_workers"] > 1:
+        log.info("API over %s; peers and agents over %s", "TLS" if tls.files else "plain HTTP (--insecure-http)",
+                 tls.outbound.describe())
+    if tls.files:
+        # TLS terminated in this process, waitress behind it on a private Unix socket (shepherd_ha/tls/serving.py)
+        serving.serve_tls(app, tls.files, host, port, serving.backend_path(socket_path, worker),
+                          reuse_port=values["api_workers"] > 1, threads=threads, **WAITRESS_OPTIONS)
+    elif values["api_workers"] > 1:
         sock = supervisor.reuse_port_socket(host, port)
         waitress.serve(app, sockets=[sock], threads=threads, **WAITRESS_OPTIONS)
     else:

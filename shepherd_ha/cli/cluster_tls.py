@@ -1,0 +1,51 @@
+"""The certificates of a cluster directory (`local up`, the netns cluster, the tests):
+
+  DIR/ca.crt, DIR/ca.key          the cluster CA (the key 0600; it signs everything below)
+  DIR/<id>/tls.crt, tls.key       replica <id>'s serving certificate: localhost, 127.0.0.1,
+                                  ::1, this host's names, the replica's id and address
+  DIR/agents/<name>/tls.crt, .key agent <name>'s: its node name (the API's log proxy checks
+                                  it), its address, localhost
+  DIR/kubeconfig                  kubectl / client-go / sheepctl --kubeconfig (0600)
+
+and the server and agent options that point at them."""
+import os
+
+from shepherd_ha.tls import kubeconfig, pki
+
+
+def ca_path(directory):
+    return os.path.join(directory, pki.CA_CERT)
+
+
+def ensure_ca(directory):
+    return pki.ensure_ca(directory)
+
+
+def replica_options(directory, ident, address):
+    """Issue replica `ident`'s certificate; the server options that use it."""
+    ca = pki.load_ca(directory)
+    rdir = os.path.join(directory, ident)
+    cert, key = pki.issue_files(ca, rdir, "tls", ident, pki.local_names() + [ident, address],
+                                server=True, client=True)
+    return {"tls_cert_file": cert, "tls_private_key_file": key, "client_ca_file": ca_path(directory),
+            "cluster_ca_file": ca_path(directory)}
+
+
+def agent_options(directory, name, address):
+    """Issue agent `name`'s certificate (valid for its node name and address); the agent
+    options that use it and the CA it verifies the API with."""
+    ca = pki.load_ca(directory)
+    adir = os.path.join(directory, "agents", name)
+    cert, key = pki.issue_files(ca, adir, "tls", "system:node:" + name, [name, address, "localhost", "127.0.0.1"],
+                                server=True, client=True, organization="system:nodes")
+    return {"ca_file": ca_path(directory), "tls_cert_file": cert, "tls_private_key_file": key}
+
+
+INSECURE_SERVER = {"insecure_http": True}
+
+
+def write_kubeconfig(directory, servers, token=None, namespace="default"):
+    with open(ca_path(directory), "rb") as fh:
+        ca_pem = fh.read()
+    path = os.path.join(directory, "kubeconfig")
+    return kubeconfig.write(path, kubeconfig.build(servers, ca_pem, token=token, namespace=namespace))

@@ -1,0 +1,29 @@
+"""A WSGI app over TLS: waitress on a private Unix socket, the TLS terminator on the
+public port in front of it (why: shepherd_ha/tls/terminator.py, docs/security.md)."""
+import os
+
+from .contexts import server_context
+from .terminator import TlsTerminator, listening_socket
+
+
+def backend_path(store_socket_path, worker):
+    """An API worker's Unix socket: beside the store's, in the replica's 0700 run directory."""
+    return os.path.join(os.path.dirname(store_socket_path), "api-%d.sock" % worker)
+
+
+def create_tls_server(app, files, host, port, backend, reuse_port=False, **waitress_options):
+    """(waitress server on `backend`, started terminator on host:port). Run the server's
+    .run() to serve; port 0 picks a free one (terminator.port)."""
+    import waitress
+    waitress_options = {k: v for k, v in waitress_options.items() if k != "_quiet"}   # serve()'s only
+    server = waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
+                                    **waitress_options)
+    terminator = TlsTerminator(server_context(files), listening_socket(host, port, reuse_port=reuse_port),
+                               backend, max_connections=waitress_options.get("connection_limit", 1000),
+                               name="tls:%d" % port)
+    return server, terminator.start()
+
+
+def serve_tls(app, files, host, port, backend, reuse_port=False, **waitress_options):
+    server, _terminator = create_tls_server(app, files, host, port, backend, reuse_port, **waitress_options)
+    server.run()
