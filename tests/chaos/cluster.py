@@ -91,6 +91,16 @@ class ChaosCluster:
             else:
                 shutil.rmtree(self.dir, ignore_errors=True)
 
+    # ---- TLS: the chaos runs over HTTPS, every client verifying the cluster CA ----
+
+    @property
+    def ca_file(self):
+        return self.lc.ca_file
+
+    @property
+    def verify(self):
+        return self.lc.verify
+
     # ---- replica processes ----
 
     @staticmethod
@@ -136,7 +146,7 @@ class ChaosCluster:
             # by PID, not lc.pid(): while `ip netns exec` execs, the command line is briefly empty
             while time.monotonic() < deadline and not self.gone(pid):
                 try:
-                    if requests.get(url, timeout=0.5).status_code == 200:
+                    if requests.get(url, timeout=0.5, verify=self.verify).status_code == 200:
                         return pid
                 except requests.RequestException:
                     pass
@@ -223,7 +233,7 @@ class ChaosCluster:
 
     def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
         try:
-            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica",
+            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica", verify=self.verify,
                                  params={"digest": "1"} if digest else None, timeout=timeout)
             return reply.json() if reply.status_code == 200 else None
         except (requests.RequestException, ValueError):
@@ -256,7 +266,7 @@ class ChaosCluster:
     def metric(self, ident, name, timeout=2.0):
         """The value of an unlabelled metric from a replica's /metrics, or None."""
         try:
-            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout).text
+            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout, verify=self.verify).text
         except requests.RequestException:
             return None
         for line in text.splitlines():

@@ -129,15 +129,17 @@ def run(args):
     with ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log,
                       logs_to=os.path.join(out, "logs")) as cluster:
         urls = cluster.urls()
-        admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin")
+        admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
+                       ca_file=cluster.ca_file)
         apps.setup(admin)
         ctl_probe = ControllerProbe(cluster, admin, say=log)
         ctl_probe.setup()
         cluster.add_hollow_agents(args.agents)
         log("namespaces, deployments and %d hollow agents set up" % args.agents)
         recorder = Recorder(history_path)
-        workload = Workload(urls, recorder, clients=args.clients, keys=args.keys, seed=args.seed)
-        gap_probe = GapProbe(list(urls.values()), rate=args.gap_rate)
+        workload = Workload(urls, recorder, clients=args.clients, keys=args.keys, seed=args.seed,
+                            ca_file=cluster.ca_file)
+        gap_probe = GapProbe(list(urls.values()), rate=args.gap_rate, ca_file=cluster.ca_file)
         scaler = apps.Scaler(admin, seed=args.seed)
         nemesis = faults.Nemesis(cluster, gap_probe, ctl_probe, say=log, seed=args.seed)
         t0 = time.monotonic()

@@ -43,7 +43,7 @@ class NetnsTarget(Target):
         self.cluster = NetnsCluster(self.dir)
         progress("netns target: creating %d replicas and %d workers in %s" % (
             len(self.control_planes), len(self.workers), self.dir))
-        # With tokens, as `local up` and the VM cluster run: the drills must pass them.
+        # With tokens and TLS, as `local up` and the VM cluster run: the drills must pass them and verify the CA.
         self.cluster.create(len(self.control_planes), server_options=SERVER_OPTIONS, auth=True)
         self.subnet = self.cluster.network()["prefix"] + ".0/24"
         for worker in self.workers:
@@ -89,6 +89,9 @@ class NetnsTarget(Target):
     def api_urls(self):
         return self._need_cluster().api_urls()
 
+    def ca_file(self):
+        return self._need_cluster().ca_file
+
     def replica_id(self, host):
         if host not in self.control_planes:
             raise TargetError("%r is not a control-plane host (%s)" % (host, ", ".join(self.control_planes)))
@@ -120,7 +123,7 @@ class NetnsTarget(Target):
         deadline = time.monotonic() + self.boot_timeout
         while time.monotonic() < deadline:
             try:
-                if requests.get(url, timeout=1.0).ok:
+                if requests.get(url, timeout=1.0, verify=self.verify()).ok:
                     return
             except requests.RequestException:
                 pass

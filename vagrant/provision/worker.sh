@@ -39,6 +39,14 @@ fi
 install -d -m 755 /etc/shepherd
 [ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
+PKI=$DIST/secrets/pki
+for f in "$PKI/ca.crt" "$PKI/$NODE.crt" "$PKI/$NODE.key"; do
+  [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+done
+install -d -m 700 /etc/shepherd/pki
+install -m 644 "$PKI/ca.crt" /etc/shepherd/pki/ca.crt
+install -m 644 "$PKI/$NODE.crt" /etc/shepherd/pki/tls.crt
+install -m 600 "$PKI/$NODE.key" /etc/shepherd/pki/tls.key
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
 servers: $SERVERS
@@ -47,6 +55,9 @@ address: $ADDRESS
 port: $PORT
 runtime: docker
 token_file: /etc/shepherd/node-token
+ca_file: /etc/shepherd/pki/ca.crt
+tls_cert_file: /etc/shepherd/pki/tls.crt
+tls_private_key_file: /etc/shepherd/pki/tls.key
 EOT
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'

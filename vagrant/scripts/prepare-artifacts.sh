@@ -82,6 +82,11 @@ if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
    printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
      "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
 fi
+log "the cluster CA and a certificate per VM (made once; FORCE_CERTS=1 issues them again)"
+mkdir -p "$ARTIFACTS/secrets/pki"
+chmod 700 "$ARTIFACTS/secrets" "$ARTIFACTS/secrets/pki"
+if [ "${FORCE_CERTS:-0}" = 1 ]; then rm -f "$ARTIFACTS"/secrets/pki/*.crt "$ARTIFACTS"/secrets/pki/*.key; fi
+PYTHONPATH="$PROJECT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" certificates "$ARTIFACTS/secrets/pki" >/dev/null
 "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
 log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"
