@@ -411,3 +411,15 @@ class Watch:
 def rv_of(event_or_obj):
     obj = event_or_obj.get("object", event_or_obj)
     return int(obj["metadata"]["resourceVersion"])
+
+
+def wait_for(what, check, timeout, interval=0.05):
+    """check()'s first truthy value within `timeout` seconds, else AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("%s: not within %.0f s" % (what, timeout))
+        time.sleep(interval)
