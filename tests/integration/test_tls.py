@@ -153,3 +153,18 @@ def test_pod_logs_come_from_the_agent_over_tls_and_a_wrong_agent_is_refused(tls_
         assert "not for this node" in steered.json()["message"], steered.text
     finally:
         client.close()
+
+
+def test_api_workers_share_the_tls_port(tmp_path):
+    c = Cluster(tmp_path / "workers", replicas=1, tls=True, server_options={"api_workers": 2})
+    try:
+        c.start()
+        url = c.lc.api_urls()[0]
+        for i in range(40):          # a fresh connection each time: the kernel spreads them over the workers
+            reply = requests.post(url + "/api/v1/namespaces/default/configmaps", verify=c.lc.ca_file, timeout=10,
+                                  json={"metadata": {"name": "w%d" % i}, "data": {"i": str(i)}})
+            assert reply.status_code == 201, reply.text
+        items = requests.get(url + "/api/v1/namespaces/default/configmaps", verify=c.lc.ca_file, timeout=10).json()
+        assert {"w%d" % i for i in range(40)} <= {o["metadata"]["name"] for o in items["items"]}
+    finally:
+        c.stop_all()
