@@ -107,6 +107,10 @@ def run(args):
         if role == "store":
             _log_as(values["id"], "store")
             return run_store(values, settings, peers, api_url, socket_path)
+        if role == "tls":
+            _log_as(values["id"], "tls-%d" % worker)
+            return serving.run_terminator(tls.files, host, port, serving.backend_path(socket_path, worker),
+                                          WAITRESS_OPTIONS["connection_limit"])
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
                               threads, worker, socket_path, tls)
@@ -118,7 +122,7 @@ def run(args):
     log.info("replica %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
              settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir).run()
+    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir, tls=bool(tls.files)).run()
     logging.shutdown()
     return code
 
@@ -208,9 +212,8 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         log.info("API over %s; peers and agents over %s", "TLS" if tls.files else "plain HTTP (--insecure-http)",
                  tls.outbound.describe())
     if tls.files:
-        # TLS terminated in this process, waitress behind it on a private Unix socket (shepherd_ha/tls/serving.py)
-        serving.serve_tls(app, tls.files, host, port, serving.backend_path(socket_path, worker),
-                          reuse_port=values["api_workers"] > 1, threads=threads, **WAITRESS_OPTIONS)
+        # waitress on a private Unix socket; this worker's terminator process holds the port (shepherd_ha/tls/serving.py)
+        serving.serve_backend(app, serving.backend_path(socket_path, worker), threads=threads, **WAITRESS_OPTIONS)
     elif values["api_workers"] > 1:
         sock = supervisor.reuse_port_socket(host, port)
         waitress.serve(app, sockets=[sock], threads=threads, **WAITRESS_OPTIONS)

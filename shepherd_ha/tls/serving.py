@@ -1,6 +1,14 @@
 """A WSGI app over TLS: waitress on a private Unix socket, the TLS terminator on the
-public port in front of it (why: shepherd_ha/tls/terminator.py, docs/security.md)."""
+public port in front of it (why: shepherd_ha/tls/terminator.py, docs/security.md).
+
+A replica runs the terminator as a process of its own beside each API worker
+(run_terminator, serve_backend: the supervisor forks both); the agent's small log
+server runs both in one process (create_tls_server)."""
+import logging
 import os
+import signal
+
+log = logging.getLogger(__name__)
 
 from .contexts import server_context
 from .terminator import TlsTerminator, listening_socket
@@ -24,6 +32,20 @@ def create_tls_server(app, files, host, port, backend, reuse_port=False, **waitr
     return server, terminator.start()
 
 
-def serve_tls(app, files, host, port, backend, reuse_port=False, **waitress_options):
-    server, _terminator = create_tls_server(app, files, host, port, backend, reuse_port, **waitress_options)
-    server.run()
+def serve_backend(app, backend, **waitress_options):
+    """An API worker behind TLS: waitress on its Unix socket (0600), until the process ends."""
+    import waitress
+    waitress_options = {k: v for k, v in waitress_options.items() if k != "_quiet"}
+    waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
+                           **waitress_options).run()
+
+
+def run_terminator(files, host, port, backend, max_connections):
+    """The terminator process of one API worker: the public port (SO_REUSEPORT, shared with
+    the other workers' terminators), piped to that worker's Unix socket."""
+    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+    terminator = TlsTerminator(server_context(files), listening_socket(host, port, reuse_port=True), backend,
+                               max_connections=max_connections, name="tls:%d" % port)
+    log.info("TLS on %s:%d in front of %s", host, port, backend)
+    terminator.serve_forever()
+    return 0
