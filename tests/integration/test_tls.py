@@ -89,7 +89,7 @@ def test_replicas_see_each_other_over_verified_tls(tls_cluster):
 
 def test_kubectl_reads_health_and_metrics_with_the_kubeconfig(tls_cluster):
     kubectl = shutil.which("kubectl")
-    assert kubectl, "kubectl is missing: scripts/setup-*.sh installs it"
+    assert kubectl, "kubectl is missing: scripts/setup-test-tools.sh installs it"
     kubeconfig = tls_cluster.lc.kubeconfig_path
     assert os.stat(kubeconfig).st_mode & 0o777 == 0o600
     for path, expect in (("/readyz", "ok"), ("/healthz", "ok"), ("/metrics", "shepherd_")):
