@@ -56,8 +56,9 @@ class ChaosCluster:
         except BaseException:
             self._teardown()
             raise
-        self.say("cluster of %d replicas %s in %s, leader %s" % (
-            self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader))
+        self.say("cluster of %d replicas %s in %s, leader %s, %s" % (
+            self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader,
+            "HTTPS verified against %s" % self.lc.ca_file if self.lc.tls else "plain HTTP"))
         return self
 
     def _create_on_loopback(self):
