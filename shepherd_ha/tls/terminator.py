@@ -193,14 +193,7 @@ class TlsTerminator:
                 return
             if first[0] != TLS_HANDSHAKE_RECORD:
                 self.refused_plain += 1
-                conn.setblocking(True)
-                conn.settimeout(1.0)
-                try:
-                    conn.recv(65536)        # the request, so that the close is not a reset
-                    conn.sendall(_refusal(self.port))
-                except OSError:
-                    pass
-                conn.close()
+                self._refuse_plain(conn)
                 self._closed()
                 return
             client = _Pipe(on_close=self._closed)
@@ -230,6 +223,25 @@ class TlsTerminator:
 
     def _closed(self):
         self.open -= 1
+
+    def _refuse_plain(self, conn):
+        """A plain 400 to a plain-HTTP client, never blocking the loop: what it sent so far
+        is read (so that the close is not a reset), the answer fits the socket buffer."""
+        try:
+            for _ in range(4):              # bounded: a client that keeps sending gets its answer anyway
+                if not conn.recv(65536):
+                    break
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError:
+            conn.close()
+            return
+        try:
+            conn.send(_refusal(self.port))
+            conn.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        conn.close()
 
 
 def listening_socket(host, port, reuse_port=False, backlog=1024):

@@ -261,3 +261,17 @@ def test_a_switch_option_parses_true_and_false_from_the_environment():
                               environ={"SHEPHERD_INSECURE_HTTP": raw})["insecure_http"] is want
     with pytest.raises(ConfigError, match="true or false"):
         config.resolve(parser.parse_args([]), config.SERVER_OPTIONS, environ={"SHEPHERD_INSECURE_HTTP": "maybe"})
+
+
+def test_a_plain_client_that_sends_slowly_does_not_stall_the_others(served, ca):
+    term, url = served
+    slow = socket.create_connection(("127.0.0.1", term.port), timeout=5)
+    try:
+        slow.sendall(b"G")                      # a plain request that never completes
+        time.sleep(0.2)
+        started = time.monotonic()
+        assert requests.get(url + "/", verify=ca.cert_path, timeout=5).status_code == 200
+        assert time.monotonic() - started < 1.0
+        assert b"400 Bad Request" in slow.recv(4096)
+    finally:
+        slow.close()
