@@ -152,8 +152,8 @@ class Failover:
         if error_503 is not None:
             self.last_refusal = error_503
         log.debug("replica %s failed: %s", self.server, reason)
-        wrong_ca = len(self.failures) >= self.n and all(str(r).startswith(TLS_REFUSED)
-                                                        for r in self.failures.values())
+        wrong_ca = len(self.tried) >= self.n and all(str(r).startswith(TLS_REFUSED)
+                                                      for r in self.failures.values())
         # waiting does not make a certificate verify: say so at once
         if wrong_ca or (len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline):
             if self.last_refusal is not None:

@@ -275,3 +275,17 @@ def test_a_plain_client_that_sends_slowly_does_not_stall_the_others(served, ca):
         assert b"400 Bad Request" in slow.recv(4096)
     finally:
         slow.close()
+
+
+def test_the_client_gives_up_at_once_on_a_wrong_ca_and_knows_a_write_was_never_sent(served, other_ca):
+    from shepherd_ha.client import Client, NoReplicaReachable
+    _, url = served
+    client = Client([url, url], timeout=2.0, retry_deadline=30.0, ca_file=other_ca.cert_path)
+    try:
+        started = time.monotonic()
+        with pytest.raises(NoReplicaReachable) as err:
+            client.request("POST", "/x", body={"a": 1}, idempotent_write=False)   # not OutcomeUnknown
+        assert time.monotonic() - started < 5
+        assert "does not verify" in str(err.value) and "CA" in str(err.value)
+    finally:
+        client.close()
