@@ -44,6 +44,22 @@ def agent_options(directory, name, address):
 INSECURE_SERVER = {"insecure_http": True}
 
 
+def reissue(cluster):
+    """New certificates for every replica and agent of a TLS cluster, from its CA (kept);
+    returns the names. The processes read them when they start again."""
+    if not cluster.tls:
+        raise ValueError("%s serves plain HTTP: it has no certificates" % cluster.dir)
+    done = []
+    for member in cluster.spec()["replicas"]:
+        host = member.get("address") or "127.0.0.1"
+        replica_options(cluster.dir, member["id"], host)
+        done.append(member["id"])
+    for agent in cluster.agents():
+        agent_options(cluster.dir, agent["name"], agent.get("address") or "127.0.0.1")
+        done.append(agent["name"])
+    return done
+
+
 def write_kubeconfig(directory, servers, token=None, namespace="default"):
     with open(ca_path(directory), "rb") as fh:
         ca_pem = fh.read()

@@ -42,12 +42,15 @@ def add_parser(subparsers):
         p.set_defaults(func=func)
     sub.choices["down"].add_argument("--purge-containers", action="store_true",
                                      help="also remove the containers of this cluster's agents")
+    certs = sub.add_parser("certs", help="issue every replica's and agent's certificate again from the cluster CA "
+                                         "(rotation; restart them one at a time afterwards)")
+    certs.set_defaults(func=cmd_certs)
     for name, func, text in (("kill", cmd_kill, "SIGKILL one replica or agent (failure drills)"),
                              ("start", cmd_start, "start one stopped or killed replica or agent")):
         p = sub.add_parser(name, help=text)
         p.add_argument("name", help="replica id, e.g. r1, or agent name, e.g. node-1")
         p.set_defaults(func=func)
-    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start")]:
+    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "certs")]:
         p.add_argument("--dir", default=os.environ.get("SHEPHERD_LOCAL_DIR", DEFAULT_DIR),
                        help="cluster directory (default %s; env SHEPHERD_LOCAL_DIR)" % DEFAULT_DIR)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
@@ -180,6 +183,18 @@ def cmd_down(args, cluster):
 
 def _is_agent(cluster, name):
     return any(a["name"] == name for a in cluster.agents())
+
+
+@_guard
+def cmd_certs(args, cluster):
+    from .cluster_tls import reissue
+    try:
+        names = reissue(cluster)
+    except ValueError as exc:
+        raise LocalClusterError(str(exc))
+    print("issued new certificates for %s from %s; restart each (`shepherd-ha local kill NAME` then `start NAME`, "
+          "one at a time) to serve them" % (", ".join(names), cluster.ca_file))
+    return 0
 
 
 @_guard

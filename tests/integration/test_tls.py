@@ -4,11 +4,15 @@ replicas reach each other and the agents over verified TLS, and the real kubectl
 /readyz, /healthz and /metrics with DIR/kubeconfig."""
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import time
+import urllib.parse
 
 import pytest
 import requests
+from cryptography import x509
 
 from ctl.main import main as sheepctl
 from shepherd_ha.client import Client, NoReplicaReachable
@@ -154,6 +158,32 @@ def test_pod_logs_come_from_the_agent_over_tls_and_a_wrong_agent_is_refused(tls_
     finally:
         client.close()
 
+
+def _served_serial(url, ca_file):
+    """The serial number of the certificate the server at `url` shows (verified against ca_file)."""
+    parts = urllib.parse.urlsplit(url)
+    ctx = ssl.create_default_context(cafile=ca_file)
+    with socket.create_connection((parts.hostname, parts.port), timeout=5) as raw:
+        with ctx.wrap_socket(raw, server_hostname=parts.hostname) as tls:
+            return x509.load_der_x509_certificate(tls.getpeercert(binary_form=True)).serial_number
+
+
+def test_certificates_rotate_with_a_restart_one_replica_at_a_time(tls_cluster):
+    from shepherd_ha.cli.cluster_tls import reissue
+    lc = tls_cluster.lc
+    url = lc.replica("r3")["api"]
+    old = _served_serial(url, lc.ca_file)
+    assert "r3" in reissue(lc)
+    assert _served_serial(url, lc.ca_file) == old          # the running replica keeps its certificate
+    lc.stop("r3")
+    lc.start("r3")
+    tls_cluster.wait_ready(ids=["r3"])
+    assert _served_serial(url, lc.ca_file) != old          # the restarted one serves the new certificate
+    client = admin(tls_cluster)
+    try:
+        assert client.list("configmaps", namespace=NS)["items"] is not None
+    finally:
+        client.close()
 
 def test_api_workers_share_the_tls_port(tmp_path):
     c = Cluster(tmp_path / "workers", replicas=1, tls=True, server_options={"api_workers": 2})

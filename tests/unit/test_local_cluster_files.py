@@ -91,3 +91,25 @@ def test_plain_http_only_when_asked_and_old_clusters_keep_it(tmp_path):
     del spec["tls"]                        # a cluster made before TLS existed
     cluster._write_spec(spec)
     assert cluster._legacy_flags() == ["--insecure-http"]
+
+
+def test_local_certs_issues_new_certificates_from_the_same_ca(tmp_path, capsys):
+    import yaml
+    from shepherd_ha.cli import main as cli_main
+    from shepherd_ha.tls import pki
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create(2, find_base_port(2))
+    agent = yaml.safe_load(open(cluster.add_agent("node-1", runtime="hollow")))
+    server = yaml.safe_load(open(tmp_path / "c" / "r1" / "server.yaml"))
+    before = {p: pki.read_certificate(p).serial_number for p in (server["tls_cert_file"], agent["tls_cert_file"])}
+    ca_before = (tmp_path / "c" / "ca.crt").read_bytes()
+    assert cli_main.main(["local", "certs", "--dir", str(tmp_path / "c")]) == 0
+    assert "r1, r2, node-1" in capsys.readouterr().out
+    assert (tmp_path / "c" / "ca.crt").read_bytes() == ca_before
+    for path, serial in before.items():
+        cert = pki.read_certificate(path)
+        assert cert.serial_number != serial and cert.issuer == pki.read_certificate(str(tmp_path / "c" / "ca.crt")).subject
+    plain = LocalCluster(str(tmp_path / "p"))
+    plain.create(1, find_base_port(1), tls=False)
+    assert cli_main.main(["local", "certs", "--dir", str(tmp_path / "p")]) == 1
+    assert "plain HTTP" in capsys.readouterr().err
