@@ -11,7 +11,7 @@ import signal
 log = logging.getLogger(__name__)
 
 from .contexts import server_context
-from .terminator import TlsTerminator, listening_socket
+from .terminator import TlsTerminator, listening_socket, peer_from_name
 
 
 def backend_path(store_socket_path, worker):
@@ -19,13 +19,21 @@ def backend_path(store_socket_path, worker):
     return os.path.join(os.path.dirname(store_socket_path), "api-%d.sock" % worker)
 
 
+def _backend_server(app, backend, waitress_options):
+    """waitress on a Unix socket whose clients' addresses are the TLS clients' (REMOTE_ADDR,
+    REMOTE_PORT), as the terminator names its end of each connection."""
+    import waitress
+    options = {k: v for k, v in waitress_options.items() if k != "_quiet"}     # serve()'s only
+    server = waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
+                                    **options)
+    server.fix_addr = lambda addr: peer_from_name(addr) or ("localhost", None)
+    return server
+
+
 def create_tls_server(app, files, host, port, backend, reuse_port=False, **waitress_options):
     """(waitress server on `backend`, started terminator on host:port). Run the server's
     .run() to serve; port 0 picks a free one (terminator.port)."""
-    import waitress
-    waitress_options = {k: v for k, v in waitress_options.items() if k != "_quiet"}   # serve()'s only
-    server = waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
-                                    **waitress_options)
+    server = _backend_server(app, backend, waitress_options)
     terminator = TlsTerminator(server_context(files), listening_socket(host, port, reuse_port=reuse_port),
                                backend, max_connections=waitress_options.get("connection_limit", 1000),
                                name="tls:%d" % port)
@@ -34,10 +42,7 @@ def create_tls_server(app, files, host, port, backend, reuse_port=False, **waitr
 
 def serve_backend(app, backend, **waitress_options):
     """An API worker behind TLS: waitress on its Unix socket (0600), until the process ends."""
-    import waitress
-    waitress_options = {k: v for k, v in waitress_options.items() if k != "_quiet"}
-    waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
-                           **waitress_options).run()
+    _backend_server(app, backend, waitress_options).run()
 
 
 def run_terminator(files, host, port, backend, max_connections):

@@ -16,9 +16,15 @@ every connection, so idle keep-alive connections cost no thread.
 - Beyond `max_connections` open connections a new one is closed at once.
 - SO_REUSEPORT: each API worker runs its own terminator on the shared port in front
   of its own waitress (the kernel spreads connections), as with plain HTTP.
+- The client's address reaches the app: the terminator's end of the Unix connection is
+  bound to an abstract name carrying it (`peer_name`), which waitress gets from accept()
+  and `serving.py` turns back into REMOTE_ADDR and REMOTE_PORT (`peer_from_name`).
+  Only a process that can open the 0600 socket can claim an address: this user's.
 """
 import asyncio
+import itertools
 import logging
+import os
 import socket
 import threading
 
@@ -29,6 +35,28 @@ MAX_CONNECTIONS = 1000
 TLS_HANDSHAKE_RECORD = 0x16
 PLAIN_REFUSAL = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
                  b"Content-Length: %d\r\n\r\n%s")
+
+
+PEER_PREFIX = b"\0shepherd-peer|"
+_names = itertools.count()
+
+
+def peer_name(addr):
+    """An abstract Unix socket name carrying a TCP peer (host, port), unique in this process."""
+    return PEER_PREFIX + ("%s|%d|%d|%d" % (addr[0], addr[1], os.getpid(), next(_names))).encode()
+
+
+def peer_from_name(name):
+    """(host, port) from a name made by peer_name, else None."""
+    if isinstance(name, str):
+        name = name.encode("utf-8", "surrogateescape")
+    if not isinstance(name, bytes) or not name.startswith(PEER_PREFIX):
+        return None
+    try:
+        host, port = name[len(PEER_PREFIX):].decode().split("|")[:2]
+        return host, int(port)
+    except (UnicodeDecodeError, ValueError):
+        return None
 
 
 def _refusal(port):
@@ -210,7 +238,15 @@ class TlsTerminator:
         client.transport.pause_reading()
         try:
             backend = _Pipe()
-            await loop.create_unix_connection(lambda: backend, self.backend)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                sock.bind(peer_name(addr))
+                await loop.sock_connect(sock, self.backend)
+            except BaseException:
+                sock.close()
+                raise
+            await loop.create_unix_connection(lambda: backend, sock=sock)
         except OSError as exc:
             log.warning("%s: the HTTP server behind TLS (%s) is unreachable: %s", self.name, self.backend, exc)
             client.transport.close()

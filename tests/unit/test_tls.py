@@ -17,7 +17,7 @@ from cryptography import x509
 from ctl import config as ctl_config
 from shepherd_ha import config
 from shepherd_ha.options import ConfigError
-from shepherd_ha.tls import contexts, kubeconfig, pki, server_options
+from shepherd_ha.tls import contexts, kubeconfig, pki, server_options, serving
 from shepherd_ha.tls.terminator import TlsTerminator, listening_socket
 
 
@@ -77,6 +77,8 @@ def _app(environ, start_response):
     if environ["PATH_INFO"] == "/slow":
         time.sleep(0.2)
     start_response("200 OK", [("Content-Type", "text/plain")])
+    if environ["PATH_INFO"] == "/peer":
+        return [("%s %s" % (environ["REMOTE_ADDR"], environ["REMOTE_PORT"])).encode()]
     return [("%s %s" % (environ["wsgi.url_scheme"], environ["PATH_INFO"])).encode()]
 
 
@@ -86,8 +88,7 @@ def served(ca, tmp_path):
     cert, key = pki.issue_files(ca, str(tmp_path / "srv"), "tls", "srv", ["localhost", "127.0.0.1"])
     files = contexts.TlsFiles(cert, key, ca.cert_path)
     backend = str(tmp_path / "srv" / "app.sock")
-    server = waitress.create_server(_app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
-                                    threads=4)
+    server = serving._backend_server(_app, backend, {"threads": 4})
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     term = TlsTerminator(contexts.server_context(files), listening_socket("127.0.0.1", 0), backend,
@@ -289,3 +290,19 @@ def test_the_client_gives_up_at_once_on_a_wrong_ca_and_knows_a_write_was_never_s
         assert "does not verify" in str(err.value) and "CA" in str(err.value)
     finally:
         client.close()
+
+
+def test_the_app_sees_the_tls_client_address_not_the_unix_socket(served, ca):
+    term, _ = served
+    ctx = contexts.client_context(ca.cert_path)
+    with socket.create_connection(("127.0.0.1", term.port), timeout=5) as raw:
+        local_port = raw.getsockname()[1]
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as tls:
+            tls.sendall(b"GET /peer HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answer = b""
+            while True:
+                chunk = tls.recv(4096)
+                if not chunk:
+                    break
+                answer += chunk
+            assert answer.split(b"\r\n\r\n", 1)[1].decode() == "127.0.0.1 %d" % local_port
