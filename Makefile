@@ -41,6 +41,7 @@ bench: install  ## benchmarks; figures go to docs/benchmarks.md by hand
 
 clean:  ## stop the cluster, remove its agents' containers and its data
 	-shepherd-ha local down --dir $(CLUSTER_DIR) --purge-containers
+	-shepherd-agent network cleanup   # the agents' pod networks, routes and iptables chains (docs/networking.md)
 	rm -rf $(CLUSTER_DIR) .pytest_cache build *.egg-info
 
 # --- Vagrant cluster (vagrant/README.md): VMs on libvirt, failure drills ---------
@@ -52,7 +53,7 @@ vagrant-box:  ## build the local Debian box offline (debootstrap); idempotent
 vagrant-up:  ## box + offline artifacts + CP control-plane and WORKERS worker VMs, provisioned and Ready
 	bash vagrant/scripts/up.sh
 
-drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|all)
+drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|roll|restore|failures|operations|all)
 	bash vagrant/scripts/drills.sh --drill $(or $(DRILL),all)
 
 vagrant-down:  ## destroy the VMs (the box stays)

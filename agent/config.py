@@ -11,9 +11,11 @@ import socket
 import urllib.parse
 
 from shepherd_ha import options as options_module
+from shepherd_ha.model import network
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 from shepherd_ha.options import ConfigError, Option  # noqa: F401  (ConfigError: for callers)
 
 CONFIG_ENV = "SHEPHERD_AGENT_CONFIG"
@@ -31,6 +33,9 @@ AGENT_OPTIONS = (
            "address; the API checks both against the cluster CA); with --tls-private-key-file"),
     Option("tls_private_key_file", str, None, "PEM private key of --tls-cert-file (keep it 0600); without the "
            "pair the log server speaks plain HTTP"),
+    Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
+           "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
+           "API refuses its requests"),
     Option("node_name", str, None, "name of this node (a DNS subdomain, unique in the cluster and on its "
            "Docker engine); default: the host name"),
     Option("labels", str, "", "extra node labels, k=v,k2=v2 (hostname, os, arch and shepherd.io/runtime are "
@@ -66,6 +71,15 @@ AGENT_OPTIONS = (
            "volumes from the API (a container start always reads the ConfigMaps)"),
     Option("event_qps", float, 50.0, "Events posted per second at most (bursts of 100; repeats are aggregated "
            "meanwhile); 0 posts none"),
+    Option("pod_network", str, "bridge", "bridge: pods on this node's block of --cluster-cidr (a Docker bridge "
+           "network, routes to the other nodes' blocks, iptables chains; agent/network/); none: Docker's default "
+           "bridge, pod IPs only reachable on this node"),
+    Option("cluster_cidr", str, network.CLUSTER_CIDR, "the pod network of the whole cluster, as the servers' "
+           "--cluster-cidr: traffic leaving it is masqueraded"),
+    Option("proxy_mode", str, "none", "Services on this node: iptables (cluster IPs and node ports through "
+           "SHEP-* chains, root) or none; on one machine with several agents, only one may program the rules"),
+    Option("service_cidr", str, DEFAULT_SERVICE_CIDR, "the servers' --service-cidr (the route toward cluster IPs)"),
+    Option("service_route_dev", str, "", "device of the service CIDR route (the pod bridge); empty: no route"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
 )
 
@@ -142,6 +156,12 @@ class AgentSettings:
     token: str = None
     ca_file: str = None
     tls: object = None        # shepherd_ha.tls.contexts.TlsFiles of the log server, or None: plain HTTP
+    pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
+    cluster_cidr: str = network.CLUSTER_CIDR
+    cluster_id: str = None
+    proxy_mode: str = "none"
+    service_cidr: str = DEFAULT_SERVICE_CIDR
+    service_route_dev: str = ""
 
 
 def settings(values):
@@ -201,6 +221,22 @@ def settings(values):
     from shepherd_ha.tls.contexts import check_ca_file, tls_files
     tls = tls_files(values)
     ca_file = check_ca_file(values.get("ca_file"), "--ca-file")
+    pod_network = (values.get("pod_network") or "none").lower()
+    if pod_network not in ("bridge", "none"):
+        raise ConfigError("--pod-network %r: use bridge or none" % values.get("pod_network"))
+    cluster_cidr = values.get("cluster_cidr") or network.CLUSTER_CIDR
+    try:
+        network.parse_plan(cluster_cidr)
+    except network.NetworkError as exc:
+        raise ConfigError("--cluster-cidr: %s" % exc)
+    cluster_id = values.get("cluster_id") or None
+    if cluster_id is not None:
+        from shepherd_ha.cluster_identity import IdentityError, check_format
+        try:
+            check_format(cluster_id, "--cluster-id")
+        except IdentityError as exc:
+            raise ConfigError(str(exc))
+    proxy = _proxy_settings(values)
     level = (values.get("log_level") or "INFO").upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR"):
         raise ConfigError("--log-level %r: use DEBUG, INFO, WARNING or ERROR" % values.get("log_level"))
@@ -214,4 +250,17 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token, ca_file=ca_file, tls=tls)
+        token=token, ca_file=ca_file, tls=tls, pod_network=pod_network if runtime == "docker" else "none",
+        cluster_cidr=cluster_cidr, cluster_id=cluster_id, **proxy)
+
+
+def _proxy_settings(values):
+    mode = (values.get("proxy_mode") or "none").lower()
+    if mode not in ("none", "iptables"):
+        raise ConfigError("--proxy-mode %r: use iptables or none" % values.get("proxy_mode"))
+    out = {"proxy_mode": mode, "service_route_dev": values.get("service_route_dev") or ""}
+    try:
+        out["service_cidr"] = str(parse_service_cidr(values.get("service_cidr") or DEFAULT_SERVICE_CIDR))
+    except ValueError as exc:
+        raise ConfigError("--service-cidr: %s" % exc)
+    return out

@@ -62,6 +62,8 @@ class ContainerStartMixin:
                 return self._retry_later(cs, "CreateContainerConfigError", message, now)
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
                                         env=env, mounts=mounts)
+            if self.pod_network is not None and config.network_mode == "bridge":
+                config = self.pod_network.attach(config, pod)     # raises CreateError while not ready
             try:
                 cid = self.runtime.create(config)
             except CreateError as exc:

@@ -15,9 +15,11 @@ from shepherd_ha import __version__
 from shepherd_ha.client import Client
 
 from . import config
+from .cluster_check import other_cluster
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
+from .proxy.wiring import build_proxy
 from .runtime import RuntimeFailure, make_runtime
 
 log = logging.getLogger("agent")
@@ -46,14 +48,21 @@ class Agent:
         self.stop_event = threading.Event()
         self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token, ca_file=s.ca_file,
+                                       cluster_id=s.cluster_id,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)
+        self.pod_network = None
+        if getattr(s, "pod_network", "none") == "bridge":
+            from .network.pod_network import PodNetwork
+            self.pod_network = PodNetwork(self.client, self.runtime.api, s.node_name, s.cluster_cidr,
+                                          self.stop_event, state_dir=s.state_dir)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
-                               configmap_refresh_interval=s.configmap_refresh_interval, events=events)
+                               configmap_refresh_interval=s.configmap_refresh_interval, events=events,
+                               pod_network=self.pod_network)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                 labels=labels, port=0, cpu_millicores=s.cpu_millicores,
@@ -62,6 +71,7 @@ class Agent:
                                 lease_interval=s.lease_interval, status_interval=s.status_interval,
                                 containers=self.pods.running_containers,
                                 runtime_error=lambda: self.pods.runtime_error)
+        self.proxy = build_proxy(s, self.client, self.stop_event)
 
     def start(self):
         s = self.settings
@@ -82,7 +92,11 @@ class Agent:
             log.info("serving container logs on %s:%d", s.bind, port)
         self.node.port = port or 0
         self.node.start()
+        if self.pod_network is not None:
+            self.pod_network.start()
         self.pods.start()
+        if self.proxy is not None:
+            self.proxy.start()
         log.info("agent for node %s started: runtime %s, address %s, servers %s", s.node_name,
                  self.runtime.name, s.address, ", ".join(s.servers))
 
@@ -91,6 +105,10 @@ class Agent:
         self.stop_event.set()
         self.pods.shutdown(timeout)
         self.node.join(timeout)
+        if self.pod_network is not None:
+            self.pod_network.join(timeout)
+        if self.proxy is not None:
+            self.proxy.join(timeout)
         if self.log_server is not None:
             try:
                 self.log_server.stop()
@@ -101,6 +119,10 @@ class Agent:
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["network"]:          # shepherd-agent network cleanup ...
+        from .network import cleanup
+        return cleanup.main(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         values = config.resolve(args)
@@ -112,6 +134,10 @@ def main(argv=None):
                         format="%(asctime)s %(levelname)s " + settings.node_name + " %(name)s: %(message)s")
     for noisy in ("urllib3", "docker", "waitress"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    wrong = other_cluster(settings)
+    if wrong:
+        print("shepherd-agent: %s" % wrong, file=sys.stderr)
+        return 2
     try:
         agent = Agent(settings)
     except RuntimeFailure as exc:

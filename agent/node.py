@@ -98,6 +98,12 @@ class NodeManager:
         return {"type": "Ready", "status": status, "reason": reason, "message": message,
                 "lastHeartbeatTime": now, "lastTransitionTime": transition or now}
 
+    def _others_conditions(self):
+        """Conditions the control plane set (NetworkUnavailable from the node IPAM controller):
+        a status post keeps them."""
+        return [c for c in ((self.node or {}).get("status") or {}).get("conditions") or []
+                if isinstance(c, dict) and c.get("type") not in ("Ready", None)]
+
     def status(self, usage=None):
         now = rfc3339()
         try:
@@ -112,7 +118,7 @@ class NodeManager:
             "nodeInfo": {"containerRuntimeVersion": runtime_version, "kubeletVersion": AGENT_VERSION,
                          "operatingSystem": U.os_name(), "architecture": U.arch()},
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
-            "conditions": [self._ready_condition(now)],
+            "conditions": [self._ready_condition(now)] + self._others_conditions(),
         }
         if usage is not None:
             status["usage"] = usage
@@ -210,7 +216,8 @@ class NodeManager:
 
     def _check_node(self):
         try:
-            self.client.get("nodes", self.name, consistent=False)
+            # Kept: the next status post carries what the control plane set since (NetworkUnavailable).
+            self.node = self.client.get("nodes", self.name, consistent=False)
         except ApiError as err:
             if err.code == 404:
                 log.warning("node %s was deleted; registering it again", self.name)

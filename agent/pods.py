@@ -55,7 +55,8 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
                  StatusReportMixin):
     def __init__(self, client, runtime, node_name, node_address, stop, backoff_base=B.DEFAULT_BASE,
                  backoff_cap=B.DEFAULT_CAP, sandbox_image="shepherd/busybox:1", housekeeping_interval=2.0,
-                 workers=4, probes=True, state_dir=None, events=None, configmap_refresh_interval=60.0):
+                 workers=4, probes=True, state_dir=None, events=None, configmap_refresh_interval=60.0,
+                 pod_network=None):
         self.client = client
         self.runtime = runtime
         self.node = node_name
@@ -75,6 +76,7 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
         self.runtime_error = None           # the runtime's last failure, while it fails
         self.writer = StatusWriter(client, self.pod_of, self.observe, stop)
         self.state_dir = state_dir            # the pods' volume directories (agent/volumes.py)
+        self.pod_network = pod_network        # agent/network/ (None: Docker's default bridge)
         self.configmap_refresh_interval = float(configmap_refresh_interval)
         self.events = events if events is not None else EventSink(client, node_name, stop)
         self._get_configmap = V.configmap_getter(client)

@@ -45,6 +45,8 @@ class SandboxMixin:
                 raise CreateError('the sandbox image "%s" is not on this node (--sandbox-image; '
                                   'scripts/setup-docker.sh builds it)' % self.sandbox_image)
             config = P.sandbox_config(pod, self.node, self.address, self.sandbox_image, attempt)
+            if self.pod_network is not None:
+                config = self.pod_network.attach(config, pod)
             cid = self.runtime.create(config)
             try:
                 self.runtime.start(cid)

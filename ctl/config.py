@@ -11,6 +11,7 @@ The config file is YAML (written by `shepherd-ha local up`):
     token: 0123...              # optional: bearer token, for replicas run with --token-file
     certificate-authority: ca.crt   # the cluster CA (relative to the file); https servers are
                                     # verified against it (default: the system's CAs)
+    cluster_id: 0123...         # optional: a replica of another cluster answers 421
 
 A kubeconfig (DIR/kubeconfig, or any with `kind: Config`) works too, as --config or
 --kubeconfig: its current context's cluster (every replica, from the cluster's
@@ -52,6 +53,7 @@ class Settings:
     token: str = None
     ca_file: str = None                   # the CA https servers are verified against (None: the system's)
     client_cert: tuple = None             # (certificate file, key file) from a kubeconfig
+    cluster_id: str = None
 
 
 def read_config(path):
@@ -155,8 +157,10 @@ def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
     if ca_file and not os.path.exists(ca_file):
         raise ConfigError("the cluster CA %s does not exist (%s)" % (
             ca_file, "--certificate-authority" if ca_arg else "certificate-authority of %s" % path))
+    cluster_id = data.get("cluster_id") if source == path and isinstance(data.get("cluster_id"), str) else None
     return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
-                    config=data, token=token, ca_file=ca_file, client_cert=data.get("client_cert"))
+                    config=data, token=token, ca_file=ca_file, client_cert=data.get("client_cert"),
+                    cluster_id=cluster_id)
 
 
 def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG,

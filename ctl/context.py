@@ -63,7 +63,8 @@ class Context:
                                   retry_deadline=(a.retry_deadline if getattr(a, "retry_deadline", None)
                                                   is not None else 15.0),
                                   user_agent="sheepctl/%s" % _ctl_version, token=self.settings.token,
-                                  ca_file=self.settings.ca_file, client_cert=self.settings.client_cert)
+                                  ca_file=self.settings.ca_file, client_cert=self.settings.client_cert,
+                                  cluster_id=self.settings.cluster_id)
         return self._client
 
     def close(self):

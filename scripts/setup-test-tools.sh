@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The system tools the test suite uses besides Docker and etcd, installed with apt when
 # missing (idempotent, needs root): shellcheck (static checks of the Vagrant scripts),
-# iproute2 and iptables (clusters whose replicas live in network namespaces); and
+# iproute2 and iptables (clusters whose replicas live in network namespaces), conntrack
+# (the service proxy deletes the conntrack entries of removed UDP endpoints with it); and
 # kubectl (tests/integration/test_tls.py reads /readyz with DIR/kubeconfig), which Debian
 # no longer packages: the release binary from dl.k8s.io, checked against its sha256.
 # Exits non-zero with the reason when a tool cannot be had: tests that need one fail, never skip.
@@ -29,8 +30,9 @@ missing=()
 command -v shellcheck >/dev/null || missing+=(shellcheck)
 command -v ip >/dev/null || missing+=(iproute2)
 command -v iptables >/dev/null || missing+=(iptables)
+command -v conntrack >/dev/null || missing+=(conntrack)
 if [ "${#missing[@]}" = 0 ]; then
-    say "shellcheck, ip and iptables already installed"
+    say "shellcheck, ip, iptables and conntrack already installed"
     exit 0
 fi
 [ "$(id -u)" = 0 ] || fail "${missing[*]} missing and installing needs root (run: sudo bash $0)"

@@ -41,6 +41,8 @@ SERVER_OPTIONS = (
     Option("raft_bind", str, None, "host:port to bind Raft on when it differs from --raft-address (NAT)"),
     Option("peers", str, "", "the other replicas: ID@RAFT_HOST:PORT/API_HOST:PORT, comma-separated, "
            "e.g. r2@10.0.0.2:7000/10.0.0.2:8000 (the API part feeds the cluster view)"),
+    Option("join", str, None, "API URLs of existing replicas, comma-separated: start with the cluster's current "
+           "members as peers (instead of --peers) and wait to be added (sheepctl cluster add-replica)"),
     Option("api_bind", str, "127.0.0.1:8001", "host:port the HTTP API listens on"),
     Option("api_url", str, None, "URL other replicas and clients use for this API (default https://API_BIND, "
            "http:// with --insecure-http)"),
@@ -48,6 +50,9 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("cluster_id", str, RAFT["cluster_id"], "the cluster this replica belongs to (32 hex digits, made by `shepherd-ha "
+           "local up` or the provisioning); kept in DATA_DIR/cluster-id, which must agree; unset, a new data dir "
+           "takes one derived from the Raft password"),
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
            "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
            "unset, anyone who reaches the API may do anything"),
@@ -78,7 +83,15 @@ SERVER_OPTIONS = (
            "keeps its pods"),
     Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
+    Option("service_cidr", str, CONTROLLERS["service_cidr"], "IPv4 range Services' cluster IPs are allocated "
+           "from (the leader sets it in the store; give every replica the same one, and the agents too)"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),
+) + (
+    # ---- the pod network: the FSM gives every node one block (store/pod_cidrs.py) ----
+    Option("cluster_cidr", str, CONTROLLERS["cluster_cidr"], "the pods' addresses, one block per node in "
+           "spec.podCIDR; fixed once the cluster has started (agents take the same --cluster-cidr)"),
+    Option("node_cidr_mask_size", int, CONTROLLERS["node_cidr_mask_size"], "prefix length of each node's block "
+           "of --cluster-cidr"),
 ) + (
     # ---- flow control: overload gets 429 + Retry-After, by priority (api/flow_control.py) ----
     Option("max_requests_inflight", int, flow_control.MAX_INFLIGHT, "requests worked on at once, shared by priority levels (system: "

@@ -64,13 +64,14 @@ def _env_int(env, name, default, low, high):
 class ClusterLayout:
     cp_count: int = 3
     worker_count: int = 2
+    spare_count: int = 0          # spare control planes cp(CP+1).. (Vagrantfile CP_SPARE), off until a drill
     net: str = "192.168.56"
     addresses: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if not re.fullmatch(r"\d{1,3}\.\d{1,3}\.\d{1,3}", self.net):
             raise LayoutError(f"PRIVATE_NET={self.net!r} must be three octets, e.g. 192.168.56")
-        for i in range(1, self.cp_count + 1):
+        for i in range(1, self.cp_count + self.spare_count + 1):
             self.addresses[f"cp{i}"] = f"{self.net}.{10 + i}"
         for i in range(1, self.worker_count + 1):
             self.addresses[f"w{i}"] = f"{self.net}.{50 + i}"
@@ -78,13 +79,18 @@ class ClusterLayout:
     @classmethod
     def from_env(cls, env=None):
         env = os.environ if env is None else env
-        return cls(cp_count=_env_int(env, "CP", 3, 1, 39),
-                   worker_count=_env_int(env, "WORKERS", 2, 0, 49),
+        cp_count = _env_int(env, "CP", 3, 1, 39)
+        return cls(cp_count=cp_count, worker_count=_env_int(env, "WORKERS", 2, 0, 49),
+                   spare_count=_env_int(env, "CP_SPARE", min(2, 39 - cp_count), 0, 39 - cp_count),
                    net=env.get("PRIVATE_NET", "192.168.56"))
 
     @property
     def control_planes(self):
         return [f"cp{i}" for i in range(1, self.cp_count + 1)]
+
+    @property
+    def spare_control_planes(self):
+        return [f"cp{i}" for i in range(self.cp_count + 1, self.cp_count + self.spare_count + 1)]
 
     @property
     def workers(self):
@@ -101,13 +107,13 @@ class ClusterLayout:
             raise LayoutError(f"unknown VM {host!r}; the VMs are {', '.join(self.hosts)}") from None
 
     def replica_id(self, host):
-        if host not in self.control_planes:
+        if host not in self.control_planes + self.spare_control_planes:
             raise LayoutError(f"{host!r} is not a control-plane VM ({', '.join(self.control_planes)})")
         return "r" + host[2:]
 
     def host_of_replica(self, replica_id):
         host = "cp" + str(replica_id)[1:]
-        if not str(replica_id).startswith("r") or host not in self.control_planes:
+        if not str(replica_id).startswith("r") or host not in self.control_planes + self.spare_control_planes:
             raise LayoutError(f"unknown replica {replica_id!r}; the replicas are "
                               + ", ".join(self.replica_id(h) for h in self.control_planes))
         return host
@@ -115,8 +121,8 @@ class ClusterLayout:
     def api_url(self, host):
         return f"https://{self.address(host)}:{API_PORT}"
 
-    def api_urls(self):
-        return [self.api_url(h) for h in self.control_planes]
+    def api_urls(self, hosts=None):
+        return [self.api_url(h) for h in (self.control_planes if hosts is None else hosts)]
 
     def sheepctl_config(self, token=None, ca_file=None):
         lines = ["# Written by vagrant/cluster_layout.py: the VM cluster's replicas", "servers:"]
@@ -132,7 +138,7 @@ class ClusterLayout:
         """Every name and address a VM is reached by: its certificate's SANs (a worker's
         host name is also its node name, which the API's log proxy checks)."""
         names = [host, self.address(host), "localhost", "127.0.0.1"]
-        if host in self.control_planes:
+        if host in self.control_planes + self.spare_control_planes:
             names.append(self.replica_id(host))
         return names
 
@@ -142,8 +148,8 @@ class ClusterLayout:
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         from shepherd_ha.tls import pki
         ca = pki.ensure_ca(directory)
-        for host in self.hosts:
-            if host in self.control_planes:
+        for host in self.hosts + self.spare_control_planes:     # spares too: a drill may add them
+            if host in self.control_planes + self.spare_control_planes:
                 pki.issue_files(ca, directory, host, self.replica_id(host), self.certificate_names(host),
                                 server=True, client=True)
             else:

@@ -72,7 +72,8 @@ class ContainerConfig:
     mem_limit: Optional[int] = None             # bytes
     nano_cpus: Optional[int] = None             # 1e9 = one core
     cpu_shares: Optional[int] = None            # relative weight (from cpu requests)
-    network_mode: str = "bridge"                # bridge, host, container:<id>
+    network_mode: str = "bridge"                # bridge, host, container:<id>, or a network's name
+    ipv4_address: Optional[str] = None          # the address on that network (the pod network's pick)
     hostname: Optional[str] = None              # only for a container that owns its network
     mounts: List[Mount] = dataclasses.field(default_factory=list)   # bind mounts (pod volumes)
 

@@ -73,10 +73,14 @@ def create_kwargs(api, config: ContainerConfig):
         kwargs["command"] = list(config.command)
     if config.working_dir:
         kwargs["working_dir"] = config.working_dir
-    if exposed and not config.network_mode.startswith("container:") and config.network_mode != "host":
+    owns_network = not config.network_mode.startswith("container:") and config.network_mode != "host"
+    if exposed and owns_network:
         kwargs["ports"] = exposed
-    if config.hostname and config.network_mode == "bridge":
+    if config.hostname and owns_network:
         kwargs["hostname"] = config.hostname
+    if config.ipv4_address and owns_network:
+        kwargs["networking_config"] = api.create_networking_config(
+            {config.network_mode: api.create_endpoint_config(ipv4_address=config.ipv4_address)})
     return kwargs
 
 

@@ -1,5 +1,7 @@
-"""sheepctl cluster status [-o json]"""
+"""sheepctl cluster status [-o json]; add-replica, remove-replica (cluster_members.py); snapshot save FILE
+(snapshot.py)"""
 from .. import printers
+from . import cluster_members, snapshot
 
 
 def register(sub, common):
@@ -9,6 +11,8 @@ def register(sub, common):
                         help="each replica's role, term, commit and applied index, reachability")
     s.add_argument("-o", "--output", choices=("json", "yaml"))
     s.set_defaults(func=run_status)
+    cluster_members.register(csub, common)
+    snapshot.register(csub, common)
     p.set_defaults(func=run_status, output=None)
 
 
@@ -38,6 +42,8 @@ def run_status(args, ctx):
     for line in printers.format_table(
             ["ID", "ROLE", "TERM", "COMMIT", "APPLIED", "REVISION", "REACHABLE", "API"], rows):
         ctx.print(line)
+    if info.get("membership"):
+        cluster_members.print_membership(ctx, info["membership"])
     seen_by = info.get("self")
     via = " (as seen by %s)" % seen_by if seen_by else ""
     if leader:

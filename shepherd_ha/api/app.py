@@ -8,7 +8,7 @@ from werkzeug.exceptions import HTTPException
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
-from . import auth, health
+from . import auth, cluster_check, health, membership, snapshot_endpoint
 from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
@@ -16,7 +16,8 @@ from .objects import ObjectApi, Target
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster")
+_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
+                "/shepherd/v1/members", "/shepherd/v1/snapshot")
 
 log = logging.getLogger("shepherd_ha.api")
 
@@ -57,11 +58,14 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, outbound=None):
     def start_timer():
         request.environ["shepherd.start"] = time.perf_counter()   # so latency includes a queued wait
 
+    cluster_check.install(app, getattr(replica, "cluster_id", None))
     if tokens is not None:
         auth.install(app, tokens)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
     health.register(app, replica, metrics, peer_token, outbound)
+    membership.register(app, replica, outbound)
+    snapshot_endpoint.register(app, replica)
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

@@ -40,7 +40,7 @@ READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
-_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/api/v1/namespaces/[^/]+/pods/[^/]+")
+_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members|/api/v1/namespaces/[^/]+/pods/[^/]+")
 _PEER_TOKEN_CONTEXT = b"shepherd-ha replica status token v1"
 
 

@@ -54,6 +54,7 @@ EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
 # The cluster view is not here: it waits on the other replicas (0.5 s each when one is
 # down), and what it asks them for (/shepherd/v1/replica) is.
 SYSTEM_PATHS = frozenset(("/metrics", "/version", "/shepherd/v1/replica"))
+BULK_PATHS = frozenset(("/shepherd/v1/snapshot",))     # every object of the store, streamed
 LARGE_COLLECTIONS = frozenset(("pods", "events", "leases", "nodes", "endpoints", "controllerrevisions"))
 _DESCRIPTIONS = {
     SYSTEM: "node leases, node status and agents' watches",
@@ -231,6 +232,8 @@ class FlowControl:
             return Classification(None)
         if path in SYSTEM_PATHS:
             return Classification(SYSTEM)
+        if path in BULK_PATHS:
+            return Classification(BULK)
         agent = GROUP_NODES in (groups or ()) if authenticated else None   # None: cannot tell
         resource, namespace, name, sub = _parse(path)
         watch = method == "GET" and name is None and _true(args.get("watch"))

@@ -6,7 +6,8 @@ from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import shepherd_ha
-from shepherd_ha.tls.outbound import PLAIN
+from shepherd_ha import cluster_identity
+from shepherd_ha.tls.outbound import PLAIN, tls_reason
 
 from .bodies import dumps
 
@@ -29,7 +30,8 @@ def register(app, replica, metrics, peer_token=None, outbound=None):
 
     @app.get("/version")
     def version():
-        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id}),
+        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id,
+                               "clusterId": getattr(replica, "cluster_id", None)}),
                         mimetype="application/json")
 
     @app.get("/shepherd/v1/replica")
@@ -45,29 +47,33 @@ def register(app, replica, metrics, peer_token=None, outbound=None):
         return Response(dumps(cluster_view(replica, peer_token, outbound)), mimetype="application/json")
 
 
-def _ask(peer, token=None, outbound=PLAIN):
+def _ask(peer, token=None, outbound=PLAIN, cluster_id=None):
     base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
             "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
     if not peer.api:
         return dict(base, error="no API address configured for this peer")
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
+        if cluster_id:
+            headers[cluster_identity.HEADER] = cluster_id
         with outbound.session() as session:    # the cluster CA; no proxy or ~/.netrc from the environment
             reply = session.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
+        if reply.status_code == 421:
+            return dict(base, error="another cluster: %s" % reply.json().get("message"))
         reply.raise_for_status()
-        return dict(reply.json(), reachable=True)
+        answer = reply.json()
+        theirs = answer.get("clusterId")
+        if cluster_id and theirs and theirs != cluster_id:     # a peer that checks nothing (an older one)
+            return dict(base, error="another cluster: the replica at %s is of cluster %s, this one of %s"
+                        % (peer.api, theirs, cluster_id))
+        return dict(answer, reachable=True)
     except requests.exceptions.SSLError as exc:
         return dict(base, error="TLS: %s" % _tls_reason(exc))
     except (requests.RequestException, ValueError) as exc:
         return dict(base, error=type(exc).__name__)
 
 
-def _tls_reason(exc):
-    text = str(exc)
-    for marker in ("certificate verify failed: ", "doesn't match", "WRONG_VERSION_NUMBER"):
-        if marker in text:
-            return text[text.index(marker):].split("(_ssl")[0].split("')")[0].strip()[:200]
-    return "handshake failed"
+_tls_reason = tls_reason
 
 
 def cluster_view(replica, peer_token=None, outbound=None):
@@ -76,11 +82,35 @@ def cluster_view(replica, peer_token=None, outbound=None):
     peers = replica.peers
     if peers:
         with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
-            others = list(pool.map(lambda peer: _ask(peer, peer_token, outbound or PLAIN), peers))
+            others = list(pool.map(lambda peer: _ask(peer, peer_token, outbound or PLAIN,
+                                                     getattr(replica, "cluster_id", None)), peers))
     else:
         others = []
     replicas = sorted([me] + others, key=lambda r: r["id"])
     leaders = [r for r in replicas if r.get("role") == "leader" and r.get("reachable")]
     # Two replicas may both believe they lead for a moment: the higher term wins.
     leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
-    return {"leader": leader, "self": replica.id, "replicas": replicas}
+    view = {"leader": leader, "self": replica.id, "replicas": replicas}
+    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token)
+    try:
+        view["membership"] = membership or replica.membership()
+    except Exception:  # noqa: BLE001 - the view still shows every replica's own report
+        pass
+    return view
+
+
+def _leader_membership(leader, token):
+    """The members and their catch-up progress as the leader sees them (only it knows)."""
+    if not leader or not leader.get("reachable") or not leader.get("api"):
+        return None
+    try:
+        headers = {"Authorization": "Bearer " + token} if token else {}
+        with requests.Session() as session:
+            session.trust_env = False
+            reply = session.get(leader["api"].rstrip("/") + "/shepherd/v1/members", params={"local": "1"},
+                                headers=headers, timeout=PEER_TIMEOUT)
+        reply.raise_for_status()
+        return reply.json()
+    except (requests.RequestException, ValueError):
+        return None
+

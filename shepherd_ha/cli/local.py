@@ -1,10 +1,12 @@
-"""`shepherd-ha local up|status|down|kill|start`: a cluster on this machine."""
+"""`shepherd-ha local up|status|down|kill|start|roll`: a cluster on this machine."""
 import os
 import sys
 import time
 
+from . import local_members
 from .local_cluster import LocalClusterError
 from .netns_cluster import NetnsCluster, open_cluster
+from .rolling_restart import roll
 
 DEFAULT_DIR = ".local-cluster"
 DEFAULT_AGENTS = 2
@@ -50,7 +52,23 @@ def add_parser(subparsers):
         p = sub.add_parser(name, help=text)
         p.add_argument("name", help="replica id, e.g. r1, or agent name, e.g. node-1")
         p.set_defaults(func=func)
-    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "certs")]:
+    add = sub.add_parser("add-replica", help="start a new replica (next free id and ports) and add it to the "
+                                             "membership; DIR/config follows")
+    add.add_argument("--force", action="store_true",
+                     help="add even when the quorum of the new set would need the new replica (writes stall "
+                          "until it has caught up)")
+    add.set_defaults(func=cmd_add_replica)
+    remove = sub.add_parser("remove-replica", help="remove a replica from the membership, then stop it")
+    remove.add_argument("name", help="replica id, e.g. r3")
+    remove.set_defaults(func=cmd_remove_replica)
+    rolling = sub.add_parser("roll", help="restart every replica one at a time (followers first, the leader "
+                             "last), each caught up and the cluster ready before the next; prints the longest "
+                             "write gap")
+    rolling.add_argument("--timeout", type=float, default=60.0,
+                         help="seconds each replica may take to catch up and the cluster to be ready (default 60)")
+    rolling.set_defaults(func=cmd_roll)
+    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "certs", "add-replica",
+                                                      "remove-replica", "roll")]:
         p.add_argument("--dir", default=os.environ.get("SHEPHERD_LOCAL_DIR", DEFAULT_DIR),
                        help="cluster directory (default %s; env SHEPHERD_LOCAL_DIR)" % DEFAULT_DIR)
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
@@ -212,4 +230,27 @@ def cmd_start(args, cluster):
     agent = _is_agent(cluster, args.name)
     pid = cluster.start_agent(args.name) if agent else cluster.start(args.name)
     print("%s%s running (pid %d)" % ("agent " if agent else "", args.name, pid))
+    return 0
+
+
+@_guard
+def cmd_add_replica(args, cluster):
+    ident = local_members.add_replica(cluster, progress=_say, force=args.force)
+    print("%s is a member and caught up; %s names it" % (ident, os.path.join(cluster.dir, "config")))
+    return 0
+
+
+@_guard
+def cmd_remove_replica(args, cluster):
+    local_members.remove_replica(cluster, args.name, progress=_say)
+    print("%s is no longer a member; %s no longer names it" % (args.name, os.path.join(cluster.dir, "config")))
+    return 0
+
+
+@_guard
+def cmd_roll(args, cluster):
+    print("rolling restart of %s: %s" % (cluster.dir, ", ".join(cluster.ids())), flush=True)
+    result = roll(cluster, args.timeout, progress=_say)
+    print("rolled %s; leader now %s; longest write gap %.2fs (%d writes acknowledged, %d failed)"
+          % (", ".join(result["order"]), result["leader"], result["longest_gap"], result["acked"], result["failed"]))
     return 0

@@ -1,7 +1,8 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port, tls
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port, tls,
+                        cluster id
   config                client config for `sheepctl --config DIR/config` (https URLs, the CA)
   kubeconfig            the same for kubectl and client-go (`kubectl --kubeconfig DIR/kubeconfig`)
   ca.crt, ca.key        the cluster CA; <id>/tls.*, agents/<name>/tls.*: certificates
@@ -27,6 +28,8 @@ import time
 
 import requests
 import yaml
+
+from shepherd_ha import cluster_identity
 
 from . import cluster_tls
 
@@ -121,7 +124,12 @@ class LocalCluster:
             return dict(cluster_tls.INSECURE_SERVER)
         return cluster_tls.replica_options(self.dir, member["id"], host)
 
-    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True):
+    def cluster_id(self):
+        """This cluster's id; a cluster made before ids has the one its replicas derive."""
+        spec = self.spec()
+        return spec.get("cluster_id") or cluster_identity.derived_cluster_id(spec["raft_password"])
+
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True, cluster_id=None):
         """Write the layout for a new cluster (processes are started separately). With
         `auth`, the API requires bearer tokens: an admin token for the client config and
         a node token for the agents are generated (DIR/tokens.csv, DIR/node-token). With
@@ -137,7 +145,8 @@ class LocalCluster:
         scheme = "https" if tls else "http"
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "%s://127.0.0.1:%d" % (scheme, base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
-        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port, "tls": tls}
+        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port, "tls": tls,
+                "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
         if auth:
             spec.update(self._new_tokens())
         if tls:
@@ -148,7 +157,8 @@ class LocalCluster:
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].split("://", 1)[1], "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"),
+                      "cluster_id": spec["cluster_id"]}
             if auth:
                 server["token_file"] = self.token_file
             server.update(self._tls_server_options(tls, member, "127.0.0.1"))
@@ -162,7 +172,7 @@ class LocalCluster:
     def write_client_config(self):
         """DIR/config for sheepctl, and DIR/kubeconfig for kubectl when the cluster has TLS."""
         path = os.path.join(self.dir, "config")
-        config = {"servers": self.api_urls(), "namespace": "default"}
+        config = {"servers": self.api_urls(), "namespace": "default", "cluster_id": self.cluster_id()}
         token = self.token()
         if token:
             config["token"] = token
@@ -345,7 +355,7 @@ class LocalCluster:
         os.makedirs(adir, exist_ok=True)
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
-                  "state_dir": os.path.join(adir, "state")}
+                  "state_dir": os.path.join(adir, "state"), "cluster_id": self.cluster_id()}
         if spec.get("node_token"):
             config["token_file"] = self.node_token_file
         if spec.get("tls"):

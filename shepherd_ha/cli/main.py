@@ -4,7 +4,7 @@ import sys
 
 import shepherd_ha
 
-from . import local, server
+from . import local, restore, server
 
 
 def build_parser():
@@ -13,6 +13,7 @@ def build_parser():
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     server.add_parser(subparsers)
     local.add_parser(subparsers)
+    restore.add_parser(subparsers)
     return parser
 
 

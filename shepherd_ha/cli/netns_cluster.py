@@ -20,6 +20,8 @@ import time
 
 import yaml
 
+from shepherd_ha import cluster_identity
+
 from . import cluster_tls, netns
 from .local_cluster import LocalCluster, LocalClusterError, write_private
 
@@ -123,6 +125,7 @@ class NetnsCluster(LocalCluster):
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
         tokens = self._new_tokens() if auth else {}
+        cluster_id = cluster_identity.new_cluster_id()
         if tls:
             cluster_tls.ensure_ca(self.dir)
         for member in members:
@@ -131,7 +134,7 @@ class NetnsCluster(LocalCluster):
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password")}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "cluster_id": cluster_id}
             if auth:
                 server["token_file"] = self.token_file
             server.update(self._tls_server_options(tls, member, member["address"]))
@@ -139,7 +142,7 @@ class NetnsCluster(LocalCluster):
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
         self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net,
-                               "tls": tls}, **tokens))
+                               "tls": tls, "cluster_id": cluster_id}, **tokens))
         self.write_client_config()
 
     def _write_password(self):

@@ -7,7 +7,7 @@ import sys
 import threading
 import time
 
-from shepherd_ha import config
+from shepherd_ha import cluster_identity, config
 from shepherd_ha.api import auth
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
@@ -22,7 +22,7 @@ from shepherd_ha.store.store_service import StoreService
 from shepherd_ha.tls import serving
 from shepherd_ha.tls.server_options import server_tls
 
-from . import supervisor
+from . import join, supervisor
 
 log = logging.getLogger("shepherd_ha.server")
 
@@ -90,8 +90,11 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
-        controller_settings = ControllerSettings.from_values(values)
         tls = server_tls(values)
+        if values.get("join"):
+            peers, settings.joining = join.peers_to_join(values, settings, tls.outbound)
+            settings.peer_addresses = [p.raft for p in peers]
+        controller_settings = ControllerSettings.from_values(values)
         tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
@@ -102,6 +105,12 @@ def run(args):
         return 2
     logging.basicConfig(level=values["log_level"].upper(), format=_log_format(values["id"], "server"))
     logging.getLogger("pysyncobj.syncobj").addFilter(_benign_truncation_filter)
+    try:
+        settings.cluster_id = cluster_identity.resolve_replica_id(settings.data_dir, values["cluster_id"],
+                                                                  settings.password)
+    except (cluster_identity.IdentityError, OSError) as exc:
+        print("shepherd-ha server: %s" % exc, file=sys.stderr)
+        return 2
 
     def child_main(role, worker, socket_path):
         if role == "store":
@@ -119,7 +128,8 @@ def run(args):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)
         return 2
-    log.info("replica %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
+    log.info("replica %s of cluster %s: Raft %s, API %s (%d worker process%s), peers %s, data %s", values["id"],
+             settings.cluster_id,
              settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
     code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir, tls=bool(tls.files)).run()
@@ -197,6 +207,7 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     signal.signal(signal.SIGTERM, stop)
     replica = RemoteReplica(values["id"], socket_path, peers, api_url=api_url,
                             write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
+    replica.cluster_id = settings.cluster_id
     gc_tuning.configure_process()
     if worker == 0:
         manager = ControllerManager(replica, default_factories(controller_settings))

@@ -97,10 +97,13 @@ class Client:
     ca_file: the cluster CA that https servers' certificates are checked against
         (default: the system's CAs)
     client_cert: (certificate file, key file) shown to servers that ask for one
+    cluster_id: the cluster this client is configured for, sent with every request
+        (Shepherd-Cluster-Id): a replica of another cluster answers 421
     """
 
     def __init__(self, servers, timeout=5.0, retry_deadline=15.0, session=None,
-                 user_agent=None, watch_read_timeout=None, token=None, ca_file=None, client_cert=None):
+                 user_agent=None, watch_read_timeout=None, token=None, ca_file=None, client_cert=None,
+                 cluster_id=None):
         self.servers = normalize_servers(servers)
         self.timeout = float(timeout)
         self.retry_deadline = float(retry_deadline)
@@ -109,6 +112,7 @@ class Client:
         self._authorization = "Bearer " + token.strip() if token and token.strip() else None
         self.ca_file = ca_file
         self.client_cert = tuple(client_cert) if client_cert else None
+        self.cluster_id = cluster_id or None
         self._session = session
         self._local = threading.local()
         # sessions of live threads (weak: a finished thread's session goes with it)
@@ -156,6 +160,8 @@ class Client:
         h = {"Accept": "application/json", "User-Agent": self.user_agent}
         if self._authorization:
             h["Authorization"] = self._authorization
+        if self.cluster_id:
+            h["Shepherd-Cluster-Id"] = self.cluster_id
         if extra:
             h.update(extra)
         return h

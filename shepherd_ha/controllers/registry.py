@@ -10,7 +10,7 @@ from .settings import ControllerSettings
 log = logging.getLogger("shepherd_ha.controllers")
 
 CONTROLLER_MODULES = ("scheduler", "deployments", "endpoints", "node_lifecycle", "pod_gc", "garbage_collector",
-                      "event_pruner")
+                      "event_pruner", "node_ipam", "service_network")
 
 
 def default_factories(settings=None):

@@ -2,7 +2,9 @@
 interval, which the node lifecycle controller must tolerate)."""
 import dataclasses
 
+from shepherd_ha.model import network
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 from shepherd_ha.options import ConfigError
 
 
@@ -15,6 +17,9 @@ class ControllerSettings:
     event_ttl: float = 3600.0            # events older than this are deleted
     event_max: int = 10000               # at most this many events are kept
     resync_period: float = 30.0          # seconds between a controller's full re-queues
+    cluster_cidr: str = network.CLUSTER_CIDR     # the pod network, one block per node (node_ipam.py)
+    node_cidr_mask_size: int = network.NODE_MASK
+    service_cidr: str = DEFAULT_SERVICE_CIDR   # cluster IPs come from here (set in the FSM by the leader)
 
     def validate(self):
         if self.node_lease_interval <= 0:
@@ -29,6 +34,14 @@ class ControllerSettings:
             raise ConfigError("--orphan-pod-grace must not be negative")
         if self.event_ttl <= 0 or self.event_max < 1:
             raise ConfigError("--event-ttl must be positive and --event-max at least 1")
+        try:
+            network.parse_plan(self.cluster_cidr, self.node_cidr_mask_size)
+        except network.NetworkError as exc:
+            raise ConfigError("--cluster-cidr / --node-cidr-mask-size: %s" % exc)
+        try:
+            self.service_cidr = str(parse_service_cidr(self.service_cidr))
+        except ValueError as exc:
+            raise ConfigError("--service-cidr: %s" % exc)
         return self
 
     @classmethod

@@ -58,6 +58,10 @@ class StoreAccess:
         except CommandTooLarge as exc:
             return too_large_result(exc)
 
+    def submit(self, command):
+        """Submit one non-write command (e.g. commands.network, service_network) as it is; its FSM result."""
+        return self._submit(command, self.write_timeout)
+
     def write_many(self, writes):
         """Independent atomic writes (each a list of ops), batched: how a controller
         writes, e.g. a thousand pod bindings. Group commit spreads them over bounded

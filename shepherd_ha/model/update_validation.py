@@ -38,6 +38,8 @@ def validate_update(resource_plural, old, new):
         _pod(causes, _dict(old.get("spec")), new["spec"])
     elif resource_plural == "configmaps":
         _config_map(causes, old, new)
+    elif resource_plural == "nodes":
+        _node(causes, _dict(old.get("spec")), _dict(new.get("spec")))
     return list(causes)
 
 
@@ -88,6 +90,15 @@ def _containers(causes, old, new):
         for key in _keys(a, b):
             if key != "image" and a.get(key) != b.get(key):
                 causes.add("spec.containers[%d].%s" % (i, key), _POD_SPEC_RULE)
+
+
+def _node(causes, old, new):
+    # Left out, the store keeps it; a different value is refused: pods and routes use the block.
+    for field in ("podCIDR", "podCIDRs"):
+        before, after = old.get(field), new.get(field)
+        if before and after is not None and after != before:
+            causes.add("spec." + field, "is immutable once set (%s): the node's pods and every node's "
+                       "routes use it; delete and re-register the node to get another block" % show(before))
 
 
 def _config_map(causes, old, new):

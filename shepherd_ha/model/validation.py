@@ -3,6 +3,7 @@
 Validators never raise on JSON-shaped input: a wrong type is a cause like any other,
 because the API turns causes into a 422 and anything else into a 500.
 """
+import ipaddress
 import re
 
 from ._checks import Cause, Causes, is_int, join
@@ -11,6 +12,7 @@ from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
 from .resources import RESOURCES
 from .selectors import LabelSelector, SelectorError
+from .service_network import parse_ipv4
 from .status_validation import validate_status
 from .update_validation import validate_update
 
@@ -193,7 +195,10 @@ def _service(causes, obj):
     causes.labels("spec.selector", spec.get("selector"))
     causes.enum("spec.type", spec.get("type"),
                 ("ClusterIP", "NodePort", "LoadBalancer", "ExternalName"))
-    causes.string("spec.clusterIP", spec.get("clusterIP"))
+    cluster_ip = causes.string("spec.clusterIP", spec.get("clusterIP"))
+    if cluster_ip not in (None, "", "None") and parse_ipv4(cluster_ip) is None:
+        causes.add("spec.clusterIP", "%s is not an IPv4 address: leave it out to get one allocated, or use None "
+                   "for a headless service" % show(cluster_ip))
     headless = spec.get("clusterIP") == "None"
     ports = causes.list("spec.ports", spec.get("ports"), required=not headless,
                         non_empty=not headless)
@@ -231,6 +236,27 @@ def _node(causes, obj):
     spec = causes.dict("spec", obj.get("spec"))
     if spec is not None:
         causes.boolean("spec.unschedulable", spec.get("unschedulable"))
+        _pod_cidrs(causes, spec)
+
+
+def _pod_cidrs(causes, spec):
+    cidr = spec.get("podCIDR")
+    if causes.string("spec.podCIDR", cidr) and cidr and not _is_ipv4_network(cidr):
+        causes.add("spec.podCIDR", "%s is not an IPv4 network such as 10.244.1.0/24" % show(cidr))
+    cidrs = causes.list("spec.podCIDRs", spec.get("podCIDRs"))
+    if cidrs is not None:
+        if len(cidrs) > 1 or not all(isinstance(c, str) and _is_ipv4_network(c) for c in cidrs):
+            causes.add("spec.podCIDRs", "holds at most one IPv4 network (no dual stack), got %s" % show(cidrs))
+        elif cidrs and cidr and cidrs[0] != cidr:
+            causes.add("spec.podCIDRs", "must start with spec.podCIDR %s, got %s" % (show(cidr), show(cidrs[0])))
+
+
+def _is_ipv4_network(text):
+    try:
+        ipaddress.IPv4Network(text, strict=True)
+    except ValueError:
+        return False
+    return True
 
 
 def _event(causes, obj):

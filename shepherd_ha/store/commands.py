@@ -10,6 +10,12 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
             independent commands sharing one log entry (group commit); one result each
   claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
   barrier  {"type": "barrier", "version": 1}                             read marker
+  network  {"type": "network", "version": 1, "clusterCIDR": str, "nodeCIDRMaskSize": int,
+            "epoch": [term, replica]|None}   the pod network's plan, set once (store/pod_cidrs.py)
+  members  {"type": "members", "version": 1, "set": [{"id", "raft", "api"}, ...], "remove": [id, ...]}
+            the replica table (ids and API URLs of the Raft members; store/membership.py)
+  service_network {"type": "service_network", "version": 1, "cidr": str, "epoch": [term, replica]|None}
+            the range cluster IPs are allocated from (the leader's --service-cidr)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
@@ -20,6 +26,7 @@ Optional fields are left out when unset (the FSM reads them with .get). A comman
 logged before the version field existed has none: it is version 1.
 """
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.service_network import parse_service_cidr
 
 VERSION = 1            # the newest command format this code writes and applies
 
@@ -42,6 +49,24 @@ def claim(term, replica):
 
 def barrier():
     return {"type": "barrier", "version": VERSION}
+
+
+def network(cluster_cidr, node_mask, epoch=None):
+    """Set the cluster CIDR the FSM cuts into one block per node (set once; the same again is a no-op)."""
+    return {"type": "network", "version": VERSION, "clusterCIDR": cluster_cidr, "nodeCIDRMaskSize": node_mask,
+            "epoch": None if epoch is None else list(epoch)}
+
+
+def members(set_=(), remove=()):
+    """Record replicas (id, Raft address, API URL) and forget others by id."""
+    return {"type": "members", "version": VERSION,
+            "set": [{"id": m["id"], "raft": m["raft"], "api": m.get("api")} for m in set_],
+            "remove": list(remove)}
+
+
+def service_network(cidr, epoch=None):
+    return {"type": "service_network", "version": VERSION, "cidr": cidr,
+            "epoch": None if epoch is None else list(epoch)}
 
 
 # ---- ops ----
@@ -137,5 +162,40 @@ def _check_claim(command):
     return None
 
 
+def _check_network(command):
+    cidr, mask, epoch = command.get("clusterCIDR"), command.get("nodeCIDRMaskSize"), command.get("epoch")
+    if not isinstance(cidr, str) or not isinstance(mask, int) or isinstance(mask, bool):
+        return "a network command needs a clusterCIDR string and an integer nodeCIDRMaskSize, not %r and %r" \
+            % (cidr, mask)
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a network command's epoch is [term, replica] or None, not %r" % (epoch,)
+    return None
+
+
+def _check_members(command):
+    entries, removed = command.get("set"), command.get("remove")
+    if not isinstance(entries, list) or not isinstance(removed, list):
+        return "a members command needs a list to set and a list of ids to remove"
+    for entry in entries:
+        if not (isinstance(entry, dict) and isinstance(entry.get("id"), str) and isinstance(entry.get("raft"), str)
+                and isinstance(entry.get("api"), (str, type(None)))):
+            return "a member is {id: str, raft: str, api: str|None}, not %r" % (entry,)
+    if not all(isinstance(ident, str) for ident in removed):
+        return "removed members are ids (strings)"
+    return None
+
+
+def _check_service_network(command):
+    epoch = command.get("epoch")
+    if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
+        return "a service_network's epoch is [term, replica] or None, not %r" % (epoch,)
+    try:
+        parse_service_cidr(command.get("cidr"))
+    except ValueError as exc:
+        return "service_network: %s" % exc
+    return None
+
+
 _COMMAND_CHECKS = {"write": _check_write, "group": _check_group, "claim": _check_claim,
-                   "barrier": lambda command: None}
+                   "barrier": lambda command: None, "network": _check_network, "members": _check_members,
+                   "service_network": _check_service_network}

@@ -19,9 +19,12 @@ import hashlib
 import json
 
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
 from .object_reads import ObjectReads
+from .pod_cidrs import PodCIDRs
+from .service_allocation import AllocationError, allocate
 
 DEFAULT_DEDUP_LIMIT = 50000
 
@@ -57,7 +60,11 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-class StoreFSM(ObjectReads):
+class StoreFSM(PodCIDRs, ObjectReads):
+    # Set by a service_network command; a class attribute, so a snapshot taken before
+    # the command existed still reads the default.
+    service_cidr = DEFAULT_SERVICE_CIDR
+
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
         self.objects = {plural: {} for plural in RESOURCES}
         self.revision = 0
@@ -66,6 +73,7 @@ class StoreFSM(ObjectReads):
         self.malformed_commands = 0
         self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
         self.dedup_limit = dedup_limit
+        self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -76,6 +84,10 @@ class StoreFSM(ObjectReads):
         for plural in sorted(self.objects):
             for key in sorted(self.objects[plural]):
                 h.update(json.dumps(self.objects[plural][key], sort_keys=True).encode())
+        if self.network is not None:
+            h.update(json.dumps(self.network, sort_keys=True).encode())
+        if getattr(self, "members", None):
+            h.update(json.dumps(self.members, sort_keys=True).encode())
         return h.hexdigest()
 
     # ---- apply ----
@@ -100,6 +112,17 @@ class StoreFSM(ObjectReads):
     def _apply_barrier(self, command, changes):
         return {"ok": True, "revision": self.revision}
 
+    def _apply_members(self, command, changes):
+        # Not an object: no revision, no watch event. A dump from before the table has none.
+        members = dict(getattr(self, "members", None) or {})
+        for ident in command["remove"]:
+            members.pop(ident, None)
+        for entry in command["set"]:
+            members = {k: v for k, v in members.items() if v["raft"] != entry["raft"]}
+            members[entry["id"]] = {"id": entry["id"], "raft": entry["raft"], "api": entry.get("api")}
+        self.members = members
+        return {"ok": True, "revision": self.revision, "members": sorted(members)}
+
     def _apply_claim(self, command, changes):
         term, replica = int(command["term"]), str(command["replica"])
         if [term, replica] == self.epoch:
@@ -109,6 +132,18 @@ class StoreFSM(ObjectReads):
                             % (term, self.epoch[0]))
         self.epoch = [term, replica]
         return {"ok": True, "epoch": list(self.epoch)}
+
+    def _apply_service_network(self, command, changes):
+        """The leader's --service-cidr (fenced like a controller write). Services keep
+        the addresses they have; new ones come from the new range."""
+        epoch = command.get("epoch")
+        if epoch is not None and list(epoch) != self.epoch:
+            self.fenced_rejections += 1
+            return _failure(409, "Fenced", "service network from controller epoch %s refused: current epoch is %s"
+                            % (list(epoch), self.epoch))
+        cidr = str(parse_service_cidr(command["cidr"]))
+        changed, self.service_cidr = cidr != self.service_cidr, cidr
+        return {"ok": True, "cidr": cidr, "changed": changed}
 
     def _apply_group(self, command, changes):
         if not isinstance(command["commands"], list):
@@ -147,9 +182,15 @@ class StoreFSM(ObjectReads):
                 if handler is None:
                     raise ValueError("unknown op %r" % (op.get("op"),))
                 results.append(handler(op, staged, planned, index))
+            if self._frees_a_block(planned):
+                self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
             return _failure(f.code, f.reason, f.message, f.index)
-        # Nothing has been touched yet: commit the plan in order.
+        self._commit(planned, changes)
+        return {"ok": True, "results": results, "revision": self.revision}
+
+    def _commit(self, planned, changes):
+        """Nothing has been touched yet: commit the plan in order."""
         for change in planned:
             # setdefault: a snapshot written before a kind existed has no bucket for it.
             bucket = self.objects.setdefault(change.resource, {})
@@ -160,8 +201,8 @@ class StoreFSM(ObjectReads):
             else:
                 bucket[key] = change.object
             self.revision = change.revision
+            self._track_pod_cidr(change)
         changes.extend(planned)
-        return {"ok": True, "results": results, "revision": self.revision}
 
     # ---- ops: plan a change against the store plus what this write staged ----
 
@@ -216,9 +257,13 @@ class StoreFSM(ObjectReads):
         if self._current(staged, resource, namespace, name) is not None:
             raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
                            "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
+        if resource == "nodes":
+            obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
+        if resource == "services":
+            obj = self._allocate_service(obj, None, staged, index)
         revision = self._next_revision(planned)
-        meta["resourceVersion"] = str(revision)
-        meta["generation"] = 1
+        obj["metadata"]["resourceVersion"] = str(revision)
+        obj["metadata"]["generation"] = 1
         self._stage(staged, planned, Change(revision, ADDED, resource, obj, None))
         return {"code": 201, "resource": resource, "object": obj}
 
@@ -256,6 +301,10 @@ class StoreFSM(ObjectReads):
                     obj["status"] = current["status"]
                 else:
                     obj.pop("status", None)
+        if resource == "nodes" and op.get("subresource") != "status":
+            obj = self._checked(self._pod_cidr_for_update(obj, current, staged), index)
+        if resource == "services" and op.get("subresource") != "status":
+            obj = self._allocate_service(obj, current, staged, index)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
         if current["metadata"].get("deletionTimestamp"):
@@ -275,6 +324,37 @@ class StoreFSM(ObjectReads):
         obj["metadata"]["resourceVersion"] = str(revision)
         self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
         return {"code": 200, "resource": resource, "object": obj}
+
+    @staticmethod
+    def _checked(outcome, index):
+        """An object, or a (code, reason, message) refusal raised as a failure of op `index`."""
+        if isinstance(outcome, tuple):
+            raise _Failure(outcome[0], outcome[1], outcome[2], index)
+        return outcome
+
+    def _stage_node_update(self, current, new, staged, planned):
+        """A Node change the store makes itself (a pod CIDR given), as a MODIFIED change."""
+        revision = self._next_revision(planned)
+        new["metadata"] = dict(current["metadata"], resourceVersion=str(revision),
+                               generation=current["metadata"].get("generation", 1) + 1)
+        self._stage(staged, planned, Change(revision, MODIFIED, "nodes", new, current))
+
+    def _allocate_service(self, obj, current, staged, index):
+        """The Service with its cluster IP and node ports (store/service_allocation.py)."""
+        meta = obj["metadata"]
+        me = _key(meta.get("namespace"), meta["name"])
+        others = {k: v for k, v in self.objects.get("services", {}).items() if k != me}
+        for (resource, key), staged_obj in staged.items():
+            if resource == "services" and key != me:
+                if staged_obj is None:
+                    others.pop(key, None)
+                else:
+                    others[key] = staged_obj
+        try:
+            return allocate(obj, current, others.values(), parse_service_cidr(self.service_cidr))
+        except AllocationError as exc:
+            raise _Failure(422, "Invalid", 'Service "%s" is invalid: %s: %s' % (meta["name"], exc.field, exc.message),
+                           index)
 
     def _op_delete(self, op, staged, planned, index):
         resource, namespace, name, current = self._existing(op, staged, index)

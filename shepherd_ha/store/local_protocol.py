@@ -22,6 +22,7 @@ import struct
 import threading
 
 from .entry_size import CommandTooLarge
+from .membership import NotLeader, Refused
 from .raft_node import Unavailable
 
 VERSION = 1
@@ -168,6 +169,10 @@ def error_value(exc):
         return {"type": "Unavailable", "message": str(exc), "outcome": exc.outcome}
     if isinstance(exc, CommandTooLarge):
         return {"type": "CommandTooLarge", "size": exc.size, "limit": exc.limit}
+    if isinstance(exc, Refused):
+        return {"type": "Refused", "code": exc.code, "message": str(exc)}
+    if isinstance(exc, NotLeader):
+        return {"type": "NotLeader", "leader": exc.leader, "leaderApi": exc.leader_api}
     return {"type": "Internal", "message": "%s: %s" % (type(exc).__name__, exc)}
 
 
@@ -176,6 +181,10 @@ def raise_error(value):
         raise Unavailable(value["message"], value["outcome"])
     if value["type"] == "CommandTooLarge":
         raise CommandTooLarge(value["size"], value["limit"])
+    if value["type"] == "Refused":
+        raise Refused(value["code"], value["message"])
+    if value["type"] == "NotLeader":
+        raise NotLeader(value["leader"], value["leaderApi"])
     raise RuntimeError("store process: %s" % value["message"])
 
 

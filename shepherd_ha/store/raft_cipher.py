@@ -9,8 +9,8 @@ Raft layer (55 % of plain PySyncObj's CPU, 8-12 % of a replica's).
 
 The object offers what PySyncObj's TcpConnection calls on its encryptor:
 encrypt_at_time, extract_timestamp and decrypt. A message is
-    version (1 byte) | timestamp (8) | nonce (12) | ciphertext and tag
-with version and timestamp authenticated as associated data; PySyncObj's own
+    version (1 byte) | timestamp (8) | nonce (12) | cluster id (16) | ciphertext and tag
+with the header authenticated as associated data; PySyncObj's own
 replay defences (a random key per connection inside every message, timestamps
 that never go back) are kept. The key comes from the Raft password through
 PBKDF2 with a salt of our own, so it differs from the Fernet key.
@@ -21,8 +21,16 @@ collide with the same random prefix (2^-32) and overlapping counter ranges.
 
 Every replica of a cluster must use it: a replica speaking Fernet fails the
 handshake (and says nothing, as PySyncObj drops undecryptable messages).
+
+The cluster id (cluster_identity.py) in every header binds a message to its cluster: a
+replica of another cluster (a restored copy started at an old address, a data dir
+copied from elsewhere) is refused even when it shares the Raft password, and since
+PySyncObj drops a refused connection silently, the refusal is logged here, naming both
+ids (at most once a minute per foreign id). Version 1 messages had no cluster id: a
+replica of a release before cluster ids cannot talk to this one (upgrade all at once).
 """
 import itertools
+import logging
 import os
 import struct
 import time
@@ -32,9 +40,14 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
-VERSION = 1
+from shepherd_ha.cluster_identity import bytes_of
+
+VERSION = 2
 _SALT = b"shepherd-ha/raft/aes-gcm/v1"
-_HEADER = struct.Struct(">BQ12s")      # version, timestamp, nonce
+_HEADER = struct.Struct(">BQ12s16s")   # version, timestamp, nonce, cluster id
+_CLUSTER_AT = 21                       # offset of the cluster id in the header
+REFUSAL_LOG_INTERVAL = 60.0
+log = logging.getLogger("shepherd_ha.store.raft_cipher")
 _COUNTER = struct.Struct(">Q")
 _MASK = 2 ** 64 - 1
 
@@ -50,29 +63,53 @@ def derive_key(password):
 
 
 class RaftCipher:
-    def __init__(self, password):
+    def __init__(self, password, cluster_id=None):
         self._aead = AESGCM(derive_key(password))
+        self.cluster_id = cluster_id
+        self._cluster = bytes_of(cluster_id)
+        self._refusals_logged = {}         # foreign cluster id bytes -> monotonic time last logged
         self._prefix = os.urandom(4)
         self._counter = itertools.count(time.time_ns())   # next() is atomic under the GIL
 
     def encrypt_at_time(self, data, timestamp):
         nonce = self._prefix + _COUNTER.pack(next(self._counter) & _MASK)
-        header = _HEADER.pack(VERSION, max(0, int(timestamp)), nonce)
+        header = _HEADER.pack(VERSION, max(0, int(timestamp)), nonce, self._cluster)
         return header + self._aead.encrypt(nonce, bytes(data), header)
 
     def extract_timestamp(self, token):
         """The timestamp, before authentication (as Fernet's does); decrypt() checks it."""
         if len(token) < _HEADER.size:
             raise InvalidToken("message too short")
-        version, timestamp, _ = _HEADER.unpack_from(token)
+        version, timestamp, _, _ = _HEADER.unpack_from(token)
         if version != VERSION:
+            if version == 1:        # a replica of a release before cluster ids: say why it never joins
+                raise InvalidToken(self._log_refusal(b"v1", "refused a Raft connection speaking message version 1 "
+                                                     "(a release before cluster ids): upgrade every replica"))
             raise InvalidToken("unknown message version %d" % version)
         return timestamp
 
     def decrypt(self, token):
         self.extract_timestamp(token)
         header = bytes(token[:_HEADER.size])
+        cluster = header[_CLUSTER_AT:]
+        if cluster != self._cluster:
+            raise InvalidToken(self._refused(cluster))
         try:
-            return self._aead.decrypt(header[9:], bytes(token[_HEADER.size:]), header)
+            return self._aead.decrypt(header[9:_CLUSTER_AT], bytes(token[_HEADER.size:]), header)
         except InvalidTag:
             raise InvalidToken("message failed authentication (another Raft password?)") from None
+
+    def _refused(self, cluster):
+        return self._log_refusal(cluster, "refused a Raft connection: its messages belong to cluster %s, this "
+                                 "replica to cluster %s (a replica of another cluster, e.g. a restored copy or a "
+                                 "copied data dir, at an address of this one?)" % (cluster.hex(), self._cluster.hex()))
+
+    def _log_refusal(self, key, message):
+        """PySyncObj drops the connection without a word: log why, once a minute per kind."""
+        now = time.monotonic()
+        if now - self._refusals_logged.get(key, -REFUSAL_LOG_INTERVAL) >= REFUSAL_LOG_INTERVAL:
+            if len(self._refusals_logged) > 64:
+                self._refusals_logged.clear()
+            self._refusals_logged[key] = now
+            log.error("%s", message)
+        return message

@@ -53,6 +53,9 @@ class RaftSettings:
     # PySyncObj sends an entry this big or bigger in chunks, a path that breaks: above any
     # command a body the API accepts makes (see entry_size); bigger ones are refused.
     append_batch_bytes: int = ENTRY_THRESHOLD
+    joining: bool = False                  # started by --join on an empty data dir: no campaign until contacted
+    # In every Raft message (raft_cipher): peers of another cluster are refused. None: unit tests.
+    cluster_id: str = None
 
     def validate(self):
         if not self.password:
@@ -118,7 +121,7 @@ class RaftNode:
             logCompactionMinEntries=settings.log_compaction_entries,
             logCompactionMinTime=settings.log_compaction_seconds,
             commandsWaitLeader=True,
-            dynamicMembershipChange=False,
+            dynamicMembershipChange=True,      # store/membership.py: one change at a time, checked
             onStateChanged=self._state_changed,
             onReady=gc_tuning.freeze_survivors,     # the journal replayed: out of the collector's way
         )
@@ -126,7 +129,8 @@ class RaftNode:
         self.tick_gaps = TickGapMeter()
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
-                                            consumers=[self.consumer], tick_gaps=self.tick_gaps)
+                                            consumers=[self.consumer], tick_gaps=self.tick_gaps,
+                                            joining=settings.joining, cluster_id=settings.cluster_id)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""
@@ -179,6 +183,49 @@ class RaftNode:
         nodes = self.syncobj.otherNodes
         return sorted(n.address for n in nodes if self.syncobj.isNodeConnected(n))
 
+    def voters(self):
+        """Raft addresses of every member, this one included, as PySyncObj holds them now
+        (a change counts from the moment it is in the log: Raft's single-server changes)."""
+        return sorted([self.settings.self_address] + [n.address for n in self.syncobj.otherNodes])
+
+    def last_log_index(self):
+        return self.syncobj.last_log_index()
+
+    def replication_progress(self):
+        return self.syncobj.replication_progress()
+
+    # ---- membership (store/membership.py decides whether; this only does it) ----
+
+    def _membership_call(self, start, timeout):
+        done, box = threading.Event(), {}
+
+        def callback(result, error):
+            box["error"] = error
+            done.set()
+
+        start(callback)
+        if not done.wait(timeout):
+            raise Unavailable("the membership change was not confirmed within %.1fs; it may still apply: "
+                              "check `sheepctl cluster status` before trying again" % timeout, "unknown")
+        if box["error"] != FAIL_REASON.SUCCESS:
+            raise Unavailable("Raft refused the membership change (reason %d: leader changed, or another "
+                              "change is not committed yet); retry" % box["error"],
+                              "not-applied" if box["error"] in _NOT_APPLIED else "unknown")
+
+    def add_member(self, address, timeout):
+        self._membership_call(lambda cb: self.syncobj.addNodeToCluster(address, callback=cb), timeout)
+
+    def remove_member(self, address, timeout):
+        self._membership_call(lambda cb: self.syncobj.removeNodeFromCluster(address, callback=cb), timeout)
+
+    def transfer_leadership(self, address, timeout):
+        """Ask `address` (a caught-up follower) to take over; True once this node no longer leads."""
+        self._membership_call(lambda cb: self.syncobj.transferLeadership(address, callback=cb), timeout)
+        deadline = time.monotonic() + timeout
+        while self.is_leader() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return not self.is_leader()
+
     # ---- submit ----
 
     def wait_for_leader(self, timeout):
@@ -204,7 +251,7 @@ class RaftNode:
                 outcome = "unknown" if submitted else "not-applied"
                 raise Unavailable("no Raft leader: this replica reaches %d of %d peers; a majority "
                                   "must be up to write" % (len(self.connected_peers()),
-                                                           len(self.settings.peer_addresses)), outcome)
+                                                           len(self.syncobj.otherNodes)), outcome)
             done = threading.Event()
             box = {}
 

@@ -85,7 +85,9 @@ class RemoteReplica:
                  watch_log_size=WatchLog.CAPACITY, on_leadership=None):
         self.id = replica_id
         self.api_url = api_url
-        self.peers = list(peers)
+        self.config_peers = list(peers)
+        self._members = (0.0, None)        # (when, the store's member list): the cluster view asks often
+        self.cluster_id = None          # set by the worker (cli/server.py): the store reports its own too
         self.write_timeout = write_timeout
         self.socket_path = socket_path
         self.mirror = Mirror(watch_log_size)
@@ -205,6 +207,39 @@ class RemoteReplica:
     def recall(self, key):
         return self.client.call("recall", self.write_timeout, key=key)
 
+    # ---- membership (the store process decides; see store/membership.py) ----
+
+    MEMBERS_CACHE = 1.0      # seconds
+
+    def membership(self):
+        return self.client.call("membership", self.write_timeout)
+
+    @property
+    def peers(self):
+        """The other members now (from the store's replicated table), the flags' peers when it is away."""
+        from .replica import Peer
+        when, members = self._members
+        if members is None or time.monotonic() - when > self.MEMBERS_CACHE:
+            try:
+                members = self.membership()["members"]
+                self._members = (time.monotonic(), members)
+            except Unavailable:
+                return list(self.config_peers)
+        return [Peer(m["id"], m["raft"], m.get("api")) for m in members if not m.get("self")]
+
+    def api_of(self, ident):
+        return next((p.api for p in self.peers if p.id == ident), self.api_url if ident == self.id else None)
+
+    CHANGE_WAIT = 30.0       # the store bounds a change by its own timeouts (store/membership.py)
+
+    def add_member(self, ident, raft, api=None, force=False):
+        self._members = (0.0, None)
+        return self.client.call("add_member", self.CHANGE_WAIT, id=ident, raft=raft, api=api, force=force)
+
+    def remove_member(self, ident):
+        self._members = (0.0, None)
+        return self.client.call("remove_member", self.CHANGE_WAIT, id=ident)
+
     # ---- state ----
 
     def _store_status(self):
@@ -221,7 +256,7 @@ class RemoteReplica:
                       "error": "%s: %s" % (UNREACHABLE, exc)}
         for private in ("ready", "tickGaps", "barriersSent"):
             status.pop(private, None)
-        status.update(id=self.id, api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
+        status.update(id=self.id, clusterId=self.cluster_id or status.get("clusterId"), api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
                       controllers=self.controller_status() if self.controller_status else None)
         return status
 

@@ -11,6 +11,7 @@ from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 
 from . import commands, gc_tuning
 from .group_commit import GroupCommitter
+from .membership import MembershipChanger, majority
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
 from .stamping import now_rfc3339
@@ -32,7 +33,8 @@ class Replica:
                  watch_log_size=WatchLog.CAPACITY, on_leadership=None):
         self.id = replica_id
         self.api_url = api_url
-        self.peers = list(peers)                    # the other replicas
+        self.config_peers = list(peers)             # the other replicas as the flags name them
+        self.cluster_id = settings.cluster_id
         self.write_timeout = write_timeout
         self.watch_log = WatchLog(watch_log_size)
         self._on_leadership = on_leadership
@@ -42,15 +44,68 @@ class Replica:
         self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
         self.committer = GroupCommitter(self.node, stale_after=write_timeout)
         self.barrier = ReadBarrier(self.committer.call, write_timeout)
+        self.changer = MembershipChanger(self)
 
-    # ---- identity ----
+    # ---- identity and membership (Raft's voters, named by the replicated table) ----
+
+    def members(self, voters=None):
+        """[{"id", "raft", "api"}] of every Raft member, this one included: ids and API URLs
+        from the replicated table (store/membership.py), else from the flags."""
+        voters = self.node.voters() if voters is None else voters
+        with self.node.lock:
+            table = dict(getattr(self.node.fsm, "members", None) or {})
+        by_raft = {p.raft: {"id": p.id, "raft": p.raft, "api": p.api} for p in self.config_peers}
+        by_raft[self.node.settings.self_address] = {"id": self.id, "raft": self.node.settings.self_address,
+                                                    "api": self.api_url}
+        for entry in table.values():
+            if entry["raft"] != self.node.settings.self_address:
+                by_raft[entry["raft"]] = dict(entry)
+        return [by_raft.get(a, {"id": a, "raft": a, "api": None}) for a in voters]
+
+    def member(self, ident):
+        for entry in self.members():
+            if entry["id"] == ident:
+                return entry
+        return None
+
+    def api_of(self, ident):
+        entry = self.member(ident) if ident else None
+        return entry and entry["api"]
+
+    @property
+    def peers(self):
+        """The other members now, as Peers (the cluster view asks each of them)."""
+        return [Peer(m["id"], m["raft"], m["api"]) for m in self.members()
+                if m["raft"] != self.node.settings.self_address]
+
+    def membership(self):
+        """Members, and on the leader each one's catch-up progress against the commit index."""
+        node = self.node
+        commit = node.commit_index()
+        progress = self.changer.progress()
+        rows = []
+        for entry in self.members():
+            row = dict(entry, voter=True)
+            if entry["raft"] == node.settings.self_address:
+                row.update(matchIndex=node.last_log_index(), self=True)
+            elif entry["raft"] in progress:
+                p = progress[entry["raft"]]
+                row.update(matchIndex=p.match_index, lastAnswerSeconds=round(p.answer_age, 3),
+                           caughtUp=p.caught_up(commit))
+            rows.append(row)
+        return {"members": rows, "leader": self.leader_id(), "commitIndex": commit,
+                "quorum": majority(len(rows)), "changeInProgress": self.changer.current,
+                "seenBy": self.id, "progressKnown": node.is_leader()}
+
+    def add_member(self, ident, raft, api=None, force=False):
+        return self.changer.add(ident, raft, api, force)
+
+    def remove_member(self, ident):
+        return self.changer.remove(ident)
 
     def id_of_address(self, address):
-        if address == self.node.settings.self_address:
-            return self.id
-        for peer in self.peers:
-            if peer.raft == address:
-                return peer.id
+        for entry in self.members([address]):
+            return entry["id"]
         return address
 
     def leader_id(self):
@@ -99,7 +154,7 @@ class Replica:
         node = self.node
         fsm = node.fsm
         return {
-            "id": self.id, "api": self.api_url, "raft": node.settings.self_address,
+            "id": self.id, "clusterId": self.cluster_id, "api": self.api_url, "raft": node.settings.self_address,
             "role": node.role(), "term": node.term(), "leader": self.leader_id(),
             "commitIndex": node.commit_index(), "appliedIndex": node.applied_index(),
             "revision": fsm.revision, "objects": fsm.count(), "epoch": list(fsm.epoch),
@@ -107,6 +162,7 @@ class Replica:
             "groupCommit": {"groups": self.committer.groups_sent, "commands": self.committer.commands_sent},
             "controllers": self.controller_status() if self.controller_status else None,
             "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
+            "voters": [m["id"] for m in self.members()],
             "tickGap": self._tick_gap(), "gc": gc_tuning.status(),
             "reachable": True,
         }

@@ -121,6 +121,17 @@ class StoreService:
         status["storePid"] = os.getpid()
         return status
 
+    # ---- membership (store/membership.py; the API worker forwards on NotLeader) ----
+
+    def op_membership(self):
+        return self.replica.membership()
+
+    def op_add_member(self, id, raft, api=None, force=False):  # noqa: A002 - the wire name
+        return self.replica.changer.add(id, raft, api, bool(force))
+
+    def op_remove_member(self, id):  # noqa: A002
+        return self.replica.changer.remove(id)
+
     # ---- the change stream ----
 
     def _snapshot(self):

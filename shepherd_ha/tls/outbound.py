@@ -56,3 +56,12 @@ class Outbound:
 
 
 PLAIN = Outbound(tls=False)
+
+
+def tls_reason(exc):
+    """The part of a requests SSLError a person can act on (which check failed)."""
+    text = str(exc)
+    for marker in ("certificate verify failed: ", "doesn't match", "WRONG_VERSION_NUMBER"):
+        if marker in text:
+            return text[text.index(marker):].split("(_ssl")[0].split("')")[0].strip()[:200]
+    return "handshake failed"

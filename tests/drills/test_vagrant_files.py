@@ -104,6 +104,9 @@ def test_every_vm_gets_a_certificate_for_its_names_and_none_gets_the_ca_key(tmp_
         assert host in dns and layout.address(host) in ips, (host, dns, ips)
         assert os.stat(tmp_path / (host + ".key")).st_mode & 0o777 == 0o600
     assert "r1" in pki.subject_alt_names(pki.read_certificate(str(tmp_path / "cp1.crt")))[0]
+    for spare in layout.spare_control_planes:     # a drill may add them: they serve TLS like the others
+        dns, ips = pki.subject_alt_names(pki.read_certificate(str(tmp_path / (spare + ".crt"))))
+        assert layout.replica_id(spare) in dns and layout.address(spare) in ips
     vagrantfile = open(os.path.join(ROOT, "vagrant", "Vagrantfile")).read()
     assert '"secrets/pki/ca.key"' in vagrantfile
     assert 'https://#{c[:ip]}:#{API_PORT}' in vagrantfile
@@ -111,3 +114,18 @@ def test_every_vm_gets_a_certificate_for_its_names_and_none_gets_the_ca_key(tmp_
     assert "tls_cert_file: /etc/shepherd/pki/tls.crt" in provision and "api_url: https://" in provision
     worker = open(os.path.join(ROOT, "vagrant", "provision", "worker.sh")).read()
     assert "ca_file: /etc/shepherd/pki/ca.crt" in worker
+def test_spare_control_planes_join_instead_of_listing_peers():
+    layout = ClusterLayout.from_env({})
+    assert layout.spare_control_planes == ["cp4", "cp5"]
+    assert layout.control_planes == ["cp1", "cp2", "cp3"], "spares are not members until a drill adds them"
+    assert layout.address("cp5") == "192.168.56.15" and layout.replica_id("cp4") == "r4"
+    assert ClusterLayout.from_env({"CP": "39"}).spare_control_planes == []
+    with pytest.raises(LayoutError, match="CP_SPARE="):
+        ClusterLayout.from_env({"CP": "38", "CP_SPARE": "2"})
+    with open(os.path.join(ROOT, "vagrant", "Vagrantfile"), encoding="utf-8") as f:
+        vagrantfile = f.read()
+    assert "autostart: !node[:spare]" in vagrantfile
+    assert '"join=#{SERVER_URLS}"' in vagrantfile
+    with open(os.path.join(ROOT, "vagrant", "provision", "control-plane.sh"), encoding="utf-8") as f:
+        script = f.read()
+    assert 'MEMBERS="join: ${PEERS#join=}"' in script

@@ -21,10 +21,15 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)   # the project, when it is not installed
 
 from drill_kit import DrillFailed, Report  # noqa: E402
-from drills import DRILLS  # noqa: E402
+from drills import DRILLS as FAILURE_DRILLS  # noqa: E402
+from membership_drills import DRILLS as MEMBERSHIP_DRILLS  # noqa: E402
+from ops_drills import DRILLS as OPERATIONS_DRILLS  # noqa: E402
 from target import TARGETS, TargetError, load_target  # noqa: E402
 
 ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
+MEMBERSHIP = ["replace-replica", "grow-shrink"]   # membership_drills.py: add, remove, replace
+OPERATIONS = ["roll", "restore"]          # ops_drills.py: rolling restart, snapshot and restore
+DRILLS = dict(FAILURE_DRILLS, **MEMBERSHIP_DRILLS, **OPERATIONS_DRILLS)
 
 
 def run_one(target, name, out=print):
@@ -66,9 +71,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS),
                         help="netns: namespaces on this machine (root); vagrant: the VMs of make vagrant-up")
-    parser.add_argument("--drill", default="all", choices=ORDER + ["all"], help="one drill, or all (default)")
+    groups = {"all": ORDER + MEMBERSHIP + OPERATIONS, "failures": ORDER, "membership": MEMBERSHIP,
+              "operations": OPERATIONS}
+    parser.add_argument("--drill", default="all", choices=ORDER + MEMBERSHIP + OPERATIONS + sorted(groups),
+                        help="one drill, failures (%s), membership (%s), operations (%s) or all (default)"
+                        % (", ".join(ORDER), ", ".join(MEMBERSHIP), ", ".join(OPERATIONS)))
     args = parser.parse_args(argv)
-    names = ORDER if args.drill == "all" else [args.drill]
+    names = groups.get(args.drill, [args.drill])
     # SIGTERM unwinds like Ctrl-C, so close() still removes what setup() made.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     try:

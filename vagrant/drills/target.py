@@ -76,12 +76,39 @@ class Target:
         with concurrent.futures.ThreadPoolExecutor(max(1, len(hosts))) as pool:
             list(pool.map(self.power_on, hosts))
 
+    def restart(self, host):
+        """Restart the host's service cleanly (SIGTERM / systemctl restart), for the rolling
+        restart; returns once its process runs again. Default: power_off then power_on."""
+        self.power_off(host)
+        self.power_on(host)
+
     def isolate(self, host, peers):
         """Drop all traffic between `host` and each host in `peers` (iptables inside `host`)."""
         raise NotImplementedError
 
     def heal(self, host):
         """Undo isolate() on `host`."""
+        raise NotImplementedError
+
+    # ---- membership drills (replace-replica, grow-shrink); the change itself goes through the API ----
+
+    def start_control_plane(self):
+        """Start a new control-plane host whose replica joins with `--join` (not a member until
+        the drill adds it through the API); returns its host name (e.g. "cp4")."""
+        raise NotImplementedError
+
+    def member_entry(self, host):
+        """{"id", "raft", "api"} of the replica on `host`: the body of POST /shepherd/v1/members."""
+        raise NotImplementedError
+
+    def admitted(self, host):
+        """The drill added `host`'s replica to the membership: count it among control_planes."""
+        if host not in self.control_planes:
+            self.control_planes = list(self.control_planes) + [host]
+
+    def retire(self, host):
+        """`host`'s replica was removed from the membership (or was never added): stop it for good
+        and forget the host."""
         raise NotImplementedError
 
     def describe(self):
@@ -117,6 +144,22 @@ class Target:
     def client(self, timeout=3.0, retry_deadline=15.0):
         return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline, token=self.token(),
                       ca_file=self.ca_file())
+
+    def fresh_cluster_from(self, snapshot_path, directory, replicas=3):
+        """A new cluster restored from a snapshot (`shepherd-ha restore`), started: on this
+        machine, on loopback, whatever the target (the drill compares objects over HTTP).
+        Returns its LocalCluster; the caller stops it (stop_all)."""
+        from shepherd_ha.cli import restore
+        from shepherd_ha.cli.local_cluster import find_base_port
+        cluster, _ = restore.restore(snapshot_path, directory, replicas=replicas,
+                                     base_port=find_base_port(replicas, high=32000))
+        cluster.start_all()
+        try:
+            cluster.wait_ready(self.ready_timeout + self.boot_timeout)
+        except BaseException:
+            cluster.stop_all(timeout=5.0)
+            raise
+        return cluster
 
 
 def load_target(name):

@@ -11,6 +11,7 @@ import time
 
 import requests
 
+from shepherd_ha.cli import local_members
 from shepherd_ha.cli.netns_cluster import NetnsCluster
 from target import Target, TargetError
 
@@ -34,6 +35,7 @@ class NetnsTarget(Target):
         self.dir = directory
         self.cluster = None
         self.subnet = None
+        self._joining = set()              # hosts started with --join, not members yet
 
     # ---- lifecycle ----
 
@@ -87,15 +89,42 @@ class NetnsTarget(Target):
         return self._need_cluster().token()
 
     def api_urls(self):
-        return self._need_cluster().api_urls()
+        cluster = self._need_cluster()
+        return [cluster.replica(self.replica_id(h))["api"] for h in self.control_planes]
 
     def ca_file(self):
         return self._need_cluster().ca_file
 
     def replica_id(self, host):
-        if host not in self.control_planes:
+        """cpN runs rN, also after membership changes (cp4 joins as r4)."""
+        if host not in self.control_planes and host not in self._joining:
             raise TargetError("%r is not a control-plane host (%s)" % (host, ", ".join(self.control_planes)))
-        return "r%d" % (self.control_planes.index(host) + 1)
+        return "r" + host[2:]
+
+    # ---- membership drills ----
+
+    def start_control_plane(self):
+        member = local_members.start_new_replica(self._need_cluster(), progress=lambda line: None)
+        host = "cp" + member["id"][1:]
+        self._joining.add(host)
+        return host
+
+    def member_entry(self, host):
+        entry = self._need_cluster().replica(self.replica_id(host))
+        return {"id": entry["id"], "raft": entry["raft"], "api": entry["api"]}
+
+    def admitted(self, host):
+        self._joining.discard(host)
+        super().admitted(host)
+
+    def retire(self, host):
+        cluster, ident = self._need_cluster(), self.replica_id(host)
+        if host in self._joining:
+            local_members.forget_new_replica(cluster, ident)
+        else:
+            local_members.retire_replica(cluster, ident)
+        self._joining.discard(host)
+        self.control_planes = [h for h in self.control_planes if h != host]
 
     def node_name(self, worker):
         if worker not in self.workers:
@@ -130,6 +159,13 @@ class NetnsTarget(Target):
             time.sleep(0.1)
         raise TargetError("%s: API %s not answering %.0fs after start (log %s/%s/server.log)"
                           % (host, url, self.boot_timeout, self.dir, self.replica_id(host)))
+
+    def restart(self, host):
+        if host in self.control_planes:
+            self._need_cluster().stop(self.replica_id(host))     # SIGTERM, as systemd would
+        else:
+            self._need_cluster().stop_agent(self.node_name(host))
+        self.power_on(host)
 
     def isolate(self, host, peers):
         self._need_cluster().isolate(self._ident(host), [self._ident(p) for p in peers])

@@ -20,7 +20,7 @@ for path in (HERE, VAGRANT_DIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from cluster_layout import ClusterLayout, admin_token, pki_dir, provisioned_server_options  # noqa: E402
+from cluster_layout import RAFT_PORT, ClusterLayout, admin_token, pki_dir, provisioned_server_options  # noqa: E402
 from shepherd_ha.controllers.settings import ControllerSettings  # noqa: E402
 
 try:  # the drills helper's interface; the class works without it too
@@ -63,6 +63,7 @@ class VagrantTarget(Target):
         self.env["VAGRANT_CHECKPOINT_DISABLE"] = "1"
         self.layout = ClusterLayout.from_env(self.env)
         self.control_planes = self.layout.control_planes
+        self._joining = []             # spare VMs started for a membership drill, not members yet
         self.workers = self.layout.workers
         self.log = log
         self.state_dir = self.env.get("STATE_DIR", os.path.join(vagrant_dir, ".state"))
@@ -100,7 +101,7 @@ class VagrantTarget(Target):
 
     # -- names and addresses ------------------------------------------------
     def api_urls(self):
-        return self.layout.api_urls()
+        return self.layout.api_urls(self.control_planes)
 
     def token(self):
         return admin_token(self.env)
@@ -176,6 +177,14 @@ class VagrantTarget(Target):
             self.wait_service(host, deadline=start + self.boot_timeout)
         self.log(f"  [vagrant] {', '.join(hosts)} up {time.monotonic() - start:.0f} s after start")
 
+    def restart(self, host):
+        """systemctl restart of the host's unit (SIGTERM, then start), waiting until it is active."""
+        self.layout.address(host)
+        start = time.monotonic()
+        self.log(f"  [vagrant] systemctl restart {self.service(host)} on {host}")
+        self.ssh(host, f"systemctl restart {self.service(host)}", timeout=120)
+        self.wait_service(host, deadline=start + self.boot_timeout)
+
     # -- ssh ----------------------------------------------------------------
     def refresh_ssh_config(self):
         os.makedirs(self.state_dir, exist_ok=True)
@@ -222,6 +231,41 @@ class VagrantTarget(Target):
             if time.monotonic() > deadline:
                 raise VagrantError(f"{host}: {unit} not active ({state}) within {self.boot_timeout:.0f} s")
             time.sleep(2)
+
+    # -- membership drills: spare VMs (Vagrantfile CP_SPARE) join with --join -------
+    def start_control_plane(self):
+        used = set(self.control_planes) | set(self._joining)
+        spare = next((h for h in self.layout.spare_control_planes if h not in used), None)
+        if spare is None:
+            raise VagrantError("no spare control-plane VM left (CP_SPARE=%d): raise CP_SPARE and `vagrant up`"
+                               % len(self.layout.spare_control_planes))
+        start = time.monotonic()
+        self.log(f"  [vagrant] vagrant up {spare} (a spare control plane: provisioned with --join)")
+        _run(["vagrant", "up", spare], timeout=self.boot_timeout * 2, cwd=self.vagrant_dir, env=self.env)
+        self.refresh_ssh_config()
+        self.wait_service(spare, deadline=start + self.boot_timeout * 2)
+        self._joining.append(spare)
+        return spare
+
+    def member_entry(self, host):
+        return {"id": self.layout.replica_id(host), "raft": f"{self.layout.address(host)}:{RAFT_PORT}",
+                "api": self.layout.api_url(host)}
+
+    def admitted(self, host):
+        self._joining = [h for h in self._joining if h != host]
+        super().admitted(host)
+
+    def retire(self, host):
+        """Removed from the membership: stop its service for good and power it off (`make
+        vagrant-down` removes the VM)."""
+        self.log(f"  [vagrant] retire {host}: stop and disable shepherd-server, power off")
+        try:
+            self.ssh(host, "systemctl disable --now shepherd-server", timeout=60, check=False)
+        except VagrantError as exc:
+            self.log(f"  [vagrant] {host}: {exc}")
+        self.power_off(host)
+        self._joining = [h for h in self._joining if h != host]
+        self.control_planes = [h for h in self.control_planes if h != host]
 
     # -- network faults -----------------------------------------------------
     def isolate(self, host, peers):

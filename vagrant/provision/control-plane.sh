@@ -1,7 +1,8 @@
 #!/bin/bash
 # A control-plane VM: `shepherd-ha server` as the systemd unit shepherd-server,
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
-# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`)
+# Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
+# join=URL,URL... for a spare VM: it starts with --join and waits to be added)
 # The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
 # by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
 # server's default.
@@ -15,8 +16,9 @@ TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
 PKI=/opt/shepherd-dist/secrets/pki
 HOST=$(hostname)
+CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS" "$PKI/ca.crt" "$PKI/$HOST.crt" "$PKI/$HOST.key"; do
+for f in "$SECRET" "$TOKENS" "$OPTIONS" "$CLUSTER_ID_FILE" "$PKI/ca.crt" "$PKI/$HOST.crt" "$PKI/$HOST.key"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -28,11 +30,16 @@ install -m 644 "$PKI/ca.crt" /etc/shepherd/pki/ca.crt
 install -m 644 "$PKI/$HOST.crt" /etc/shepherd/pki/tls.crt
 install -m 600 "$PKI/$HOST.key" /etc/shepherd/pki/tls.key
 
+if [[ $PEERS == join=* ]]; then
+  MEMBERS="join: ${PEERS#join=}"
+else
+  MEMBERS="peers: $PEERS"
+fi
 cat >/etc/shepherd/server.yaml <<EOT
 # Written by vagrant/provision/control-plane.sh
 id: $ID
 raft_address: $RAFT_ADDRESS
-peers: $PEERS
+$MEMBERS
 api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: https://$API_ADDRESS
 data_dir: /var/lib/shepherd
@@ -42,6 +49,7 @@ tls_cert_file: /etc/shepherd/pki/tls.crt
 tls_private_key_file: /etc/shepherd/pki/tls.key
 client_ca_file: /etc/shepherd/pki/ca.crt
 cluster_ca_file: /etc/shepherd/pki/ca.crt
+cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
 

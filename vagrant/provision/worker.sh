@@ -47,6 +47,7 @@ install -d -m 700 /etc/shepherd/pki
 install -m 644 "$PKI/ca.crt" /etc/shepherd/pki/ca.crt
 install -m 644 "$PKI/$NODE.crt" /etc/shepherd/pki/tls.crt
 install -m 600 "$PKI/$NODE.key" /etc/shepherd/pki/tls.key
+[ -s "$DIST/cluster-id" ] || { echo "error: $DIST/cluster-id is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
 servers: $SERVERS
@@ -58,6 +59,7 @@ token_file: /etc/shepherd/node-token
 ca_file: /etc/shepherd/pki/ca.crt
 tls_cert_file: /etc/shepherd/pki/tls.crt
 tls_private_key_file: /etc/shepherd/pki/tls.key
+cluster_id: $(cat "$DIST/cluster-id")
 EOT
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'

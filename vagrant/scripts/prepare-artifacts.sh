@@ -87,6 +87,11 @@ mkdir -p "$ARTIFACTS/secrets/pki"
 chmod 700 "$ARTIFACTS/secrets" "$ARTIFACTS/secrets/pki"
 if [ "${FORCE_CERTS:-0}" = 1 ]; then rm -f "$ARTIFACTS"/secrets/pki/*.crt "$ARTIFACTS"/secrets/pki/*.key; fi
 PYTHONPATH="$PROJECT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" certificates "$ARTIFACTS/secrets/pki" >/dev/null
+if [ ! -s "$ARTIFACTS/cluster-id" ]; then
+  # Made once with the cluster (docs/operations.md "Cluster identity"); not a secret: every VM gets it.
+  log "generating the cluster id"
+  "$PYTHON" -c 'import uuid; print(uuid.uuid4().hex)' >"$ARTIFACTS/cluster-id"
+fi
 "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
 log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"

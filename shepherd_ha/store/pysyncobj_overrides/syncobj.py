@@ -74,20 +74,37 @@ class PipelinedSyncObj(SyncObj):
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
                   "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile")
 
-    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None):
+    def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
+                 cluster_id=None):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
-        self._raft_cipher = RaftCipher(conf.password) if conf.password else None
+        self._raft_cipher = RaftCipher(conf.password, cluster_id) if conf.password else None
         self._held_acks = {}               # node -> (next index, term) held until our log is on disk
         self._batching_commands = False
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
+        # A replica started to join (store/membership.py) is not a member yet: every campaign
+        # would raise its term, and once added its first vote request would depose the leader.
+        # It stays passive until a leader has contacted it (which only a member's leader does).
+        self._joining = joining
         super().__init__(selfNode, otherNodes, conf, consumers=consumers)
 
     # ---- state read by RaftNode ----
 
     def role(self):
         return ROLES.get(self._SyncObj__raftState, "follower")
+
+    def last_log_index(self):
+        return self._SyncObj__getCurrentLogIndex()
+
+    def replication_progress(self):
+        """On the leader: {address: (match index, seconds since its last answer)} of every
+        other member (what a membership change checks); {} elsewhere."""
+        if self._SyncObj__raftState != _RAFT_STATE.LEADER:
+            return {}
+        now = raft_clock()
+        match, answered = self._SyncObj__raftMatchIndex, self._SyncObj__lastResponseTime
+        return {node.address: (match.get(node, 0), now - answered.get(node, 0.0)) for node in self.otherNodes}
 
     # ---- one journal sync per tick, not two per entry (see journal) ----
     #
@@ -102,6 +119,11 @@ class PipelinedSyncObj(SyncObj):
         if self._tick_gaps is not None:
             self._tick_gaps.tick()      # what Raft experiences: wall time between tick starts
         self._make_durable()            # before the leader counts its own log
+        if self._joining:
+            if self._SyncObj__raftLeader is not None:
+                self._joining = False
+            else:
+                self._SyncObj__raftElectionDeadline = raft_clock() + self.conf.raftMaxTimeout
         super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
         self._make_durable()
 

@@ -1,0 +1,85 @@
+"""The iptables binaries the proxy runs: one atomic `iptables-restore --noflush`
+per sync, `iptables -C/-I` for the jumps from the built-in chains, `iptables-save`
+only to learn which of our chains exist (names, never rule text: the kernel prints
+rules differently from how they were fed in), and the cleanup.
+
+The binaries, not python-iptables: that library writes the legacy tables, which the
+nf_tables backend used by Debian 12 and by Docker does not see. `prefix` runs them
+elsewhere (`ip netns exec NAME`), which is how the integration tests drive the real
+code inside a namespace.
+"""
+import logging
+import re
+import shlex
+import subprocess
+
+from .rules import JUMPS, PREFIX, TABLES
+
+log = logging.getLogger(__name__)
+
+
+class IptablesError(Exception):
+    pass
+
+
+class Iptables:
+    def __init__(self, prefix=(), timeout=300.0):   # a full write of 10,000 chains takes seconds, more under load
+        self.prefix = list(prefix)
+        self.timeout = timeout
+
+    def run(self, args, stdin=None, check=True):
+        cmd = self.prefix + list(args)
+        try:
+            proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=self.timeout)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            raise IptablesError("%s: %s" % (" ".join(cmd[:len(self.prefix) + 2]), exc))
+        if check and proc.returncode != 0:
+            raise IptablesError("%s failed (%d): %s" % (" ".join(cmd[:len(self.prefix) + 3]), proc.returncode,
+                                                        (proc.stderr or proc.stdout).strip()[:2000]))
+        return proc
+
+    def restore(self, text):
+        """Apply `text` atomically: all of it or, on an error, none of it."""
+        self.run(["iptables-restore", "--noflush", "--wait"], stdin=text)
+
+    def our_chains(self):
+        """{table: {chain names with our prefix}} as the kernel has them."""
+        found = {}
+        for table in TABLES:
+            out = self.run(["iptables-save", "-t", table]).stdout
+            found[table] = set(re.findall(r"^:(%s\S+)" % re.escape(PREFIX), out, re.M))
+        return found
+
+    def ensure_jumps(self):
+        """The jumps into our chains, each once (inserted first, so Docker's own
+        rules in the same chains cannot shadow them). Returns how many were added."""
+        added = 0
+        for table, chain, rule in JUMPS:
+            target = rule.rsplit(" ", 1)[1]
+            self.run(["iptables", "-w", "-t", table, "-N", target], check=False)   # exists: fine
+            args = shlex.split(rule)
+            if self.run(["iptables", "-w", "-t", table, "-C", chain] + args, check=False).returncode != 0:
+                self.run(["iptables", "-w", "-t", table, "-I", chain, "1"] + args)
+                added += 1
+        return added
+
+    def cleanup(self):
+        """Remove every jump and chain of ours (shepherd-agent network cleanup).
+        Returns the number of chains deleted."""
+        for table, chain, rule in JUMPS:
+            args = shlex.split(rule)
+            for _ in range(10):         # a jump added twice by hand goes too; bounded
+                if self.run(["iptables", "-w", "-t", table, "-D", chain] + args, check=False).returncode != 0:
+                    break
+        chains = self.our_chains()
+        lines = []
+        for table in TABLES:
+            if not chains[table]:
+                continue
+            lines.append("*" + table)
+            lines += [":%s - [0:0]" % c for c in sorted(chains[table])]
+            lines += ["-X %s" % c for c in sorted(chains[table])]
+            lines.append("COMMIT")
+        if lines:
+            self.restore("\n".join(lines) + "\n")
+        return sum(len(c) for c in chains.values())
