@@ -10,7 +10,7 @@
 and the server and agent options that point at them."""
 import os
 
-from shepherd_ha.tls import kubeconfig, pki
+from shepherd_ha.tls import pki
 
 
 def ca_path(directory):
@@ -44,6 +44,40 @@ def agent_options(directory, name, address):
 INSECURE_SERVER = {"insecure_http": True}
 
 
+class TlsLayout:
+    """The TLS side of a LocalCluster (mixed into it): whether it has TLS, its CA, the
+    options its replicas and clients get."""
+
+    @property
+    def tls(self):
+        return bool(self.spec().get("tls"))
+
+    @property
+    def ca_file(self):
+        """The cluster CA (None for a plain-HTTP cluster)."""
+        return ca_path(self.dir) if self.tls else None
+
+    @property
+    def verify(self):
+        """`requests`' verify= for this cluster's replicas."""
+        return self.ca_file or True
+
+    @property
+    def kubeconfig_path(self):
+        return os.path.join(self.dir, "kubeconfig")
+
+    def client_options(self):
+        """Keyword arguments of shepherd_ha.client.Client for this cluster."""
+        return {"token": self.token(), "ca_file": self.ca_file, "cluster_id": self.cluster_id()}
+
+    def _tls_server_options(self, tls, member, host):
+        """Server options of replica `member`: its certificate (issued now, SANs for its id
+        and `host`) and the CA, or plain HTTP."""
+        if not tls:
+            return dict(INSECURE_SERVER)
+        return replica_options(self.dir, member["id"], host)
+
+
 def reissue(cluster):
     """New certificates for every replica and agent of a TLS cluster, from its CA (kept);
     returns the names. The processes read them when they start again."""
@@ -59,9 +93,3 @@ def reissue(cluster):
         done.append(agent["name"])
     return done
 
-
-def write_kubeconfig(directory, servers, token=None, namespace="default"):
-    with open(ca_path(directory), "rb") as fh:
-        ca_pem = fh.read()
-    path = os.path.join(directory, "kubeconfig")
-    return kubeconfig.write(path, kubeconfig.build(servers, ca_pem, token=token, namespace=namespace))

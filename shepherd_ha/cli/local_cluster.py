@@ -31,7 +31,8 @@ import yaml
 
 from shepherd_ha import cluster_identity
 
-from . import cluster_tls
+from . import cluster_files, cluster_tls
+from .cluster_files import write_private  # noqa: F401  (netns_cluster, tests)
 
 API_OFFSET, RAFT_OFFSET = 0, 100
 
@@ -50,14 +51,6 @@ def port_free(port, host="127.0.0.1"):
             return False
 
 
-def write_private(path, text):
-    """Write a file only its owner can read, with no moment where others could."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)       # an existing file keeps its old mode through O_CREAT
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-
-
 def find_base_port(replicas, low=20000, high=32000, attempts=200):
     """A base port where every API and Raft port of `replicas` replicas is free. The range
     stays below the kernel's ephemeral ports (32768+), which outgoing connections take."""
@@ -69,7 +62,7 @@ def find_base_port(replicas, low=20000, high=32000, attempts=200):
     raise LocalClusterError("no free port range found between %d and %d" % (low, high))
 
 
-class LocalCluster:
+class LocalCluster(cluster_tls.TlsLayout):
     def __init__(self, directory):
         self.dir = os.path.abspath(directory)
         self.spec_path = os.path.join(self.dir, "cluster.yaml")
@@ -98,31 +91,6 @@ class LocalCluster:
 
     def api_urls(self):
         return [r["api"] for r in self.spec()["replicas"]]
-
-    # ---- TLS ----
-
-    @property
-    def tls(self):
-        return bool(self.spec().get("tls"))
-
-    @property
-    def ca_file(self):
-        """The cluster CA (None for a plain-HTTP cluster)."""
-        return cluster_tls.ca_path(self.dir) if self.tls else None
-
-    @property
-    def verify(self):
-        """`requests`' verify= for this cluster's replicas."""
-        return self.ca_file or True
-
-    def client_options(self):
-        """Keyword arguments of shepherd_ha.client.Client for this cluster."""
-        return {"token": self.token(), "ca_file": self.ca_file}
-
-    def _tls_server_options(self, tls, member, host):
-        if not tls:
-            return dict(cluster_tls.INSECURE_SERVER)
-        return cluster_tls.replica_options(self.dir, member["id"], host)
 
     def cluster_id(self):
         """This cluster's id; a cluster made before ids has the one its replicas derive."""
@@ -171,20 +139,7 @@ class LocalCluster:
 
     def write_client_config(self):
         """DIR/config for sheepctl, and DIR/kubeconfig for kubectl when the cluster has TLS."""
-        path = os.path.join(self.dir, "config")
-        config = {"servers": self.api_urls(), "namespace": "default", "cluster_id": self.cluster_id()}
-        token = self.token()
-        if token:
-            config["token"] = token
-        if self.tls:
-            config["certificate-authority"] = os.path.basename(cluster_tls.ca_path(self.dir))
-            cluster_tls.write_kubeconfig(self.dir, self.api_urls(), token)
-        write_private(path, yaml.safe_dump(config, sort_keys=False))
-        return path
-
-    @property
-    def kubeconfig_path(self):
-        return os.path.join(self.dir, "kubeconfig")
+        return cluster_files.write_client_files(self)
 
     # ---- tokens (clusters created with auth) ----
 

@@ -15,6 +15,7 @@ import requests
 import yaml
 
 from . import netns
+from .cluster_files import follow_membership
 from .local_cluster import API_OFFSET, RAFT_OFFSET, LocalClusterError, port_free
 from .netns_cluster import AGENT_HOST_BASE, API_PORT, RAFT_PORT, REPLICA_HOST_BASE, NetnsCluster
 
@@ -217,26 +218,3 @@ def retire_replica(cluster, ident):
     os.rename(os.path.join(cluster.dir, ident), kept)
     follow_membership(cluster)
     return kept
-
-
-def follow_membership(cluster):
-    """Every file naming the replicas names the current ones: each replica's peers (for
-    its next start: the Raft log has the membership anyway), DIR/config, the agents."""
-    replicas = cluster.spec()["replicas"]
-    for member in replicas:
-        path = os.path.join(cluster.dir, member["id"], "server.yaml")
-        server = _server_yaml(cluster, member["id"])
-        if "join" in server:
-            continue           # it asks the cluster at each start
-        server["peers"] = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in replicas if m is not member)
-        with open(path, "w") as fh:
-            yaml.safe_dump(server, fh, sort_keys=False)
-    cluster.write_client_config()
-    for agent in cluster.agents():
-        path = os.path.join(cluster.dir, "agents", agent["name"], "agent.yaml")
-        if os.path.exists(path):
-            with open(path) as fh:
-                config = yaml.safe_load(fh)
-            config["servers"] = ",".join(cluster.api_urls())
-            with open(path, "w") as fh:
-                yaml.safe_dump(config, fh, sort_keys=False)

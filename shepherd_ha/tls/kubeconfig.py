@@ -23,16 +23,19 @@ class KubeconfigError(ValueError):
 
 
 def build(servers, ca_pem, token=None, cluster="shepherd", user="admin", namespace="default",
-          client_cert_pem=None, client_key_pem=None):
-    """The kubeconfig as a dict."""
+          client_cert_pem=None, client_key_pem=None, cluster_id=None):
+    """The kubeconfig as a dict. `cluster_id` goes into the servers extension: sheepctl
+    sends it with every request (a replica of another cluster answers 421)."""
     if isinstance(ca_pem, str):
         ca_pem = ca_pem.encode()
     servers = list(servers)
     if not servers:
         raise KubeconfigError("a kubeconfig needs at least one server URL")
     entry = {"server": servers[0], "certificate-authority-data": base64.b64encode(ca_pem).decode()}
-    entry["extensions"] = [{"name": SERVERS_EXTENSION,
-                            "extension": {"apiVersion": "v1", "kind": "Config", "servers": servers}}]
+    extension = {"apiVersion": "v1", "kind": "Config", "servers": servers}
+    if cluster_id:
+        extension["clusterId"] = cluster_id
+    entry["extensions"] = [{"name": SERVERS_EXTENSION, "extension": extension}]
     user_entry = {}
     if token:
         user_entry["token"] = token
@@ -86,17 +89,18 @@ def ca_file_for(data_b64, directory=None):
 
 
 def read(data, path, context=None):
-    """{servers, namespace, token, ca_file, client_cert} of a parsed kubeconfig's context."""
+    """{servers, namespace, token, ca_file, client_cert, cluster_id} of a parsed kubeconfig's context."""
     name = context or data.get("current-context")
     if not name:
         raise KubeconfigError("kubeconfig %s has no current-context (pass a context)" % path)
     ctx = _named(data.get("contexts"), name, "context", path)
     cluster = _named(data.get("clusters"), ctx.get("cluster"), "cluster", path)
     user = _named(data.get("users"), ctx.get("user"), "user", path) if ctx.get("user") else {}
-    servers = None
+    servers = cluster_id = None
     for ext in cluster.get("extensions") or []:
         if isinstance(ext, dict) and ext.get("name") == SERVERS_EXTENSION:
             servers = (ext.get("extension") or {}).get("servers")
+            cluster_id = (ext.get("extension") or {}).get("clusterId")
     if not servers:
         servers = [cluster.get("server")] if cluster.get("server") else []
     if not servers:
@@ -114,4 +118,5 @@ def read(data, path, context=None):
     if user.get("client-certificate") and user.get("client-key"):
         cert = (user["client-certificate"], user["client-key"])
     return {"servers": [str(s) for s in servers], "namespace": ctx.get("namespace"), "token": token,
-            "ca_file": ca_file, "client_cert": cert}
+            "ca_file": ca_file, "client_cert": cert,
+            "cluster_id": cluster_id if isinstance(cluster_id, str) and cluster_id else None}
