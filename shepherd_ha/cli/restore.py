@@ -18,6 +18,7 @@ import tempfile
 import yaml
 
 from shepherd_ha import cluster_identity, snapshot_file
+from shepherd_ha.model import network
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.pysyncobj_overrides.dump_file import dump_bytes, write_dump
@@ -69,6 +70,17 @@ def store_of(snapshot):
         bucket[key] = obj
     fsm.revision = revision
     return fsm
+
+
+def started_digest(snapshot, cluster_cidr=None, node_mask=None):
+    """The store digest a restored cluster reports once started: the snapshot's objects at
+    its revision, plus the pod network plan its leader's node IPAM sets at start (the
+    servers' --cluster-cidr, not part of a snapshot; no Node waits for a block, since the
+    restored Nodes keep theirs, so the revision stays the snapshot's)."""
+    fsm = store_of(snapshot)
+    fsm.network = {"clusterCIDR": cluster_cidr or network.CLUSTER_CIDR,
+                   "nodeCIDRMaskSize": node_mask or network.NODE_MASK}
+    return fsm.digest()
 
 
 def _refuse_existing(directory):

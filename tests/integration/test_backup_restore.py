@@ -122,7 +122,7 @@ def test_snapshot_under_writes_is_one_revision_and_restores_into_a_new_cluster(m
     try:
         restored.start_all()
         restored.wait_ready(60)
-        want_digest = restore.store_of(snap).digest()
+        want_digest = restore.started_digest(snap)
         assert all(u.startswith("https://") for u in restored.api_urls()), "a restored cluster serves TLS"
         tls = {"verify": restored.ca_file}      # its own new CA
         states = [expect(call("GET", u + "/shepherd/v1/replica", params={"digest": "1"}, **tls), 200)
@@ -183,6 +183,6 @@ def test_restored_dir_starts_with_local_up(cluster, tmp_path):
         assert headers, "a restored cluster has its own tokens by default"
         state = expect(call("GET", lc.api_urls()[2] + "/shepherd/v1/replica", params={"digest": "1"},
                             headers=headers, verify=lc.ca_file), 200)
-        assert (state["revision"], state["digest"]) == (snap.header["revision"], restore.store_of(snap).digest())
+        assert (state["revision"], state["digest"]) == (snap.header["revision"], restore.started_digest(snap))
     finally:
         lc.stop_all(timeout=5.0)

@@ -128,7 +128,7 @@ def restore(target, report):
             raise DrillFailed("the restored cluster differs: %d missing (%s), %d extra (%s), %d changed (%s)" % (
                 len(absent), absent[:3], len(extra), extra[:3], len(changed), changed[:3]))
         report.step("every one of the %d objects is there and equal, nothing else" % len(want))
-        digest = restore_cli.store_of(snap).digest()
+        digest = restore_cli.started_digest(snap)
         states = [requests.get(u + "/shepherd/v1/replica", params={"digest": "1"}, headers=fresh.auth_headers(),
                                timeout=10 * PROBE_TIMEOUT, verify=fresh.verify).json() for u in fresh.api_urls()]
         seen = {(s.get("revision"), s.get("digest")) for s in states}
