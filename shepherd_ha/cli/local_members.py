@@ -163,7 +163,9 @@ def _wait_answering(cluster, ident):
     url = cluster.replica(ident)["api"]
     while time.monotonic() < deadline:
         if not cluster.pid(ident):
-            raise LocalClusterError("%s exited: see %s" % (ident, os.path.join(cluster.dir, ident, "server.log")))
+            # its directory goes with it (never a member): the reason goes into the message
+            raise LocalClusterError("%s exited: %s" % (ident, _last_lines(os.path.join(cluster.dir, ident,
+                                                                                   "server.log"))))
         try:
             if requests.get(url + "/version", timeout=1.0, verify=cluster.verify).json().get("replica") == ident:
                 return
@@ -171,6 +173,14 @@ def _wait_answering(cluster, ident):
             pass
         time.sleep(0.2)
     raise LocalClusterError("%s does not answer at %s within %.0fs" % (ident, url, START_TIMEOUT))
+
+
+def _last_lines(path, count=3):
+    try:
+        with open(path, errors="replace") as fh:
+            return " | ".join(line.strip() for line in fh.read().splitlines()[-count:]) or "no output"
+    except OSError:
+        return "no log at %s" % path
 
 
 def wait_caught_up(cluster, ident, via=None, timeout=CATCH_UP_TIMEOUT):

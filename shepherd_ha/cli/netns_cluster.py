@@ -315,12 +315,15 @@ class NetnsCluster(LocalCluster):
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
             fh.write(str(proc.pid))
-        # Until the command has exec'd, a kill would hit `ip`: wait (bounded) for the exec.
+        # Until the command has exec'd, a kill would hit `ip` (or, before that, the forked copy
+        # of this process, whose command line is ours: pid() would call it gone). Wait (bounded)
+        # for the command's own command line.
+        want = b"\0".join(a.encode() for a in argv)
         deadline = time.monotonic() + 5
         while proc.poll() is None and time.monotonic() < deadline:
             try:
                 with open("/proc/%d/cmdline" % proc.pid, "rb") as fh:
-                    if not fh.read().startswith(b"ip\0"):
+                    if fh.read().startswith(want):
                         break
             except OSError:
                 break
