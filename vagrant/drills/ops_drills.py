@@ -62,6 +62,8 @@ def _save_snapshot(target, path):
     argv = ["--server", ",".join(target.api_urls())]
     if target.token():
         argv += ["--token", target.token()]
+    if target.ca_file():
+        argv += ["--certificate-authority", target.ca_file()]     # the cluster CA: sheepctl verifies it
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = sheepctl(argv + ["cluster", "snapshot", "save", path])
