@@ -81,7 +81,8 @@ def read_config(path):
         raise ConfigError("config file %s: expected a mapping with `servers`" % path)
     if kubeconfig.is_kubeconfig(data):
         try:
-            return dict(kubeconfig.read(data, path), kubeconfig=True)
+            # keys it lacks are left out (a kubeconfig without a token is not a config with a bad one)
+            return dict({k: v for k, v in kubeconfig.read(data, path).items() if v is not None}, kubeconfig=True)
         except (kubeconfig.KubeconfigError, OSError) as exc:
             raise ConfigError(str(exc)) from None
     ca = data.get("certificate-authority")

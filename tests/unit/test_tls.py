@@ -205,6 +205,19 @@ def test_sheepctl_reads_a_kubeconfig_from_the_flag_or_kubeconfig_env(ca, tmp_pat
     assert s.token is None
 
 
+def test_the_kubeconfig_carries_the_cluster_id_to_sheepctl_but_not_to_servers_named_elsewhere(ca, tmp_path):
+    cluster_id = "0123456789abcdef0123456789abcdef"
+    path = kubeconfig.write(str(tmp_path / "kc"), kubeconfig.build(["https://h:1"], ca.pem, token="secret-token",
+                                                                   cluster_id=cluster_id))
+    s = ctl_config.resolve(kubeconfig_arg=path, env={}, home_config=str(tmp_path / "none"))
+    assert s.cluster_id == cluster_id
+    s = ctl_config.resolve(server_arg="https://elsewhere:1", kubeconfig_arg=path, env={},
+                           home_config=str(tmp_path / "none"))
+    assert s.cluster_id is None
+    plain = kubeconfig.write(str(tmp_path / "kc2"), kubeconfig.build(["https://h:1"], ca.pem))
+    assert ctl_config.resolve(kubeconfig_arg=plain, env={}, home_config=str(tmp_path / "none")).cluster_id is None
+
+
 def test_the_sheepctl_config_names_its_ca_relative_to_itself(ca, tmp_path):
     cfg = tmp_path / "config"
     cfg.write_text("servers: [https://h:1]\ncertificate-authority: ca/ca.crt\n")
