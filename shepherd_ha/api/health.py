@@ -91,7 +91,8 @@ def cluster_view(replica, peer_token=None, outbound=None):
     # Two replicas may both believe they lead for a moment: the higher term wins.
     leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
     view = {"leader": leader, "self": replica.id, "replicas": replicas}
-    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token)
+    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token,
+                                    outbound or PLAIN)
     try:
         view["membership"] = membership or replica.membership()
     except Exception:  # noqa: BLE001 - the view still shows every replica's own report
@@ -99,14 +100,13 @@ def cluster_view(replica, peer_token=None, outbound=None):
     return view
 
 
-def _leader_membership(leader, token):
+def _leader_membership(leader, token, outbound=PLAIN):
     """The members and their catch-up progress as the leader sees them (only it knows)."""
     if not leader or not leader.get("reachable") or not leader.get("api"):
         return None
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
-        with requests.Session() as session:
-            session.trust_env = False
+        with outbound.session() as session:     # the cluster CA; the token goes to the leader only
             reply = session.get(leader["api"].rstrip("/") + "/shepherd/v1/members", params={"local": "1"},
                                 headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()

@@ -3,11 +3,13 @@ and removing a replica (its own certificate, the client files following), --join
 the members over verified HTTPS, the membership API's checks of a new replica's URL, the
 cluster-id check of clients and agents over HTTPS, snapshot save through the kubeconfig,
 restore into a cluster with a CA of its own started with `local up`, and a rolling restart."""
+import http.server
 import os
 import socket
 import ssl
 import subprocess
 import sys
+import threading
 import types
 import urllib.parse
 
@@ -117,6 +119,52 @@ def test_the_membership_api_wants_an_https_url_for_a_new_replica_on_a_tls_cluste
     reply = requests.post(lc.api_urls()[0] + "/shepherd/v1/members", headers=lc.auth_headers(), verify=lc.ca_file,
                           json={"id": "r9", "raft": "127.0.0.1:1", "api": "http://127.0.0.1:2"}, timeout=10)
     assert reply.status_code == 422 and "https://" in reply.json()["message"], reply.text
+
+
+def test_a_new_replica_whose_certificate_the_cluster_ca_did_not_sign_is_refused(tls_cluster, other_ca, tmp_path):
+    """The leader probes a new replica's /version over the cluster CA before adding it."""
+    lc = tls_cluster.lc
+    cert, key = pki.issue_files(other_ca, str(tmp_path), "impostor", "r9", ["r9", "127.0.0.1", "localhost"],
+                                server=True, client=True)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _VersionR9)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        api = "https://127.0.0.1:%d" % server.server_address[1]
+        reply = requests.post(lc.api_urls()[1] + "/shepherd/v1/members", headers=lc.auth_headers(),
+                              verify=lc.ca_file, json={"id": "r9", "raft": "127.0.0.1:1", "api": api}, timeout=30)
+        assert reply.status_code == 409, reply.text
+        assert "fails TLS verification against the cluster CA" in reply.json()["message"], reply.text
+        assert sorted(m["id"] for m in local_members.members(lc)["members"]) == sorted(lc.ids())
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _VersionR9(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b'{"replica": "r9"}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_followers_cluster_view_has_the_leaders_progress_over_tls(tls_cluster):
+    lc = tls_cluster.lc
+    leader = lc.leader()
+    follower = next(i for i in lc.ids() if i != leader)
+    view = requests.get(lc.replica(follower)["api"] + "/shepherd/v1/cluster", headers=lc.auth_headers(),
+                        verify=lc.ca_file, timeout=10).json()
+    assert view["leader"] == leader and all(r["reachable"] for r in view["replicas"]), view
+    assert view["membership"]["progressKnown"] and view["membership"]["seenBy"] == leader, view["membership"]
 
 
 def test_another_clusters_client_and_agent_are_refused_over_https(tls_cluster):
