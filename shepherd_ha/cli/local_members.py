@@ -1,9 +1,11 @@
 """`shepherd-ha local add-replica|remove-replica --dir DIR`: the membership of a local cluster.
 
 add-replica: the next free id and free ports, the replica's server.yaml with --join (the
-current members' APIs), start it, add it through the API once it answers (the leader checks
+current members' APIs) and, on a TLS cluster, its own certificate from the cluster CA (SANs
+for its id and address), start it, add it through the API once it answers (the leader checks
 the quorum, store/membership.py), wait until it has caught up, then DIR/cluster.yaml, every
-replica's peers, DIR/config and the agents' server lists name it.
+replica's peers, DIR/config, DIR/kubeconfig and the agents' server lists name it
+(cli/cluster_files.py).
 remove-replica: remove it through the API (a leader hands over first), then stop it; its
 directory is kept as DIR/<id>.removed-<time>, and the files above stop naming it.
 """

@@ -167,13 +167,19 @@ def test_a_followers_cluster_view_has_the_leaders_progress_over_tls(tls_cluster)
     assert view["membership"]["progressKnown"] and view["membership"]["seenBy"] == leader, view["membership"]
 
 
-def test_another_clusters_client_and_agent_are_refused_over_https(tls_cluster):
+def test_another_clusters_client_and_agent_are_refused_over_https(tls_cluster, tmp_path):
     lc = tls_cluster.lc
     theirs = new_cluster_id()
     with Client(lc.api_urls()[1:2], timeout=5.0, **dict(lc.client_options(), cluster_id=theirs)) as client:
         with pytest.raises(ApiError) as err:
             client.list("pods", namespace=NS)
     assert err.value.code == 421 and "another cluster" in str(err.value)
+    # A real agent configured for another cluster stops at start, having asked over verified HTTPS.
+    done = subprocess.run([sys.executable, "-m", "agent.main", "--servers", ",".join(lc.api_urls()), "--runtime",
+                           "hollow", "--node-name", "tlsops-wrong", "--cluster-id", theirs, "--ca-file", lc.ca_file,
+                           "--state-dir", str(tmp_path / "agent-state")], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "this agent's config names cluster %s" % theirs in done.stderr, \
+        done.stdout + done.stderr
     agent = types.SimpleNamespace(servers=lc.api_urls(), cluster_id=theirs, ca_file=lc.ca_file)
     assert "this agent's config names cluster %s" % theirs in (other_cluster(agent) or "")
     assert other_cluster(types.SimpleNamespace(servers=lc.api_urls(), cluster_id=lc.cluster_id(),
