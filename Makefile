@@ -53,7 +53,7 @@ vagrant-box:  ## build the local Debian box offline (debootstrap); idempotent
 vagrant-up:  ## box + offline artifacts + CP control-plane and WORKERS worker VMs, provisioned and Ready
 	bash vagrant/scripts/up.sh
 
-drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|roll|restore|failures|operations|all)
+drills:  ## the failure drills against the VMs (DRILL=kill-leader|partition|worker-loss|full-restart|roll|restore|service-traffic|failures|operations|all)
 	bash vagrant/scripts/drills.sh --drill $(or $(DRILL),all)
 
 vagrant-down:  ## destroy the VMs (the box stays)

@@ -12,6 +12,7 @@ import urllib.parse
 
 from shepherd_ha import options as options_module
 from shepherd_ha.model import network
+from shepherd_ha.model.cluster_domain import DEFAULT_CLUSTER_DOMAIN, cluster_domain_error
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
 from shepherd_ha.model.names import is_dns1123_subdomain, label_key_error, label_value_error
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
@@ -26,7 +27,8 @@ AGENT_OPTIONS = (
     Option("servers", str, None, "control-plane replica URLs, comma-separated, e.g. "
            "http://10.0.0.1:8001,http://10.0.0.2:8001 (the agent fails over between them); required"),
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
-           "--token-file; the token's user in group system:nodes)"),
+           "--token-file): the node's own, user system:node:NAME in group system:nodes "
+           "(`shepherd-ha token create --node NAME`)"),
     Option("ca_file", str, None, "the cluster CA: https servers' certificates are verified against it (default: "
            "the system's CAs)"),
     Option("tls_cert_file", str, None, "PEM certificate of the agent's log server (SANs: the node name and its "
@@ -71,6 +73,14 @@ AGENT_OPTIONS = (
            "volumes from the API (a container start always reads the ConfigMaps)"),
     Option("event_qps", float, 50.0, "Events posted per second at most (bursts of 100; repeats are aggregated "
            "meanwhile); 0 posts none"),
+    Option("cluster_domain", str, DEFAULT_CLUSTER_DOMAIN, "the cluster's DNS zone: Services answer as "
+           "<service>.<namespace>.svc.<domain> (the same on every node)"),
+    Option("dns_address", str, "auto", "where this node's cluster DNS listens, and the nameserver pods get: "
+           "auto (the gateway of the pods' network: this node's pod bridge with --pod-network bridge, Docker's "
+           "bridge with none; off with --runtime hollow), an IP, IP:port (tests; pods ask port 53), or off (pods "
+           "keep Docker's default resolv.conf)"),
+    Option("dns_resolv_conf", str, "/etc/resolv.conf", "the node's resolver configuration: names outside the "
+           "cluster domain go to its nameservers"),
     Option("pod_network", str, "bridge", "bridge: pods on this node's block of --cluster-cidr (a Docker bridge "
            "network, routes to the other nodes' blocks, iptables chains; agent/network/); none: Docker's default "
            "bridge, pod IPs only reachable on this node"),
@@ -156,12 +166,32 @@ class AgentSettings:
     token: str = None
     ca_file: str = None
     tls: object = None        # shepherd_ha.tls.contexts.TlsFiles of the log server, or None: plain HTTP
+    cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
+    dns_address: str = "off"                 # "auto", "off" or an IP (agent/dns/node_dns.py)
+    dns_port: int = 53
+    dns_resolv_conf: str = "/etc/resolv.conf"
     pod_network: str = "none"            # built by hand (tests, benchmarks): Docker's bridge; the option's is bridge
     cluster_cidr: str = network.CLUSTER_CIDR
     cluster_id: str = None
     proxy_mode: str = "none"
     service_cidr: str = DEFAULT_SERVICE_CIDR
     service_route_dev: str = ""
+
+
+def dns_settings(values, runtime):
+    """(cluster_domain, dns_address, dns_port) checked; ConfigError says what is wrong."""
+    from agent.dns.node_dns import parse_address
+    domain = (values.get("cluster_domain") or DEFAULT_CLUSTER_DOMAIN).strip().rstrip(".").lower()
+    err = cluster_domain_error(domain)
+    if err:
+        raise ConfigError("--cluster-domain: %s" % err)
+    try:
+        address, port = parse_address(values.get("dns_address"))
+    except ValueError as exc:
+        raise ConfigError("--dns-address %r: %s (use auto, off, an IP or IP:port)" % (values.get("dns_address"), exc))
+    if address == "auto" and runtime == "hollow":
+        address = "off"             # simulated pods resolve nothing
+    return domain, address, port
 
 
 def settings(values):
@@ -221,6 +251,7 @@ def settings(values):
     from shepherd_ha.tls.contexts import check_ca_file, tls_files
     tls = tls_files(values)
     ca_file = check_ca_file(values.get("ca_file"), "--ca-file")
+    domain, dns_address, dns_port = dns_settings(values, runtime)
     pod_network = (values.get("pod_network") or "none").lower()
     if pod_network not in ("bridge", "none"):
         raise ConfigError("--pod-network %r: use bridge or none" % values.get("pod_network"))
@@ -250,8 +281,10 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token, ca_file=ca_file, tls=tls, pod_network=pod_network if runtime == "docker" else "none",
-        cluster_cidr=cluster_cidr, cluster_id=cluster_id, **proxy)
+        token=token, ca_file=ca_file, tls=tls, cluster_domain=domain, dns_address=dns_address, dns_port=dns_port,
+        dns_resolv_conf=values.get("dns_resolv_conf") or "/etc/resolv.conf",
+        pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr,
+        cluster_id=cluster_id, **proxy)
 
 
 def _proxy_settings(values):

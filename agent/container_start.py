@@ -6,7 +6,9 @@ A mixin of PodManager (agent/pods.py), whose attributes it uses.
 """
 import logging
 
+from . import security_context as S
 from . import spec as P
+from .dns.pod_dns import resolver_config
 from . import volumes as V
 from .runtime.base import ContainerGone, CreateError, ImagePullError
 
@@ -52,16 +54,23 @@ class ContainerStartMixin:
             else:
                 emit(pod, "Pulled", 'Container image "%s" already present on machine' % image, "Normal", name)
             try:
-                env = V.resolve_env(pod, c, self._get_configmap)
+                get_secret = getattr(self, "_get_secret", None)
+                env = V.resolve_env(pod, c, self._get_configmap, get_secret)
                 mounts = V.prepare_mounts(pod, c, self.state_dir, self._get_configmap,
-                                          write=not self.runtime.simulated)
+                                          write=not self.runtime.simulated, get_secret=get_secret)
             except (V.ConfigProblem, OSError) as exc:
                 message = str(exc) if isinstance(exc, V.ConfigProblem) else \
                     "pod volumes under --state-dir %s: %s" % (self.state_dir, exc)
                 emit(pod, getattr(exc, "event", "FailedMount"), "Error: %s" % message, "Warning", name)
                 return self._retry_later(cs, "CreateContainerConfigError", message, now)
+            image_user = self.runtime.image_user(image)
+            problem = S.non_root_problem(pod, c, image_user)
+            if problem:
+                emit(pod, "Failed", "Error: %s" % problem, "Warning", name)
+                return self._retry_later(cs, "CreateContainerConfigError", problem, now)
             config = P.container_config(pod, c, self.node, self.address, attempt, sandbox_id, last,
-                                        env=env, mounts=mounts)
+                                        env=env, mounts=mounts, image_user=image_user or "",
+                                        dns=resolver_config(pod, self.cluster_dns))
             if self.pod_network is not None and config.network_mode == "bridge":
                 config = self.pod_network.attach(config, pod)     # raises CreateError while not ready
             try:

@@ -1,58 +1,105 @@
 """Who may read container logs from this agent, when the API wants tokens.
 
-A replica asking for `pods/{name}/log` shows its own token (derived from the Raft
-password; shepherd_ha/api/auth.py). The agent holds no token table of its own: it asks
-the API whether the token it was shown may read the pod (that token's own GET of the
-pod, served from a replica's local state), as the kubelet asks the API server to review
-tokens. A token found good is trusted for a short while, so a follower that reconnects
-does not cost a request each time.
+A replica asking for `pods/{name}/log` shows a log grant (shepherd_ha/api/
+replica_credentials.py): an Ed25519 signature over this node's name, the namespace,
+pod and container, the pod's uid and an expiry a minute ahead. The agent verifies it
+with the replicas' public keys (one; two while the Raft secret is rotated), which it
+fetches from the API with its own token (GET /shepherd/v1/log-grant-key) and keeps; a grant that does not verify makes it fetch the
+key again, at most every KEY_REFRESH_SECONDS (the key changes with the Raft secret).
+The agent holds no secret and asks the API nothing per request, so logs stay readable
+while the control plane is down, and what a replica shows it is worth nothing to the
+API: no token ever goes to an address read from a Node object (issue 14, finding 5).
 """
-import hashlib
 import threading
 import time
 
-from shepherd_ha.client import ApiError, Client, ClientError
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-TRUST_SECONDS = 30.0
-MAX_REMEMBERED = 1000
+from shepherd_ha import log_grants
+from shepherd_ha.client import Client, ClientError
+from shepherd_ha.log_grants import GRANT_SCHEME, KEY_PATH, LOG_GRANT_SECONDS, unb64
+KEY_REFRESH_SECONDS = 30.0
+CLOCK_SKEW_SECONDS = 60.0       # between a replica's clock and this node's
 
 
 class CannotCheck(Exception):
-    """No replica answered: the agent cannot tell whether the token is good."""
+    """No replica answered: the agent has no key to verify grants with."""
 
 
 class LogAccess:
-    def __init__(self, servers, clock=time.monotonic, client_factory=None, ca_file=None):
-        self._clock = clock
-        self._client_factory = client_factory or (lambda token: Client(servers, timeout=2.0, retry_deadline=4.0,
-                                                                       token=token, ca_file=ca_file))
+    def __init__(self, servers, node_name, token, clock=time.time, monotonic=time.monotonic, fetch_key=None,
+                 cluster_id=None, ca_file=None):
+        self.node_name = node_name
+        self._clock, self._monotonic = clock, monotonic
+        # cluster_id: the key comes only from replicas of this agent's cluster (a 421 otherwise)
+        self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token, cluster_id, ca_file))
         self._lock = threading.Lock()
-        self._good = {}      # (token digest, namespace, pod) -> trusted until
+        self._keys = None               # the replicas' public keys (several while the secret is rotated)
+        self._fetched_at = None
 
-    def may_read(self, token, namespace, pod):
-        """True when the token may read the pod, False when the API refuses it;
-        CannotCheck when no replica could be asked."""
-        key = (hashlib.sha256(token.encode()).digest(), namespace, pod)
-        now = self._clock()
+    def _public_keys(self, refresh=False):
         with self._lock:
-            if self._good.get(key, 0.0) > now:
-                return True
-        client = self._client_factory(token)
-        try:
-            client.get("pods", pod, namespace=namespace, consistent=False)
-        except ApiError as exc:
-            if exc.code in (401, 403):
-                return False
-            if exc.code != 404:         # 404: the token may read pods; the log lookup says "not found"
-                raise CannotCheck("the API answered %d: %s" % (exc.code, exc))
-        except ClientError as exc:
-            raise CannotCheck(str(exc))
-        finally:
-            client.close()
-        with self._lock:
-            if len(self._good) >= MAX_REMEMBERED:
-                self._good = {k: t for k, t in self._good.items() if t > now}
-                if len(self._good) >= MAX_REMEMBERED:
-                    self._good.clear()
-            self._good[key] = now + TRUST_SECONDS
-        return True
+            stale = self._fetched_at is None or self._monotonic() - self._fetched_at >= KEY_REFRESH_SECONDS
+            if self._keys is None or (refresh and stale):
+                try:
+                    fetched = self._fetch_key()
+                    keys = [Ed25519PublicKey.from_public_bytes(unb64(k))
+                            for k in ([fetched] if isinstance(fetched, str) else fetched)]
+                except (ClientError, ValueError, TypeError) as exc:
+                    if self._keys is None:
+                        raise CannotCheck("cannot fetch the replicas' log grant key: %s" % exc)
+                else:
+                    self._keys = keys
+                self._fetched_at = self._monotonic()
+            return self._keys
+
+    def may_read(self, authorization, namespace, pod, container):
+        """None when the Authorization header grants this container's logs, else why not
+        (a sentence); CannotCheck when no key could be fetched."""
+        decoded = log_grants.decode(authorization)
+        if decoded is None:
+            if (authorization or "").strip().lower().startswith(GRANT_SCHEME.lower()):
+                return "a malformed log grant"
+            return "no log grant (%s ...) from a replica" % GRANT_SCHEME
+        signed, signature, claims = decoded
+        if not self._verifies(signed, signature):
+            return "a log grant not signed by this cluster's replicas"
+        wanted = {"node": self.node_name, "namespace": namespace, "pod": pod, "container": container}
+        for field, value in wanted.items():
+            if claims.get(field) != value:
+                return "a log grant for %s %r, not %r" % (field, claims.get(field), value)
+        expiry, now = claims.get("exp"), self._clock()
+        if not isinstance(expiry, int) or expiry < now - CLOCK_SKEW_SECONDS:
+            return "an expired log grant"
+        if expiry > now + LOG_GRANT_SECONDS + CLOCK_SKEW_SECONDS:
+            return "a log grant that expires too far ahead"
+        return None
+
+    def pod_uid(self, authorization):
+        """The pod uid a (verified) grant names, or None."""
+        decoded = log_grants.decode(authorization)
+        return (decoded[2].get("uid") or None) if decoded else None
+
+    def _verifies(self, signed, signature):
+        for refresh in (False, True):
+            for key in self._public_keys(refresh):
+                try:
+                    key.verify(signature, signed)
+                    return True
+                except InvalidSignature:
+                    continue
+        return False
+
+
+def _fetch_key(servers, token, cluster_id=None, ca_file=None):
+    # ca_file: the replicas' certificates are verified against the cluster CA (https servers)
+    client = Client(servers, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id, ca_file=ca_file)
+    try:
+        answer = client.request("GET", KEY_PATH)
+    finally:
+        client.close()
+    keys = answer.get("keys") if isinstance(answer, dict) and answer.get("algorithm") == "Ed25519" else None
+    if not (isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys)):
+        raise ValueError("the API's %s answer is not a list of Ed25519 keys" % KEY_PATH)
+    return keys

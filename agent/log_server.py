@@ -10,9 +10,9 @@ previous=true); with podUID only that pod's containers count.  Errors are Status
 objects (404 when the pod or container is unknown on this node).  The body is the
 container's output as the runtime gives it (stdout and stderr merged).
 
-When the API wants tokens (the agent has one), so does this server: the replica
-passes the caller's bearer token along and `log_access.LogAccess` asks the API
-whether it may read the pod (401 without a token, 403 when it may not).
+When the API wants tokens (the agent has one), this server wants a log grant signed
+by the replicas for exactly the container asked for (`log_access.LogAccess` verifies
+it: 401 without one, 403 when it does not verify or names another container).
 
 Each open stream holds one server thread; a follower that goes away is noticed
 within about a second (waitress' client_disconnected, with channel_request_lookahead)
@@ -187,10 +187,11 @@ class LogServer:
 
         @app.get("/containerLogs/<namespace>/<pod>/<container>")
         def container_logs(namespace, pod, container):
-            refused = self._refusal(namespace, pod, flask.request)
+            refused = self._refusal(namespace, pod, container, flask.request)
             if refused is not None:
                 return refused
-            return self.container_logs(namespace, pod, container, flask.request)
+            granted_uid = self.access.pod_uid(flask.request.headers.get("Authorization")) if self.access else None
+            return self.container_logs(namespace, pod, container, flask.request, granted_uid)
 
         @app.errorhandler(404)
         def not_found(_err):
@@ -209,29 +210,28 @@ class LogServer:
         app.wsgi_app = expose_write(app.wsgi_app)
         return app
 
-    def _refusal(self, namespace, pod, request):
-        """An error response when the caller may not read this pod's logs, else None."""
+    def _refusal(self, namespace, pod, container, request):
+        """An error response when the caller may not read this container's logs, else None."""
         if self.access is None:
             return None
         if not (is_dns1123_subdomain(namespace) and is_dns1123_subdomain(pod)):
-            # the check below must ask the API about exactly the pod whose logs are served
             return error(400, "%r/%r is not a namespace/pod name" % (namespace, pod))
-        scheme, _, token = request.headers.get("Authorization", "").strip().partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            return error(401, "the agent of node %s serves logs only to replicas that show a token (replicas run "
-                              "with --token-file): use sheepctl logs" % self.node_name,
-                         {"WWW-Authenticate": 'Bearer realm="shepherd-agent"'})
+        header = request.headers.get("Authorization", "")
+        if not header.strip():
+            return error(401, "the agent of node %s serves logs only to replicas of its cluster, which show a log "
+                              "grant: use sheepctl logs" % self.node_name,
+                         {"WWW-Authenticate": 'Shepherd-Log-Grant realm="shepherd-agent"'})
         from .log_access import CannotCheck
         try:
-            allowed = self.access.may_read(token.strip(), namespace, pod)
+            why_not = self.access.may_read(header, namespace, pod, container)
         except CannotCheck as exc:
-            return error(503, "the agent of node %s cannot check the token with the API: %s" % (self.node_name, exc))
-        if not allowed:
-            return error(403, "the API refused this token for pod %s/%s: the agent of node %s will not serve its "
-                              "logs" % (namespace, pod, self.node_name))
+            return error(503, "the agent of node %s cannot check log grants: %s" % (self.node_name, exc))
+        if why_not:
+            return error(403, "the agent of node %s will not serve the logs of %s/%s container %s: %s"
+                              % (self.node_name, namespace, pod, container, why_not))
         return None
 
-    def container_logs(self, namespace, pod, container, request):
+    def container_logs(self, namespace, pod, container, request, granted_uid=None):
         args = request.args
         follow, previous, timestamps = _flag(args.get("follow")), _flag(args.get("previous")), \
             _flag(args.get("timestamps"))
@@ -250,7 +250,7 @@ class LogServer:
                 return error(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
         else:
             since = None
-        container_id = self.find(namespace, pod, container, previous=previous, pod_uid=args.get("podUID") or None)
+        container_id = self.find(namespace, pod, container, previous=previous, pod_uid=granted_uid or args.get("podUID") or None)
         if container_id is None:
             if previous:
                 return error(404, "previous terminated container %r of pod %s/%s not found on node %s"

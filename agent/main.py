@@ -16,6 +16,7 @@ from shepherd_ha.client import Client
 
 from . import config
 from .cluster_check import other_cluster
+from .dns import node_dns
 from .events import EventSink
 from .node import NodeManager
 from .pods import PodManager
@@ -57,11 +58,14 @@ class Agent:
             from .network.pod_network import PodNetwork
             self.pod_network = PodNetwork(self.client, self.runtime.api, s.node_name, s.cluster_cidr,
                                           self.stop_event, state_dir=s.state_dir)
+        # with the pod network, auto DNS listens on its bridge's gateway once the block is known
+        self.dns = node_dns.build(s, self.runtime, self.client, self.stop_event, pod_network=self.pod_network)
         self.pods = PodManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
                                backoff_base=s.backoff_base, backoff_cap=s.backoff_max,
                                sandbox_image=s.sandbox_image, housekeeping_interval=s.housekeeping_interval,
                                workers=s.workers, state_dir=s.state_dir,
                                configmap_refresh_interval=s.configmap_refresh_interval, events=events,
+                               cluster_dns=self.dns.pod_cluster_dns if self.dns is not None else None,
                                pod_network=self.pod_network)
         labels = dict(s.labels)
         self.node = NodeManager(self.client, self.runtime, s.node_name, s.address, self.stop_event,
@@ -85,12 +89,14 @@ class Agent:
             access = None
             if s.token:
                 from .log_access import LogAccess
-                access = LogAccess(s.servers, ca_file=s.ca_file)
+                access = LogAccess(s.servers, s.node_name, s.token, cluster_id=s.cluster_id, ca_file=s.ca_file)
             self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access, tls=s.tls)
             self.log_server.start()
             port = self.log_server.port
             log.info("serving container logs on %s:%d", s.bind, port)
         self.node.port = port or 0
+        if self.dns is not None:
+            self.dns.start()
         self.node.start()
         if self.pod_network is not None:
             self.pod_network.start()
@@ -109,6 +115,8 @@ class Agent:
             self.pod_network.join(timeout)
         if self.proxy is not None:
             self.proxy.join(timeout)
+        if self.dns is not None:
+            self.dns.shutdown(timeout)
         if self.log_server is not None:
             try:
                 self.log_server.stop()

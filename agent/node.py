@@ -29,6 +29,7 @@ from shepherd_ha.model.quantity import parse_cpu, parse_memory
 
 from . import usage as U
 from .config import AGENT_DEFAULTS
+from .node_info import node_info
 from .status import rfc3339, rfc3339_micro
 
 log = logging.getLogger(__name__)
@@ -115,8 +116,7 @@ class NodeManager:
             "capacity": self.capacity(), "allocatable": self.allocatable(),
             "addresses": [{"type": "InternalIP", "address": self.address},
                           {"type": "Hostname", "address": self.hostname}],
-            "nodeInfo": {"containerRuntimeVersion": runtime_version, "kubeletVersion": AGENT_VERSION,
-                         "operatingSystem": U.os_name(), "architecture": U.arch()},
+            "nodeInfo": node_info(runtime_version, AGENT_VERSION),
             "daemonEndpoints": {"kubeletEndpoint": {"Port": self.port}},
             "conditions": [self._ready_condition(now)] + self._others_conditions(),
         }

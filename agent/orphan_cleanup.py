@@ -42,7 +42,9 @@ class OrphanCleanupMixin:
             try:
                 pod = self.client.get("pods", labels[L.POD_NAME], namespace=labels.get(L.POD_NAMESPACE))
             except ApiError as err:
-                if err.code != 404:
+                # 403: NodeRestriction refuses a node the pods not bound to it, and says so
+                # only after a linearizable read; a pod of that name on another node is not ours.
+                if err.code not in (403, 404):
                     return
                 pod = None
             except ClientError:

@@ -95,8 +95,10 @@ class PodTerminationMixin:
                 self.client.request("DELETE", path, params={"gracePeriodSeconds": "0"}, body=body)
                 return
             except ApiError as err:
-                if err.code in (404, 409):
-                    return       # gone already, or another pod of that name now
+                if err.code in (403, 404, 409):
+                    # gone already, or another pod of that name now (bound to another node,
+                    # NodeRestriction answers 403 after a linearizable read)
+                    return
                 log.warning("deleting pod %s for good: %s; retrying", state.key, err)
             except ClientError as exc:
                 log.warning("deleting pod %s for good: %s; retrying", state.key, exc)

@@ -56,7 +56,7 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
     def __init__(self, client, runtime, node_name, node_address, stop, backoff_base=B.DEFAULT_BASE,
                  backoff_cap=B.DEFAULT_CAP, sandbox_image="shepherd/busybox:1", housekeeping_interval=2.0,
                  workers=4, probes=True, state_dir=None, events=None, configmap_refresh_interval=60.0,
-                 pod_network=None):
+                 cluster_dns=None, pod_network=None):
         self.client = client
         self.runtime = runtime
         self.node = node_name
@@ -65,6 +65,9 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
         self.backoff_base = float(backoff_base)
         self.backoff_cap = float(backoff_cap)
         self.sandbox_image = sandbox_image
+        # agent/dns/pod_dns.ClusterDNS (pods' nameserver and zone), a callable giving one
+        # (the node DNS whose address comes with the pod network), or None: Docker's default
+        self.cluster_dns = cluster_dns
         self.housekeeping_interval = float(housekeeping_interval)
         self.n_workers = max(1, int(workers))
         self.states = {}              # uid -> PodState
@@ -80,6 +83,7 @@ class PodManager(PodWatchMixin, HousekeepingMixin, OrphanCleanupMixin, PodSyncMi
         self.configmap_refresh_interval = float(configmap_refresh_interval)
         self.events = events if events is not None else EventSink(client, node_name, stop)
         self._get_configmap = V.configmap_getter(client)
+        self._get_secret = V.secret_getter(client)
         self._threads = []
         self._pods_resource = resolve_resource("pods")
         self.prober = None

@@ -9,6 +9,7 @@ import time
 from . import backoff as B
 from . import labels as L
 from . import spec as P
+from .dns.pod_dns import resolver_config
 from .runtime.base import ContainerGone, CreateError
 
 log = logging.getLogger(__name__)
@@ -44,7 +45,8 @@ class SandboxMixin:
             if not self.runtime.image_present(self.sandbox_image):
                 raise CreateError('the sandbox image "%s" is not on this node (--sandbox-image; '
                                   'scripts/setup-docker.sh builds it)' % self.sandbox_image)
-            config = P.sandbox_config(pod, self.node, self.address, self.sandbox_image, attempt)
+            config = P.sandbox_config(pod, self.node, self.address, self.sandbox_image, attempt,
+                                      dns=resolver_config(pod, self.cluster_dns))
             if self.pod_network is not None:
                 config = self.pod_network.attach(config, pod)
             cid = self.runtime.create(config)

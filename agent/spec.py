@@ -13,6 +13,7 @@ Networking: a pod has one network namespace and so one pod IP.
 from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
 
 from . import labels as L
+from . import security_context as S
 from .runtime.base import ContainerConfig, PortBinding
 
 SANDBOX_COMMAND = ["sleep", "2147483647"]
@@ -88,12 +89,14 @@ def limits(container):
 
 
 def container_config(pod, container, node, node_address, restart_count, sandbox_id=None, last=None,
-                     env=None, mounts=None):
+                     env=None, mounts=None, image_user="", dns=None):
     """The ContainerConfig of `container` (a dict of pod.spec.containers) for instance
     number `restart_count`. sandbox_id: the network holder to join (multi-container
     pods); last: the previous instance's terminated state, kept in labels; env: the
     resolved environment (agent/volumes.py, ConfigMap references) instead of the
-    plain values; mounts: the volumes' bind mounts."""
+    plain values; mounts: the volumes' bind mounts; image_user: the image's user
+    (for a runAsGroup without runAsUser); dns: the pod's ResolverConfig
+    (agent/dns/pod_dns.py), applied only where the container owns the network."""
     meta = pod.get("metadata") or {}
     name = container.get("name") or "main"
     command = container.get("command")
@@ -114,18 +117,31 @@ def container_config(pod, container, node, node_address, restart_count, sandbox_
         entrypoint=entrypoint, command=cmd, env=env_list(container) if env is None else list(env),
         working_dir=container.get("workingDir") or None, ports=ports,
         mem_limit=mem, nano_cpus=cpus, cpu_shares=shares,
-        network_mode=network_mode, hostname=hostname, mounts=list(mounts or []))
+        network_mode=network_mode, hostname=hostname, mounts=list(mounts or []),
+        sysctls=S.sysctls(pod, network_owner=network_mode == "bridge"),
+        **S.docker_options(pod, container, image_user), **(dns_fields(dns) if not sandbox_id else {}))
 
 
-def sandbox_config(pod, node, node_address, image, attempt):
-    """The network holder of a multi-container pod: publishes every container's ports."""
+def dns_fields(dns):
+    """ContainerConfig's dns_* fields of a ResolverConfig (None: Docker's default)."""
+    if dns is None:
+        return {}
+    # Docker keeps the node's search list for an empty one; "." means none
+    return {"dns_servers": list(dns.nameservers), "dns_search": list(dns.searches) or ["."],
+            "dns_options": list(dns.options)}
+
+
+def sandbox_config(pod, node, node_address, image, attempt, dns=None):
+    """The network holder of a multi-container pod: publishes every container's ports;
+    its resolv.conf (dns) is the one every container of the pod reads."""
     meta = pod.get("metadata") or {}
     return ContainerConfig(
         name=L.container_name(node, meta.get("namespace"), meta.get("name") or "", L.SANDBOX_CONTAINER, attempt),
         image=image, labels=L.sandbox_labels(node, pod, attempt),
         entrypoint=None, command=list(SANDBOX_COMMAND),
         ports=port_bindings(containers_of(pod), node_address),
-        network_mode="bridge", hostname=hostname_of(pod))
+        network_mode="bridge", hostname=hostname_of(pod), sysctls=S.sysctls(pod, network_owner=True),
+        pid_mode="host" if (pod.get("spec") or {}).get("hostPID") is True else None, **dns_fields(dns))
 
 
 def split_image(image):

@@ -110,13 +110,13 @@ class StatusWriter:
                 result = self.client.patch("pods", meta["name"], body, namespace=meta.get("namespace"),
                                            subresource="status")
             except ApiError as err:
-                if err.code == 404:
+                if err.code in (403, 404):       # 403: the name is now a pod of another node (NodeRestriction)
                     return False
                 if err.code == 409:
                     try:
                         fresh = self.client.get("pods", meta["name"], namespace=meta.get("namespace"))
                     except ApiError as err2:
-                        if err2.code == 404:
+                        if err2.code in (403, 404):
                             return False
                         raise
                     if (fresh.get("metadata") or {}).get("uid") != uid:

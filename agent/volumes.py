@@ -12,10 +12,15 @@
     (temporary file + rename) each time a container starts and refreshed every
     --configmap-refresh-interval while the pod runs (refresh_configmap_volumes);
     keys no longer there are removed; mounted read-only;
+  - secret: like configMap, but on a tmpfs (agent/secret_volumes.py), files with
+    defaultMode / items[].mode, written when a container starts (not refreshed);
   - hostPath: the node's path itself (type "" no check, Directory, DirectoryOrCreate, File).
+  emptyDir directories are 0777 as in Kubernetes; with a pod fsGroup, emptyDir,
+  configMap and secret files belong to that group.
   `subPath` mounts one file or directory inside the volume.
 
-A missing ConfigMap or key that is not `optional` raises ConfigProblem (the
+Secrets are read like ConfigMaps (`env[].valueFrom.secretKeyRef`, `envFrom[].secretRef`),
+their base64 data decoded. A missing ConfigMap, Secret or key that is not `optional` raises ConfigProblem (the
 container waits with CreateContainerConfigError and is retried with back-off).
 `get_configmap(namespace, name)` returns the ConfigMap or None when there is none.
 """
@@ -27,6 +32,8 @@ import time
 
 from shepherd_ha.client import ApiError, ClientError
 
+from . import secret_volumes as SV
+from .security_context import fs_group
 from .runtime.base import Mount
 
 VOLUME_SOURCES = ("configMap", "emptyDir", "hostPath")
@@ -41,19 +48,29 @@ class ConfigProblem(Exception):
         self.event = event
 
 
-def configmap_getter(client):
+def configmap_getter(client, plural="configmaps"):
     """get_configmap(namespace, name) through the API client: None on 404; any
-    other failure is a ConfigProblem (retried)."""
+    other failure is a ConfigProblem (retried). plural "secrets": the same for Secrets."""
+    what = plural[:-1]
+
     def get(namespace, name):
         try:
-            return client.get("configmaps", name, namespace=namespace)
+            return client.get(plural, name, namespace=namespace)
         except ApiError as err:
             if err.code == 404:
                 return None
-            raise ConfigProblem('cannot read configmap "%s" in namespace "%s": %s' % (name, namespace, err))
+            raise ConfigProblem('cannot read %s "%s" in namespace "%s": %s' % (what, name, namespace, err))
         except ClientError as exc:
-            raise ConfigProblem('cannot read configmap "%s" in namespace "%s": %s' % (name, namespace, exc))
+            raise ConfigProblem('cannot read %s "%s" in namespace "%s": %s' % (what, name, namespace, exc))
     return get
+
+
+def secret_getter(client):
+    return configmap_getter(client, "secrets")
+
+
+def _no_secrets(namespace, name):
+    raise ConfigProblem('secret "%s" in namespace "%s": this agent reads no Secrets' % (name, namespace))
 
 
 class _Cache:
@@ -74,50 +91,61 @@ def _namespace(pod):
     return (pod.get("metadata") or {}).get("namespace") or "default"
 
 
-def _not_found(name, namespace, where, event="Failed"):
-    return ConfigProblem('configmap "%s" not found in namespace "%s" (%s): create it, or mark the '
-                         'reference optional: true' % (name, namespace, where), event)
+def _not_found(name, namespace, where, event="Failed", what="configmap"):
+    return ConfigProblem('%s "%s" not found in namespace "%s" (%s): create it, or mark the '
+                         'reference optional: true' % (what, name, namespace, where), event)
 
 
-def resolve_env(pod, container, get_configmap):
-    """["NAME=value", ...] of the container; ConfigProblem when a required ConfigMap
-    or key is missing."""
+def resolve_env(pod, container, get_configmap, get_secret=None):
+    """["NAME=value", ...] of the container; ConfigProblem when a required ConfigMap,
+    Secret or key is missing."""
     namespace = _namespace(pod)
-    cms = get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace)
+    sources = {"configmap": (get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace),
+                             lambda cm: cm.get("data") or {}),
+               "secret": (_Cache(get_secret or _no_secrets, namespace), SV.secret_text)}
     cname = container.get("name") or "?"
     values = {}
     for i, source in enumerate(container.get("envFrom") or []):
-        if not isinstance(source, dict) or not isinstance(source.get("configMapRef"), dict):
+        if not isinstance(source, dict):
             continue
-        ref = source["configMapRef"]
-        cm = cms(ref.get("name"))
-        if cm is None:
+        what, field = ("secret", "secretRef") if isinstance(source.get("secretRef"), dict) else \
+            ("configmap", "configMapRef")
+        ref = source.get(field)
+        if not isinstance(ref, dict):
+            continue
+        get, data_of = sources[what]
+        obj = get(ref.get("name"))
+        if obj is None:
             if ref.get("optional"):
                 continue
-            raise _not_found(ref.get("name"), namespace, "containers[%s].envFrom[%d].configMapRef" % (cname, i))
+            raise _not_found(ref.get("name"), namespace, "containers[%s].envFrom[%d].%s" % (cname, i, field),
+                             what=what)
         prefix = source.get("prefix") or ""
-        for key, value in sorted((cm.get("data") or {}).items()):
+        for key, value in sorted(data_of(obj).items()):
             values[prefix + key] = value
     for i, var in enumerate(container.get("env") or []):
         if not isinstance(var, dict) or not var.get("name"):
             continue
-        ref = (var.get("valueFrom") or {}).get("configMapKeyRef")
+        value_from = var.get("valueFrom") or {}
+        what = "secret" if isinstance(value_from.get("secretKeyRef"), dict) else "configmap"
+        ref = value_from.get("secretKeyRef" if what == "secret" else "configMapKeyRef")
         if not isinstance(ref, dict):
             value = var.get("value")
             values[var["name"]] = "" if value is None else str(value)
             continue
         where = "containers[%s].env[%d] %s" % (cname, i, var["name"])
-        cm = cms(ref.get("name"))
-        if cm is None:
+        get, data_of = sources[what]
+        obj = get(ref.get("name"))
+        if obj is None:
             if ref.get("optional"):
                 continue
-            raise _not_found(ref.get("name"), namespace, where)
-        data = cm.get("data") or {}
+            raise _not_found(ref.get("name"), namespace, where, what=what)
+        data = data_of(obj)
         if ref.get("key") not in data:
             if ref.get("optional"):
                 continue
-            raise ConfigProblem('key "%s" not found in configmap "%s/%s" (%s): add the key, or mark the '
-                                'reference optional: true' % (ref.get("key"), namespace, ref.get("name"), where))
+            raise ConfigProblem('key "%s" not found in %s "%s/%s" (%s): add the key, or mark the '
+                                'reference optional: true' % (ref.get("key"), what, namespace, ref.get("name"), where))
         values[var["name"]] = data[ref["key"]]
     return ["%s=%s" % (k, v) for k, v in values.items()]
 
@@ -137,6 +165,7 @@ def remove_pod_dir(state_dir, uid):
     those are mounts, not directories of the pod."""
     if not state_dir or not uid:
         return
+    SV.unmount_under(pod_dir(state_dir, uid))       # secret tmpfs volumes first
     shutil.rmtree(pod_dir(state_dir, uid), ignore_errors=True)
 
 
@@ -160,7 +189,7 @@ def _volumes_by_name(pod):
     return {v.get("name"): v for v in ((pod.get("spec") or {}).get("volumes") or []) if isinstance(v, dict)}
 
 
-def prepare_mounts(pod, container, state_dir, get_configmap, write=True):
+def prepare_mounts(pod, container, state_dir, get_configmap, write=True, get_secret=None):
     """[Mount] for the container's volumeMounts, the volumes' directories made ready.
     write=False (simulated runtimes): resolve the ConfigMaps, touch no file.
     ConfigProblem (event FailedMount) when a volume cannot be made ready."""
@@ -172,6 +201,7 @@ def prepare_mounts(pod, container, state_dir, get_configmap, write=True):
     uid = (pod.get("metadata") or {}).get("uid") or ""
     namespace = _namespace(pod)
     cms = get_configmap if isinstance(get_configmap, _Cache) else _Cache(get_configmap, namespace)
+    secrets = _Cache(get_secret or _no_secrets, namespace)
     volumes = _volumes_by_name(pod)
     ready = {}
     out = []
@@ -182,7 +212,7 @@ def prepare_mounts(pod, container, state_dir, get_configmap, write=True):
             raise ConfigProblem('volumeMount %s of container %s names no volume of the pod: add it to '
                                 'spec.volumes' % (name, container.get("name")), "FailedMount")
         if name not in ready:
-            ready[name] = _prepare(volume, uid, namespace, state_dir, cms, write)
+            ready[name] = _prepare(volume, uid, namespace, state_dir, cms, write, secrets, fs_group(pod))
         source, read_only = ready[name]
         sub = m.get("subPath") or ""
         if sub and write:
@@ -194,7 +224,7 @@ def prepare_mounts(pod, container, state_dir, get_configmap, write=True):
     return out
 
 
-def _prepare(volume, uid, namespace, state_dir, cms, write):
+def _prepare(volume, uid, namespace, state_dir, cms, write, secrets, group):
     """(host path, read_only) of one volume, made ready."""
     name = volume.get("name")
     if isinstance(volume.get("hostPath"), dict):
@@ -203,10 +233,20 @@ def _prepare(volume, uid, namespace, state_dir, cms, write):
     if isinstance(volume.get("configMap"), dict):
         files = _configmap_files(volume, namespace, cms)
         if write:
-            write_files(target, files)
+            write_files(target, files, group=group)
+        return target, True
+    if isinstance(volume.get("secret"), dict):
+        files, modes = SV.secret_files(volume, secrets(volume["secret"].get("secretName")),
+                                       lambda message: ConfigProblem(message, "FailedMount"))
+        if write:
+            SV.mount_tmpfs(target)          # OSError (not root): the container waits, never on disk
+            write_files(target, files, modes, group)
         return target, True
     if write:
         os.makedirs(target, exist_ok=True)          # emptyDir (kept across container restarts)
+        os.chmod(target, 0o2777 if group is not None else 0o777)    # any runAsUser may write, as in Kubernetes
+        if group is not None:
+            os.chown(target, -1, group)
     return target, False
 
 
@@ -240,9 +280,10 @@ def _configmap_files(volume, namespace, cms):
     return files
 
 
-def write_files(directory, files):
+def write_files(directory, files, modes=None, group=None):
     """Make `directory` hold exactly `files` ({relative path: bytes}); each file is
-    replaced atomically, so a reader sees the old or the new content, never half."""
+    replaced atomically, so a reader sees the old or the new content, never half.
+    modes: {relative path: mode} (default 0644); group: the files' group (fsGroup)."""
     os.makedirs(directory, exist_ok=True)
     wanted = set()
     for rel, data in files.items():
@@ -250,14 +291,17 @@ def write_files(directory, files):
         if not path.startswith(os.path.join(directory, "")):
             continue            # validation refuses '..'; never write outside the volume
         wanted.add(path)
-        if _holds(path, data):
+        mode = (modes or {}).get(rel, 0o644)
+        if _holds(path, data, mode):
             continue            # unchanged: a refresh rewrites nothing
         os.makedirs(os.path.dirname(path), exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(path))
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
-            os.chmod(tmp, 0o644)
+            os.chmod(tmp, mode)
+            if group is not None:
+                os.chown(tmp, -1, group)
             os.replace(tmp, path)
         except BaseException:
             try:
@@ -274,8 +318,10 @@ def write_files(directory, files):
             os.rmdir(root)
 
 
-def _holds(path, data):
+def _holds(path, data, mode=0o644):
     try:
+        if os.stat(path).st_mode & 0o7777 != mode:
+            return False
         with open(path, "rb") as fh:
             return fh.read(len(data) + 1) == data
     except OSError:
@@ -304,7 +350,7 @@ def refresh_configmap_volumes(pod, state_dir, get_configmap):
             files = _configmap_files(volume, namespace, cms)
         except ConfigProblem:
             continue
-        write_files(target, files)
+        write_files(target, files, group=fs_group(pod))
         done.append(name)
     return done
 

@@ -153,7 +153,7 @@ class PodWatch(threading.Thread):
 
     def run(self):
         try:
-            self.resp = requests.get(self.url + "/api/v1/pods", stream=True, timeout=(2, 60), params={
+            self.resp = requests.get(self.url + "/api/v1/pods", stream=True, timeout=(2, 70), params={
                 "watch": "1", "resourceVersion": str(self.revision), "timeoutSeconds": "60"})
             for line in self.resp.iter_lines():
                 if line.strip():

@@ -151,6 +151,9 @@ def main():
     opts = {k: yaml.safe_load(v) for k, v in (o.split("=", 1) for o in args.server_option)}
     # The default cluster CIDR has 256 node blocks; more hollow nodes would wait for one (NetworkUnavailable).
     opts.setdefault("cluster_cidr", "10.0.0.0/8")
+    # Every hollow node connects from 127.0.0.1: the per-address cap is for real clients (docs/security.md).
+    opts.setdefault("max_connections_per_address", 0)
+    opts.setdefault("max_connections", 0)
     tag = uuid.uuid4().hex[:6]
     say("bench_scale: %d hollow nodes, %d Deployments of %d pods in all, %d replicas, %.0f s steady state"
         % (args.nodes, args.deployments, args.pods, args.replicas, args.steady_seconds))

@@ -101,6 +101,7 @@ class PodWatch:
     def __init__(self, url, revision, timeout):
         self.host, self.port = common.split_url(url)
         self.path = "%s?watch=1&resourceVersion=%d&timeoutSeconds=%d" % (PODS, revision, int(timeout))
+        self.read_timeout = int(timeout) + 10    # an idle watch sends nothing: outlive the server's end
         self.created = {}
         self.bound = {}
         self.events = 0
@@ -110,7 +111,7 @@ class PodWatch:
         self.conn = None
 
     def start(self):
-        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
+        self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.read_timeout)
         self.conn.request("GET", self.path)
         self.resp = self.conn.getresponse()
         if self.resp.status != 200:

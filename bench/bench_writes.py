@@ -188,7 +188,8 @@ def raft_node_conf(self_address, peers, data_dir, password):
         setattr(raft_node, name, Capture)
     try:
         raft_node.RaftNode(raft_node.RaftSettings(self_address=self_address, peer_addresses=list(peers),
-                                                  data_dir=data_dir, password=password),
+                                                  data_dir=data_dir, password=password,
+                                                  salt="00" * 16),
                            on_changes=lambda changes: None, on_reset=lambda revision: None)
     finally:
         for name, obj in real.items():

@@ -8,15 +8,22 @@ Every name starts with the prefix; `close()` stops the engines (by their PIDs), 
 the namespaces (the veth goes with them) and the engines' directories. Docker's
 FORWARD DROP policy is set in each namespace, as a host's Docker sets it.
 """
+import ctypes
 import os
 import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 
 IMAGE = "shepherd/busybox:1"
 SUBNET = "10.77.0.%d"
+CLONE_NEWNET = 0x40000000
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def sh(*args, check=True, **kwargs):
@@ -37,6 +44,27 @@ class NetnsNode:
 
     def run(self, *args, check=True):
         return sh(*(self.prefix + list(args)), check=check)
+
+    def call(self, fn, *args):
+        """fn(*args) in a thread that entered this node's network namespace (setns acts on
+        one thread): sockets it makes, and threads it starts, are the node's. Returns
+        fn's result, raises its exception."""
+        result = {}
+
+        def inside():
+            try:
+                with open("/run/netns/%s" % self.name) as ns:
+                    if _libc().setns(ns.fileno(), CLONE_NEWNET) != 0:
+                        raise OSError(ctypes.get_errno(), "setns into %s failed" % self.name)
+                result["value"] = fn(*args)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                result["error"] = exc
+        thread = threading.Thread(target=inside, name="in-" + self.name, daemon=True)
+        thread.start()
+        thread.join(60)
+        if "error" in result:
+            raise result["error"]
+        return result.get("value")
 
     def start_docker(self):
         os.makedirs(self.dir, exist_ok=True)

@@ -18,6 +18,8 @@ import os
 import re
 import uuid
 
+from shepherd_ha.store import data_at_rest
+
 HEADER = "Shepherd-Cluster-Id"
 FILE_NAME = "cluster-id"
 _FORMAT = re.compile(r"[0-9a-f]{32}")
@@ -83,13 +85,7 @@ def resolve_replica_id(data_dir, configured, raft_password):
         log.warning("%s %s has no cluster id and none is configured (--cluster-id): adopting %s, derived from the "
                     "Raft password, as every replica of this cluster does", "data dir" if had_data else "new data dir",
                     data_dir, chosen)
-    os.makedirs(data_dir, exist_ok=True)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(chosen + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    data_at_rest.write_private(path, chosen + "\n")       # 0600 in a 0700 dir, as the rest of it
     if had_data and configured is not None:
         log.warning("data dir %s had no cluster id (made before cluster ids): adopted the configured %s",
                     data_dir, chosen)

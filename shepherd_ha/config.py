@@ -7,10 +7,11 @@ the replica's constants), never written twice.
 import dataclasses
 
 from shepherd_ha import options as options_module
-from shepherd_ha.api import flow_control
+from shepherd_ha.api import flow_control, http_server
 from shepherd_ha.api.flow_control import FlowControl
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError, Option, read_secret_file  # noqa: F401  (ConfigError: for callers)
+from shepherd_ha.store import raft_secrets
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import WRITE_TIMEOUT, Peer
 from shepherd_ha.store.watch_log import WatchLog
@@ -50,12 +51,19 @@ SERVER_OPTIONS = (
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
     Option("raft_password_file", str, None, "file holding the Raft password"),
+    Option("raft_accepted_password_file", str, None, "file of further Raft passwords (one per line) this replica "
+           "accepts from its peers, but never sends with, while the Raft secret is rotated (docs/security.md)"),
+    Option("raft_salt", str, None, "the cluster's random salt for the Raft key derivations, hex, 16 bytes or more, "
+           "the same on every replica (not secret; `shepherd-ha local up` and the Vagrant provisioning "
+           "write one); required"),
     Option("cluster_id", str, RAFT["cluster_id"], "the cluster this replica belongs to (32 hex digits, made by `shepherd-ha "
            "local up` or the provisioning); kept in DATA_DIR/cluster-id, which must agree; unset, a new data dir "
            "takes one derived from the Raft password"),
     Option("token_file", str, None, "require bearer tokens on the API: a file of lines token,user,uid,"
-           "\"groups\" (groups system:masters or system:nodes may write, shepherd:view may read); "
+           "\"groups\", re-read when it changes (who may do what: docs/security.md); "
            "unset, anyone who reaches the API may do anything"),
+    Option("encryption_key_file", str, None, "encrypt Secrets at rest (journal, dump, snapshots) with AES-GCM: a "
+           "file of lines NAME:BASE64 (32-byte keys); the first encrypts, all decrypt; the same file on every replica"),
     Option("heartbeat", float, RAFT["heartbeat"], "seconds between leader heartbeats"),
     Option("election_timeout_min", float, RAFT["election_timeout_min"], "lower bound of the random election "
            "timeout (s); must exceed 3 x heartbeat"),
@@ -101,6 +109,17 @@ SERVER_OPTIONS = (
            "429; 0: no limit"),
     Option("request_queue_wait", float, flow_control.QUEUE_WAIT, "seconds a request may wait for a seat at its priority level "
            "before 429 Too Many Requests"),
+) + (
+    # ---- connection and watch limits (api/http_server.py, api/flow_control.py; docs/security.md) ----
+    Option("max_connections", int, http_server.MAX_CONNECTIONS, "open API connections per worker process; at the "
+           "limit the longest-idle one is closed for a new one (none idle: 503); 0: no limit"),
+    Option("max_connections_per_address", int, http_server.MAX_CONNECTIONS_PER_ADDRESS, "open API connections "
+           "from one client address per worker process; beyond, 429 and close; 0: no limit"),
+    Option("idle_connection_timeout", float, http_server.IDLE_TIMEOUT, "an API connection with no request for "
+           "this long is closed (s)"),
+    Option("max_watches_per_user", int, flow_control.MAX_WATCHES_PER_USER, "watches and followed logs one user "
+           "(without --token-file: one client address) may hold open, outside agents' watches; beyond, 429; "
+           "0: no limit"),
 ) + TLS_OPTIONS      # ---- TLS on the API (shepherd_ha/tls/server_options.py) ----
 
 
@@ -136,8 +155,20 @@ def server_settings(values):
             raise ConfigError("--%s is required (or %s)" % (required.replace("_", "-"),
                                                             "SHEPHERD_" + required.upper()))
     password = values.get("raft_password")
+    source = "--raft-password"
     if not password and values.get("raft_password_file"):
         password = read_secret_file(values["raft_password_file"], "--raft-password-file")
+        source = "--raft-password-file %s" % values["raft_password_file"]
+    if password:
+        raft_secrets.check_password(password, source)
+    accepted = ()
+    if values.get("raft_accepted_password_file"):
+        flag = "--raft-accepted-password-file %s" % values["raft_accepted_password_file"]
+        accepted = tuple(line.strip() for line in read_secret_file(values["raft_accepted_password_file"],
+                                                                   "--raft-accepted-password-file").splitlines()
+                         if line.strip())
+        for other in accepted:
+            raft_secrets.check_password(other, flag)
     scheme = "http" if values.get("insecure_http") else "https"
     peers = parse_peers(values.get("peers"), scheme)
     if values["id"] in {p.id for p in peers}:
@@ -145,6 +176,7 @@ def server_settings(values):
     # data_dir and the timings share their names with RaftSettings' fields.
     settings = RaftSettings(
         self_address=values["raft_address"], peer_addresses=[p.raft for p in peers], password=password,
+        salt=values.get("raft_salt"), accepted_passwords=accepted,
         bind_address=values.get("raft_bind"), **fields_from(values, RaftSettings))
     settings.validate()
     host, _, port = values["api_bind"].rpartition(":")

@@ -7,6 +7,7 @@ cpN runs replica rN at PRIVATE_NET.(10+N); wN is the Node wN at PRIVATE_NET.(50+
 
     python3 vagrant/cluster_layout.py sheepctl-config PATH   # write a sheepctl config
     python3 vagrant/cluster_layout.py server-options PATH    # the VMs' server options (YAML)
+    python3 vagrant/cluster_layout.py data-plane PATH        # the cluster's CIDRs and DNS domain (YAML)
     python3 vagrant/cluster_layout.py show                   # print the layout
 
 It is also the one source of the server options the VMs run with where they differ
@@ -43,6 +44,22 @@ SERVER_OPTION_ENV = {     # option -> the host environment variable overriding i
     "pod_eviction_timeout": "POD_EVICTION_TIMEOUT",
 }
 SERVER_OPTIONS_FILE = "server-vm.yaml"     # in the artifacts directory, synced to the control planes
+
+# The data plane (docs/networking.md): the servers allocate pod blocks from the cluster
+# CIDR and ClusterIPs from the service CIDR (--cluster-cidr, --service-cidr); the agents
+# serve DNS for the cluster domain (--cluster-domain). prepare-artifacts.sh writes them
+# to DATA_PLANE_FILE; control-plane.sh and worker.sh append them to their YAML.
+DATA_PLANE_DEFAULTS = {
+    "cluster_cidr": "10.244.0.0/16",
+    "service_cidr": "10.96.0.0/12",
+    "cluster_domain": "cluster.local",
+}
+DATA_PLANE_ENV = {"cluster_cidr": "CLUSTER_CIDR", "service_cidr": "SERVICE_CIDR", "cluster_domain": "CLUSTER_DOMAIN"}
+DATA_PLANE_FILE = "data-plane.yaml"
+# What control-plane.sh and worker.sh append (a server or agent refuses a key it does not know).
+SERVER_DATA_PLANE = ("cluster_cidr", "service_cidr")
+AGENT_DATA_PLANE = ("cluster_cidr", "service_cidr", "cluster_domain")
+_DOMAIN_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 class LayoutError(ValueError):
@@ -181,6 +198,50 @@ def server_options_yaml(options):
     return "\n".join(lines + [f"{key}: {value}" for key, value in options.items()]) + "\n"
 
 
+def data_plane(env=None):
+    """DATA_PLANE_DEFAULTS with the environment's overrides, checked."""
+    import ipaddress
+    env = os.environ if env is None else env
+    out = {key: env.get(name) or DATA_PLANE_DEFAULTS[key] for key, name in DATA_PLANE_ENV.items()}
+    nets = {}
+    for key in ("cluster_cidr", "service_cidr"):
+        try:
+            nets[key] = ipaddress.ip_network(out[key], strict=True)
+        except ValueError as exc:
+            raise LayoutError(f"{DATA_PLANE_ENV[key]}={out[key]!r} is not a network such as "
+                              f"{DATA_PLANE_DEFAULTS[key]}: {exc}") from None
+    if nets["cluster_cidr"].prefixlen > 23:
+        raise LayoutError(f"CLUSTER_CIDR={out['cluster_cidr']!r} is too small: every node gets a /24 of it")
+    if nets["cluster_cidr"].overlaps(nets["service_cidr"]):
+        raise LayoutError(f"CLUSTER_CIDR={out['cluster_cidr']} and SERVICE_CIDR={out['service_cidr']} overlap: "
+                          "pod and service addresses must differ")
+    domain = out["cluster_domain"]
+    if not all(_DOMAIN_LABEL.fullmatch(label) for label in domain.split(".")):
+        raise LayoutError(f"CLUSTER_DOMAIN={domain!r} is not a DNS name such as cluster.local")
+    return out
+
+
+def data_plane_yaml(values):
+    lines = ["# Written by vagrant/cluster_layout.py: the data plane of the VM cluster (docs/networking.md)"]
+    return "\n".join(lines + [f"{key}: {value}" for key, value in values.items()]) + "\n"
+
+
+def provisioned_data_plane(env=None):
+    """What the VMs were provisioned with (the artifacts' file), or what it would be now."""
+    path = os.path.join(artifacts_dir(env), DATA_PLANE_FILE)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        return data_plane(env)
+    out = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and not key.startswith("#"):
+            out[key.strip()] = value.strip()
+    return out
+
+
 def artifacts_dir(env=None):
     env = os.environ if env is None else env
     return env.get("ARTIFACTS") or os.path.join(os.path.dirname(os.path.abspath(__file__)), ".artifacts")
@@ -254,13 +315,26 @@ def main(argv=None):
             out.write(text)
         print(f"server options for the VMs written to {argv[1]}")
         return 0
+    if argv[:1] == ["data-plane"] and len(argv) == 2:
+        try:
+            text = data_plane_yaml(data_plane())
+        except LayoutError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        with open(argv[1], "w", encoding="utf-8") as out:
+            out.write(text)
+        print(f"data plane of the VMs written to {argv[1]}")
+        return 0
+    if argv == ["workers"]:
+        print("\n".join(layout.workers))      # prepare-artifacts.sh gives each its own node token
+        return 0
     if argv == ["show"]:
         for host in layout.hosts:
             role = "control-plane " + layout.replica_id(host) if host in layout.control_planes else "worker"
             print(f"{host:5} {layout.address(host):16} {role}")
         return 0
     print("usage: cluster_layout.py sheepctl-config PATH | kubeconfig PATH | certificates DIR | server-options PATH "
-          "| show", file=sys.stderr)
+          "| data-plane PATH | workers | show", file=sys.stderr)
     return 2
 
 

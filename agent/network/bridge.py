@@ -29,10 +29,15 @@ def bridge_name(node):
     return "shp" + hashlib.sha1(node.encode()).hexdigest()[:8]
 
 
+def gateway_of(pod_cidr):
+    """The bridge's own address in a block: its first (also where the node's DNS listens)."""
+    return str(next(ipaddress.IPv4Network(pod_cidr).hosts()))
+
+
 def network_options(node, pod_cidr):
     """The arguments of create_network for `node`'s block (pure)."""
     net = ipaddress.IPv4Network(pod_cidr)
-    gateway = str(next(net.hosts()))
+    gateway = gateway_of(net)
     return {
         "name": network_name(node), "driver": "bridge", "check_duplicate": True,
         "labels": {LABEL_NETWORK: node, "shepherd.io/pod-cidr": str(net)},

@@ -8,6 +8,9 @@
   InternalIP (routes.py), the whole set reconciled at most once a second after a
   change and every `resync` seconds regardless.
 
+`block_listeners`: called with (pod CIDR, gateway) when the node's block is known or
+changes, before pods may attach (the node's DNS listens on the gateway: agent/dns/).
+
 Restarting the agent changes no running pod's address: the bridge, the chains and
 the routes are found as they are, and the address plan is read back from the
 containers on the bridge.
@@ -24,7 +27,7 @@ from shepherd_ha.model.network import internal_ip_of, pod_cidr_of
 
 from ..runtime.base import CreateError
 from . import rules
-from .bridge import BridgeNetwork
+from .bridge import BridgeNetwork, gateway_of
 from .ipam import AddressesExhausted, PodAddresses
 from .routes import RouteTable, desired_routes
 
@@ -46,6 +49,8 @@ class PodNetwork:
         self.state_file = os.path.join(state_dir, "pod-network.json") if state_dir else None
         self.resync = float(resync)
         self.pod_cidr = ""
+        self.gateway = None                # the bridge's address once the block is known
+        self.block_listeners = []          # f(pod_cidr, gateway), from the sync thread
         self.addresses = None              # PodAddresses once the block is known
         self.ready = threading.Event()     # bridge and rules in place: pods may attach
         self.error = "waiting for this node's pod CIDR from the control plane"
@@ -151,8 +156,13 @@ class PodNetwork:
                 return
             self.bridge.ensure(cidr)
             self.addresses = PodAddresses(cidr, self.state_file)
-            self.pod_cidr = cidr
+            self.pod_cidr, self.gateway = cidr, gateway_of(cidr)
             log.info("pod network for node %s: block %s on %s", self.node, cidr, self.bridge.name)
+            for listener in self.block_listeners:
+                try:
+                    listener(cidr, self.gateway)
+                except Exception:  # noqa: BLE001 - a listener's failure must not stop the pod network
+                    log.exception("pod network: a listener of the block %s failed", cidr)
         else:
             self.bridge.ensure(cidr)
         self.addresses.sync(self.bridge.attached())

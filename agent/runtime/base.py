@@ -76,6 +76,22 @@ class ContainerConfig:
     ipv4_address: Optional[str] = None          # the address on that network (the pod network's pick)
     hostname: Optional[str] = None              # only for a container that owns its network
     mounts: List[Mount] = dataclasses.field(default_factory=list)   # bind mounts (pod volumes)
+    # securityContext (agent/security_context.py)
+    user: Optional[str] = None                  # "uid[:gid]" (None: the image's user)
+    group_add: List[str] = dataclasses.field(default_factory=list)
+    cap_add: List[str] = dataclasses.field(default_factory=list)
+    cap_drop: List[str] = dataclasses.field(default_factory=list)
+    privileged: bool = False
+    read_only: bool = False                     # read-only root filesystem
+    security_opt: List[str] = dataclasses.field(default_factory=list)   # no-new-privileges, seccomp=...
+    sysctls: Dict[str, str] = dataclasses.field(default_factory=dict)
+    pid_mode: Optional[str] = None              # "host" for hostPID
+    ipc_mode: Optional[str] = None              # "host" for hostIPC
+    # the pod's resolv.conf (agent/dns/pod_dns.py); None: the runtime's default. Only
+    # for a container that owns its network (Docker refuses them with container:<id>)
+    dns_servers: Optional[List[str]] = None
+    dns_search: Optional[List[str]] = None
+    dns_options: Optional[List[str]] = None
 
 
 @dataclasses.dataclass
@@ -132,6 +148,11 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def pull_image(self, image: str) -> None:
         """Pull the image; ImagePullError on failure."""
+
+    def image_user(self, image: str) -> Optional[str]:
+        """The user the image runs as ("" = root), None when unknown (simulated
+        runtimes: runAsNonRoot is then not checked against the image)."""
+        return None
 
     # ---- containers ----
 

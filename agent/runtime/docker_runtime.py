@@ -60,10 +60,23 @@ def create_kwargs(api, config: ContainerConfig):
         host_kwargs["nano_cpus"] = int(config.nano_cpus)
     if config.cpu_shares:
         host_kwargs["cpu_shares"] = int(config.cpu_shares)
+    for key in ("group_add", "cap_add", "cap_drop", "security_opt", "sysctls", "pid_mode", "ipc_mode"):
+        value = getattr(config, key)
+        if value:
+            host_kwargs[key] = value if isinstance(value, (str, dict)) else list(value)
+    if config.privileged:
+        host_kwargs["privileged"] = True
+    if config.read_only:
+        host_kwargs["read_only"] = True
     if config.mounts:
         # Mount objects, not "src:dst:ro" strings: a path may hold a ':'
         host_kwargs["mounts"] = [docker.types.Mount(target=m.target, source=m.source, type="bind",
                                                     read_only=bool(m.read_only)) for m in config.mounts]
+    if not config.network_mode.startswith("container:"):
+        for key, value in (("dns", config.dns_servers), ("dns_search", config.dns_search),
+                           ("dns_opt", config.dns_options)):
+            if value is not None:
+                host_kwargs[key] = list(value)
     kwargs = {"image": config.image, "name": config.name, "labels": dict(config.labels),
               "environment": list(config.env) or None, "detach": True,
               "host_config": api.create_host_config(**host_kwargs)}
@@ -73,6 +86,8 @@ def create_kwargs(api, config: ContainerConfig):
         kwargs["command"] = list(config.command)
     if config.working_dir:
         kwargs["working_dir"] = config.working_dir
+    if config.user is not None:
+        kwargs["user"] = config.user
     owns_network = not config.network_mode.startswith("container:") and config.network_mode != "host"
     if exposed and owns_network:
         kwargs["ports"] = exposed
@@ -170,6 +185,18 @@ class DockerRuntime(Runtime):
             raise ImagePullError(_explain(exc))
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise ImagePullError(str(exc))
+
+    def image_user(self, image):
+        try:
+            return (self.api.inspect_image(image).get("Config") or {}).get("User") or ""
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404:
+                return None
+            raise RuntimeFailure(_explain(exc))
+        except requests.RequestException as exc:
+            raise RuntimeFailure("Docker engine: %s" % exc)
 
     # ---- containers ----
 

@@ -8,28 +8,35 @@ from werkzeug.exceptions import HTTPException
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
-from . import auth, cluster_check, health, membership, snapshot_endpoint
+from . import auth, cluster_check, discovery, health, membership, snapshot_endpoint
+from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
 from .flow_control import Rejected
 from .metrics import ApiMetrics
 from .objects import ObjectApi, Target
+from .secrets_at_rest import SecretsAtRest
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
 _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
-                "/shepherd/v1/members", "/shepherd/v1/snapshot")
+                "/shepherd/v1/members", "/shepherd/v1/snapshot", "/api", "/apis")
 
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None, outbound=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None, log_grants=None,
+               outbound=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
-    peer_token: what this replica shows the other replicas (their status) and the agents
-    (pod logs); flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
+    peer_token: what this replica shows the other replicas (their status);
+    flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
+    log_grants: a replica_credentials.ReplicaCredentials whose signed grants this replica
+    shows agents for pod logs (None: it shows them nothing);
     outbound: how peers and agents are reached (tls/outbound.py; None: plain HTTP)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    objects = ObjectApi(replica, peer_token, outbound)
+    # Secrets sealed before they are submitted, opened when served (--encryption-key-file);
+    # + the built-in RBAC roles (served, never stored)
+    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), log_grants, outbound)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -59,13 +66,17 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, outbound=None):
         request.environ["shepherd.start"] = time.perf_counter()   # so latency includes a queued wait
 
     cluster_check.install(app, getattr(replica, "cluster_id", None))
+    authorizer = None
     if tokens is not None:
         auth.install(app, tokens)
+        authorizer = authz.install(app, replica)       # RBAC + NodeRestriction (api/authz/)
+    access_review.register(app, authorizer)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token, outbound)
+    health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None, outbound)
     membership.register(app, replica, outbound)
     snapshot_endpoint.register(app, replica)
+    discovery.register(app)     # /api, /apis: derived from the registry
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 
@@ -121,7 +132,7 @@ def _install_flow_control(app, flow, authenticated):
         classification = flow.classify(request.method, request.path, request.args,
                                        env.get("shepherd.groups"), authenticated)
         try:
-            env[_TICKET] = flow.admit(classification)
+            env[_TICKET] = flow.admit(classification, env.get("shepherd.user") or env.get("REMOTE_ADDR"))
         except Rejected as rejected:
             raise ApiError(429, rejected.message, "TooManyRequests",
                            details={"retryAfterSeconds": rejected.retry_after},

@@ -1,4 +1,4 @@
-"""Bearer-token authentication and coarse authorization for the API.
+"""Bearer-token authentication for the API.
 
 Turned on by `--token-file` (off, the API answers anyone who can reach it: fine on
 loopback, root on every node otherwise, since a pod may mount the node's disk).
@@ -6,23 +6,23 @@ The file is Kubernetes' static token file format, one user per line:
 
     token,user,uid[,"group1,group2"]
 
-Groups decide what a user may do:
-  system:masters   everything
-  system:nodes     everything (agents register nodes, report pod status, record events)
-  shepherd:view    reads and watches only
-Anything else is authenticated but refused (403). /healthz, /readyz and /version
-answer without a token, as in Kubernetes, so probes and load balancers need none.
+It is re-read when it changes (token_reload.py): a token added by `shepherd-ha token
+create --node NAME` works at once. What an authenticated user may do is decided by
+api/authz/ (system:masters everything; a node's own identity system:node:NAME in
+group system:nodes what Kubernetes' NodeRestriction allows; everyone else what RBAC
+grants, the group shepherd:view bound to the role view). /healthz, /readyz and
+/version answer without a token, as in Kubernetes, so probes and load balancers need none.
 
-Replicas show a token derived from the Raft password they share when they ask each
-other for their status (the cluster view) and when they fetch pod logs from an agent
-(which checks it with the API, agent/log_access.py): no extra secret to distribute,
-and the caller's own token never leaves the replica. That token may only read replica
-status and single pods.
+Replicas show a peer token when they ask each other for their status (the cluster
+view): derived from the Raft password and the cluster's salt through scrypt
+(api/replica_credentials.py), so it is no cheap oracle for the password; it may only
+read replica status and the member list, and goes only to the API URLs in --peers
+(and in --join, to ask for the members). Agents
+are shown signed log grants instead, never a token.
 """
 import csv
 import dataclasses
 import hashlib
-import hmac
 import re
 
 from flask import request
@@ -30,6 +30,7 @@ from flask import request
 from shepherd_ha.options import ConfigError
 
 from .errors import ApiError
+from .token_reload import ReloadingTokenTable
 
 GROUP_ADMIN = "system:masters"
 GROUP_NODES = "system:nodes"
@@ -40,8 +41,9 @@ READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
 ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
-_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members|/api/v1/namespaces/[^/]+/pods/[^/]+")
-_PEER_TOKEN_CONTEXT = b"shepherd-ha replica status token v1"
+# The peer token reads replica status and the member list (a joining replica's --join,
+# a follower's cluster view), nothing else; GROUP_VIEW keeps it to reads.
+_REPLICA_PATHS = re.compile(r"/shepherd/v1/replica|/shepherd/v1/members")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,11 +63,6 @@ class User:
 def _digest(token):
     # Look tokens up by their hash: a timing difference then tells nothing about the token.
     return hashlib.sha256(token.encode()).digest()
-
-
-def peer_token(raft_password):
-    """The token replicas use for each other's status: derived, never stored."""
-    return hmac.new(raft_password.encode(), _PEER_TOKEN_CONTEXT, hashlib.sha256).hexdigest()
 
 
 class TokenTable:
@@ -106,8 +103,13 @@ def parse_token_lines(lines, source):
     return users
 
 
-def load_token_file(path, raft_password=None):
-    """The TokenTable for --token-file, plus the replicas' own status token."""
+def load_token_file(path, peer_token=None):
+    """The table for --token-file (re-read when the file changes), plus the replicas' status
+    token(s) (replica_credentials: a str, or a list of them while the Raft secret is rotated)."""
+    return ReloadingTokenTable(path, lambda: _read_token_file(path, peer_token))
+
+
+def _read_token_file(path, peer_token):
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:     # -sig: a BOM is not part of a token
             users = parse_token_lines(fh, path)
@@ -117,14 +119,13 @@ def load_token_file(path, raft_password=None):
         raise ConfigError("--token-file %s is not a UTF-8 file of lines token,user,uid,\"groups\": %s"
                           % (path, exc))
     table = TokenTable(users)
-    if raft_password:
-        table.add(peer_token(raft_password), User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
+    for token in [peer_token] if isinstance(peer_token, str) else (peer_token or ()):
+        table.add(token, User(REPLICA_USER, REPLICA_USER, (GROUP_VIEW,), _REPLICA_PATHS))
     return table
 
 
-def _bearer_token():
-    header = request.headers.get("Authorization", "")
-    scheme, _, token = header.strip().partition(" ")
+def _bearer_token(header):
+    scheme, _, token = (header or "").strip().partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         return None
     return token.strip()
@@ -133,26 +134,47 @@ def _bearer_token():
 CHALLENGE = {"WWW-Authenticate": 'Bearer realm="shepherd-ha"'}
 
 
+def check(table, authorization, method, path):
+    """The User a request authenticates as (None on an anonymous path), or ApiError 401/403."""
+    if path in ANONYMOUS_PATHS:
+        return None
+    token = _bearer_token(authorization)
+    if token is None:
+        raise ApiError(401, "this API needs a bearer token: pass sheepctl --token (or SHEPHERD_TOKEN, or "
+                       "`token:` in the config file `shepherd-ha local up` writes), or send "
+                       "'Authorization: Bearer TOKEN'", "Unauthorized", headers=CHALLENGE)
+    user = table.authenticate(token)
+    if user is None:
+        raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
+                       "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
+    # The replicas' own token may call its paths only; everyone else is authorized by
+    # api/authz/ (RBAC, node rules) once the request reaches the app.
+    if user.paths is not None and not user.may(method, path):
+        raise ApiError(403, "user %s may not %s %s" % (user.name, method, path), "Forbidden")
+    return user
+
+
+def body_gate(table):
+    """For the server (api/http_server.py): the same check on a request's headers, before
+    its body is read, so an unauthenticated body is never stored."""
+    def gate(method, path, headers):
+        try:
+            check(table, headers.get("AUTHORIZATION"), method, path)
+        except ApiError as err:
+            return err
+        return None
+    return gate
+
+
 def install(app, table):
     """Check every request but the anonymous ones before it reaches a handler."""
 
     @app.before_request
     def authenticate():
-        if request.path in ANONYMOUS_PATHS:
-            return
-        token = _bearer_token()
-        if token is None:
-            raise ApiError(401, "this API needs a bearer token: pass sheepctl --token (or SHEPHERD_TOKEN, or "
-                           "`token:` in the config file `shepherd-ha local up` writes), or send "
-                           "'Authorization: Bearer TOKEN'", "Unauthorized", headers=CHALLENGE)
-        user = table.authenticate(token)
+        user = check(table, request.headers.get("Authorization"), request.method, request.path)
         if user is None:
-            raise ApiError(401, "the bearer token is not in this replica's --token-file: check the token, "
-                           "or ask the cluster's admin for one", "Unauthorized", headers=CHALLENGE)
-        if not user.may(request.method, request.path):
-            need = WRITE_GROUPS if user.may("GET", request.path) else READ_GROUPS
-            raise ApiError(403, "user %s (groups: %s) may not %s %s: that needs one of the groups %s"
-                           % (user.name, ", ".join(user.groups) or "none", request.method, request.path,
-                              ", ".join(sorted(need))), "Forbidden")
+            return
+        if user.paths is not None:        # the replicas' own token: its paths only (authz/ decides the rest)
+            request.environ["shepherd.restricted"] = True
         request.environ["shepherd.user"] = user.name
         request.environ["shepherd.groups"] = user.groups      # flow control classifies by them

@@ -1,13 +1,11 @@
 """Reading requests: JSON bodies, query flags and the idempotency key."""
 import json
 
-from flask import request
+from flask import g, request
 
 from .errors import ApiError
 
-MAX_IDEMPOTENCY_KEY = 128
 MAX_DEPTH = 100
-MERGE_PATCH_TYPES = ("application/merge-patch+json", "application/json")
 
 
 def json_body(required=True):
@@ -17,33 +15,81 @@ def json_body(required=True):
         if required:
             raise ApiError(400, "request body is empty: send a JSON object")
         return None
+    duplicates = []
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, duplicates))
     except RecursionError:
         raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ApiError(400, "request body is not valid JSON: %s" % exc)
     problem = _unsupported_value(body)
     if problem:
-        raise ApiError(400, "request body %s" % problem)
+        field, message = problem
+        if field is None:
+            raise ApiError(400, "request body %s" % message)
+        raise ApiError(422, "request body is invalid: %s: %s" % (field, message), "Invalid",
+                       details={"causes": [{"field": field, "message": message}]})
+    g.duplicate_fields = duplicates      # for fieldValidation (api/write_options.py)
     return body
 
 
-def _unsupported_value(value, depth=0):
+def _object(pairs, duplicates):
+    """A JSON object; keys it has twice are noted (the last one wins, as in Go's decoder)."""
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        seen = set()
+        duplicates.extend(k for k, _ in pairs if k in seen or seen.add(k))
+    return obj
+
+
+_SURROGATE = ("holds a lone UTF-16 surrogate (such as \\ud800), which is not text: UTF-8 cannot encode it; "
+              "send valid Unicode")
+
+
+def _unsupported_value(value):
     """Objects go through validation, Raft (pickle) and back out as JSON: refuse what
-    would break on the way (too deep to handle, NaN/Infinity that JSON cannot carry)."""
-    stack = [(value, 0)]
+    would break on the way. (None, message) for the body as a whole (too deep to
+    handle, NaN/Infinity that JSON cannot carry), (field, message) for a string
+    holding a lone surrogate (json.loads accepts "\\ud800"; anything that encodes the
+    object later, a controller hashing a pod template, raises on it)."""
+    stack = [(value, 0, None)]       # (item, depth, path as (parent path, key) or None)
     while stack:
-        item, level = stack.pop()
+        item, level, path = stack.pop()
         if level > MAX_DEPTH:
-            return "nests deeper than %d levels: flatten it" % MAX_DEPTH
-        if isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
-            return "holds a number JSON cannot represent (NaN or Infinity, or too large for a double)"
-        if isinstance(item, dict):
-            stack.extend((v, level + 1) for v in item.values())
+            return None, "nests deeper than %d levels: flatten it" % MAX_DEPTH
+        if isinstance(item, str):
+            if not _encodable(item):
+                return field_path(path), _SURROGATE
+        elif isinstance(item, float) and (item != item or item in (float("inf"), float("-inf"))):
+            return None, "holds a number JSON cannot represent (NaN or Infinity, or too large for a double)"
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if not _encodable(key):
+                    return field_path((path, key)), "has a key that " + _SURROGATE
+                stack.append((child, level + 1, (path, key)))
         elif isinstance(item, list):
-            stack.extend((v, level + 1) for v in item)
+            stack.extend((child, level + 1, (path, index)) for index, child in enumerate(item))
     return None
+
+
+def _encodable(text):
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False
+
+
+def field_path(path):
+    """metadata.annotations.a, spec.containers[0].name: from (parent, key) links."""
+    parts = []
+    while path is not None:
+        path, key = path
+        parts.append("[%d]" % key if isinstance(key, int) else
+                     "." + key.encode("utf-8", "backslashreplace").decode("ascii", "backslashreplace"))
+    return "".join(reversed(parts)).lstrip(".") or "(the body)"
 
 
 def json_object_body():
@@ -53,30 +99,17 @@ def json_object_body():
     return body
 
 
-def idempotency_key():
-    key = request.headers.get("Idempotency-Key")
-    if key is None:
-        return None
-    if not key or len(key) > MAX_IDEMPOTENCY_KEY:
-        raise ApiError(400, "Idempotency-Key must be 1 to %d characters" % MAX_IDEMPOTENCY_KEY)
-    return key
-
-
 def is_number(text):
     """ASCII digits only: str.isdigit() also accepts '²', which int() refuses."""
     return bool(text) and text.isascii() and text.isdigit()
 
 
+TRUE_VALUES = ("1", "true", "yes")      # authz/attributes.py reads ?watch= with these too
+
+
 def flag(name):
     value = request.args.get(name)
-    return value is not None and value.lower() in ("1", "true", "yes")
-
-
-def require_merge_patch():
-    ctype = (request.mimetype or "").lower()
-    if ctype not in MERGE_PATCH_TYPES:
-        raise ApiError(415, "PATCH content type %r is not supported: send a JSON merge patch with "
-                       "Content-Type: application/merge-patch+json" % (request.mimetype or ""))
+    return value is not None and value.lower() in TRUE_VALUES
 
 
 def dumps(obj):
@@ -86,12 +119,12 @@ def dumps(obj):
 LIST_CHUNK_ITEMS = 100
 
 
-def dumps_list(head, items):
-    """The JSON of `head` (a non-empty object without "items") plus "items": `items`,
+def dumps_list(head, items, key="items"):
+    """The JSON of `head` (a non-empty object without `key`) plus `key`: `items`,
     as bytes chunks of LIST_CHUNK_ITEMS items. One json.dumps of 10,000 pods holds the
     GIL for 300 ms or more in a single C call, longer than a Raft election timeout; in
     chunks the other threads (the Raft tick first) get their turns in between."""
-    chunks = [(dumps(head)[:-1] + ',"items":[').encode()]
+    chunks = [(dumps(head)[:-1] + ',"%s":[' % key).encode()]
     for start in range(0, len(items), LIST_CHUNK_ITEMS):
         text = dumps(items[start:start + LIST_CHUNK_ITEMS])[1:-1]
         chunks.append((text if start == 0 else "," + text).encode())

@@ -20,7 +20,8 @@ Long-running requests (watches, followed pod logs) hold their seat only while th
 start (the watch's initial list), like Kubernetes after a watch's init, but they hold
 a server thread for their whole life: they also take a slot of one of two pools,
 agents' watches (3/4 of --max-watches) and everyone else's (1/4), refused at once
-with 429 when full.
+with 429 when full. In everyone else's pool one user (without tokens: one client
+address) holds at most --max-watches-per-user slots, so one cannot take them all.
 
 Seats only help if a request reaches this code: waitress must have a thread for every
 seat, every queued request and every long-running slot, plus spares for the exempt
@@ -143,6 +144,41 @@ class Level:
                     "rejected": dict(self.rejected), "waitSeconds": self.wait_seconds}
 
 
+class PerUser:
+    """Long-running slots by user: at most `limit` each (0: no limit)."""
+
+    def __init__(self, limit):
+        self.limit = limit
+        self.held = collections.Counter()
+        self.rejected = 0
+        self._lock = threading.Lock()
+
+    def acquire(self, user):
+        with self._lock:
+            if self.limit and self.held[user] >= self.limit:
+                self.rejected += 1
+                return False
+            self.held[user] += 1
+            return True
+
+    def release(self, user):
+        with self._lock:
+            self.held[user] -= 1
+            if self.held[user] <= 0:
+                del self.held[user]
+
+
+class _UserSlot:
+    """A PerUser slot as a Level-like thing a Ticket releases."""
+
+    def __init__(self, per_user, user, pool):
+        self.per_user, self.user, self.pool = per_user, user, pool
+
+    def release(self):
+        self.per_user.release(self.user)
+        self.pool.release()
+
+
 class Ticket:
     """What an admitted request holds: its seat until the handler returns, and its
     long-running slot (if any) until its response is closed. Each releases once."""
@@ -180,6 +216,7 @@ def seats_by_level(max_inflight, shares=None):
 MAX_INFLIGHT = 64
 MAX_WATCHES = 256
 QUEUE_WAIT = 1.0
+MAX_WATCHES_PER_USER = 16        # --max-watches-per-user: of the people-and-tools pool (64 by default)
 
 
 class FlowControl:
@@ -187,8 +224,9 @@ class FlowControl:
     requests at once (0: no limit); queue_wait: seconds a request may wait for a seat."""
 
     def __init__(self, max_inflight=MAX_INFLIGHT, max_watches=MAX_WATCHES, queue_wait=QUEUE_WAIT, replica_id=None,
-                 shares=None):
+                 shares=None, max_watches_per_user=MAX_WATCHES_PER_USER):
         self.max_inflight, self.max_watches, self.queue_wait = max_inflight, max_watches, queue_wait
+        self.per_user = PerUser(max_watches_per_user)
         self.where = " on replica %s" % replica_id if replica_id else ""
         self.levels = {}
         if max_inflight > 0:
@@ -207,7 +245,11 @@ class FlowControl:
             if values[key] < 0:
                 raise ConfigError("--%s must be 0 or more (0: %s)" % (key.replace("_", "-"),
                                   "no wait" if key == "request_queue_wait" else "no limit"))
-        return cls(values["max_requests_inflight"], values["max_watches"], values["request_queue_wait"], replica_id)
+        per_user = values.get("max_watches_per_user", MAX_WATCHES_PER_USER)
+        if per_user < 0:
+            raise ConfigError("--max-watches-per-user must be 0 or more (0: no limit)")
+        return cls(values["max_requests_inflight"], values["max_watches"], values["request_queue_wait"], replica_id,
+                   max_watches_per_user=per_user)
 
     def threads_needed(self):
         """Server threads that let every seat, queued request and long-running slot
@@ -254,9 +296,10 @@ class FlowControl:
 
     # ---- admission ----
 
-    def admit(self, classification):
+    def admit(self, classification, user=None):
         """A Ticket, or Rejected. A long-running slot is taken first and never waited
-        for (a watch that cannot start now is better retried than queued)."""
+        for (a watch that cannot start now is better retried than queued). `user`: who
+        asks (a user name, or a client address without tokens), for the per-user bound."""
         if classification.level is None:
             return Ticket(None, None)
         slot = self.pools.get(classification.long_running) if classification.long_running else None
@@ -264,6 +307,15 @@ class FlowControl:
             ok, reason = slot.acquire(0)
             if not ok:
                 raise self._rejection(slot, reason)
+            if classification.long_running == LONG_RUNNING_OTHER and user is not None:
+                if not self.per_user.acquire(user):
+                    slot.release()
+                    slot.rejected["per-user"] += 1
+                    raise Rejected(slot.name, "per-user", "too many watches: %s already holds %d watches or "
+                                   "followed logs%s, the most one user may (the limit is --max-watches-per-user); "
+                                   "close watches you no longer need, or watch a wider selection with one"
+                                   % (user, self.per_user.limit, self.where), RETRY_AFTER[slot.name])
+                slot = _UserSlot(self.per_user, user, slot)
         seat = self.levels.get(classification.level)
         if seat is not None:
             ok, reason = seat.acquire(self.queue_wait)

@@ -5,16 +5,16 @@ import requests
 from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-import shepherd_ha
 from shepherd_ha import cluster_identity
 from shepherd_ha.tls.outbound import PLAIN, tls_reason
 
 from .bodies import dumps
+from .version import version_info
 
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None, outbound=None):
+def register(app, replica, metrics, peer_token=None, log_grant_keys=None, outbound=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -30,9 +30,8 @@ def register(app, replica, metrics, peer_token=None, outbound=None):
 
     @app.get("/version")
     def version():
-        return Response(dumps({"version": shepherd_ha.__version__, "replica": replica.id,
-                               "clusterId": getattr(replica, "cluster_id", None)}),
-                        mimetype="application/json")
+        info = dict(version_info(replica.id), clusterId=getattr(replica, "cluster_id", None))
+        return Response(dumps(info), mimetype="application/json")
 
     @app.get("/shepherd/v1/replica")
     def replica_status():
@@ -41,6 +40,17 @@ def register(app, replica, metrics, peer_token=None, outbound=None):
             # Equal on replicas that applied the same log: how tests spot divergence.
             status["revision"], status["digest"] = replica.digest()
         return Response(dumps(status), mimetype="application/json")
+
+    @app.get("/shepherd/v1/log-grant-key")
+    def log_grant_key_endpoint():
+        # What agents verify log grants with (api/replica_credentials.py); public, but asked for
+        # with the agent's own token so that it comes from a replica the agent trusts.
+        if not log_grant_keys:
+            return Response(dumps({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404,
+                                   "reason": "NotFound", "message": "this replica signs no log grants"}),
+                            status=404, mimetype="application/json")
+        # keys[0] signs this replica's grants; the others are accepted while the Raft secret is rotated
+        return Response(dumps({"algorithm": "Ed25519", "keys": list(log_grant_keys)}), mimetype="application/json")
 
     @app.get("/shepherd/v1/cluster")
     def cluster():

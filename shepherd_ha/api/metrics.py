@@ -86,15 +86,34 @@ class FlowControlCollector:
             ("dispatched", CounterMetricFamily, "dispatched_requests", "Requests given a seat"),
             ("waitSeconds", CounterMetricFamily, "wait_seconds", "Time admitted requests waited for a seat"))}
         rejected = CounterMetricFamily("shepherd_flowcontrol_rejected_requests", "Requests refused with 429, by "
-                                       "reason (queue-full, time-out, concurrency-limit)",
+                                       "reason (queue-full, time-out, concurrency-limit, per-user)",
                                        labels=["priority_level", "reason"])
         for name, level in levels.items():
             for key, family in families.items():
                 family.add_metric([name], level[key])
-            for reason in ("queue-full", "time-out", "concurrency-limit"):
+            for reason in ("queue-full", "time-out", "concurrency-limit", "per-user"):
                 rejected.add_metric([name, reason], level["rejected"].get(reason, 0))
         yield from families.values()
         yield rejected
+
+
+class ConnectionCollector:
+    """Open connections and those refused (api/http_server.py Limits), per worker process."""
+
+    def __init__(self, limits):
+        self.limits = limits
+
+    def collect(self):
+        snap = self.limits.snapshot()
+        yield GaugeMetricFamily("shepherd_api_connections_open", "Open API connections (this worker)",
+                                value=snap["open"])
+        yield GaugeMetricFamily("shepherd_api_connection_addresses", "Client addresses with an open connection",
+                                value=snap["addresses"])
+        refused = CounterMetricFamily("shepherd_api_connections_refused", "Connections refused at accept, by "
+                                      "reason (per-address, total)", labels=["reason"])
+        for reason in ("per-address", "total"):
+            refused.add_metric([reason], snap["refused"].get(reason, 0))
+        yield refused
 
 
 class ApiMetrics:

@@ -9,10 +9,10 @@ import random
 import string
 import time
 
-from flask import Response, request
+from flask import Response, g, request
 
 from shepherd_ha.model.defaults import apply_defaults
-from shepherd_ha.model.merge_patch import merge_patch
+from shepherd_ha.model import server_side_apply as ssa
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
@@ -20,12 +20,12 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
-from shepherd_ha.store.stamping import stamp_new
+from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 
-from .bodies import (dumps, dumps_list, flag, idempotency_key, is_number, json_body, json_object_body,
-                     require_merge_patch)
+from .bodies import dumps, dumps_list, flag, json_body, json_object_body
 from .errors import ApiError, unavailable
-from . import pod_logs, watch
+from .write_options import add_warnings, field_manager, field_validation, force, known_fields_only
+from . import admission, dry_run, idempotency, params, patches, pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -33,7 +33,10 @@ MAX_RECALLED_ATTEMPTS = 1000     # lost races one request can have tried (bounde
 
 
 def json_response(body, code=200):
-    return Response(dumps(body), status=code, mimetype="application/json")
+    response = Response(dumps(body), status=code, mimetype="application/json")
+    for header, value in admission.warning_headers() if g else ():
+        response.headers.add(header, value)
+    return add_warnings(response)
 
 
 class Target:
@@ -74,15 +77,17 @@ def _check_dns_label(value, what):
 
 
 class ObjectApi:
-    def __init__(self, replica, agent_token=None, outbound=None):
+    def __init__(self, replica, log_grants=None, outbound=None):
         self.replica = replica
         self.outbound = outbound            # how agents are reached (shepherd_ha/tls/outbound.py)
-        self.agent_token = agent_token      # what this replica shows agents (pod logs)
+        self.log_grants = log_grants        # signs what this replica shows agents (pod logs)
 
     # ---- dispatch ----
 
     def collection(self, target):
+        _check_write_options()
         if request.method == "GET":
+            params.check_ignored_numbers()
             if flag("watch"):
                 return watch.stream(self.replica, target)
             return self.list(target)
@@ -94,10 +99,11 @@ class ObjectApi:
         raise ApiError(405, "%s is not supported on a collection: use GET or POST" % request.method)
 
     def item(self, target):
+        _check_write_options()
         handlers = {None: {"GET": self.get, "PUT": self.replace, "PATCH": self.patch, "DELETE": self.delete},
                     "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
                     "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
-                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.agent_token,
+                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.log_grants,
                                                                   self.outbound)}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
@@ -109,12 +115,8 @@ class ObjectApi:
     def _consistency(self):
         """Kubernetes semantics: no resourceVersion = linearizable, "0" = any local state,
         N = at least as new as N."""
-        rv = request.args.get("resourceVersion")
-        if rv in (None, ""):
-            return True
-        if not is_number(rv):
-            raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
-        return int(rv) > self.replica.revision()
+        rv = params.resource_version()
+        return rv is None or rv > self.replica.revision()
 
     def _read(self, target, consistent):
         try:
@@ -127,9 +129,14 @@ class ObjectApi:
         return obj
 
     def get(self, target):
-        return json_response(self._read(target, self._consistency()))
+        table = tables.requested()
+        obj = self._read(target, self._consistency())
+        if table is not None:
+            return json_response(table.table(target.info, [obj], obj["metadata"].get("resourceVersion")))
+        return json_response(obj)
 
     def list(self, target):
+        table = tables.requested()
         label_sel, field_sel = selectors(target)
         try:
             items, revision = self.replica.list(target.plural, target.namespace, self._consistency())
@@ -138,6 +145,8 @@ class ObjectApi:
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if table is not None:
+            return Response(table.list_chunks(target.info, items, revision), mimetype="application/json")
         # Serialized here, in chunks, while the request holds its flow-control seat.
         return Response(dumps_list({"apiVersion": target.info.api_version, "kind": target.info.list_kind,
                                     "metadata": {"resourceVersion": str(revision)}}, items),
@@ -149,11 +158,12 @@ class ObjectApi:
         # A read-modify-write that lost a race tries again under a derived key: the
         # first attempt's 409 is remembered under the request's key, and a client
         # retrying the whole request replays the same sequence of attempts.
-        key = idempotency_key()
-        if key is not None and attempt:
-            key = "%s#%d" % (key, attempt)
+        if dry_run.requested():          # answered as if done; nothing reaches the log
+            return dry_run.simulate(self.replica, ops[0])
+        key = idempotency.store_key(attempt)
+        digest = idempotency.request_digest() if key is not None else None
         try:
-            result = self.replica.write(ops, key=key)
+            result = self.replica.write(ops, key=key, digest=digest)
         except Unavailable as exc:
             raise unavailable(exc)
         except CommandTooLarge as exc:      # refused before submitting: nothing was written
@@ -162,13 +172,21 @@ class ObjectApi:
             raise ApiError(result["code"], result["message"], result.get("reason"))
         return result["results"][0]
 
-    def create(self, target):
-        obj = self._checked_body(target, json_object_body())
+    def create(self, target, obj=None, managed=None):
+        """POST of a new object, or (obj, managed) an apply that creates: managed(obj)
+        gives the object its managedFields (by default, an Update by the request's manager)."""
+        obj = self._checked_body(target, known_fields_only(target.plural, json_object_body() if obj is None else obj))
         meta = obj["metadata"]
         if not meta.get("name") and isinstance(meta.get("generateName"), str):
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
         obj = stamp_new(self._defaulted_valid(target, obj))
+        if managed is None:
+            obj = ssa.record_update(target.plural, None, obj, field_manager(), target.info.api_version,
+                                    now_rfc3339())
+        else:
+            obj = managed(obj)
+        admission.admit(self.replica, target, obj)
         result = self._submit([commands.create(target.plural, obj)])
         return json_response(result["object"], result["code"])
 
@@ -178,24 +196,51 @@ class ObjectApi:
         if name != target.name:
             raise ApiError(400, "metadata.name %r does not match the name in the URL %r" % (name, target.name))
         client_rv = body["metadata"].get("resourceVersion")
-        return json_response(*self._read_modify_write(target, lambda current: body, client_rv))
+        mode = field_validation()
+        return json_response(*self._read_modify_write(
+            target, lambda current: known_fields_only(target.plural, body, mode=mode), client_rv))
 
     def patch(self, target):
-        require_merge_patch()
-        patch = json_body()
-        if not isinstance(patch, dict):
-            raise ApiError(400, "a merge patch for an object must be a JSON object")
-        client_rv = (patch.get("metadata") or {}).get("resourceVersion") \
-            if isinstance(patch.get("metadata"), dict) else None
-        return json_response(*self._read_modify_write(target, lambda current: merge_patch(current, patch),
-                                                      client_rv))
+        ptype = patches.patch_type()
+        patch = patches.read_patch(ptype)
+        force()             # checked before anything is read
+        if ptype == patches.APPLY:
+            return self._apply(target, patch)
+        mode, change = field_validation(), patches.applier(ptype, target.plural, patch)
 
-    def _read_modify_write(self, target, change, client_rv):
+        def patched(current):
+            return known_fields_only(target.plural, change(current), baseline=current, mode=mode)
+        return json_response(*self._read_modify_write(target, patched, patches.resource_version_of(ptype, patch)))
+
+    def _apply(self, target, applied):
+        """Server-side apply: merge the configuration, own its fields, 409 on conflicts;
+        creates the object when absent."""
+        manager, forced, mode = field_manager(required=True), force(), field_validation()
+        if target.sub is not None:
+            raise ApiError(400, "server-side apply of %s/%s is not supported: apply the %s itself, or send the "
+                           "%s as a merge or strategic merge patch" % (target.plural, target.sub, target.info.kind,
+                                                                       target.sub))
+        applied = self._checked_body(target, known_fields_only(target.plural, applied, mode=mode))
+        if applied["metadata"].get("name") not in (None, target.name):
+            raise ApiError(400, "metadata.name %r does not match the name in the URL %r"
+                           % (applied["metadata"].get("name"), target.name))
+        applied["metadata"]["name"] = target.name
+        change = patches.apply_change(target.plural, target.name, applied, manager, target.info.api_version,
+                                      now_rfc3339(), forced)
+        try:
+            self._read(target, consistent=True)
+        except ApiError as err:
+            if err.code != 404:
+                raise
+            return self.create(target, applied, lambda obj: _managed_as(obj, change(None)))
+        return json_response(*self._read_modify_write(target, change, None, managed=False))
+
+    def _read_modify_write(self, target, change, client_rv, managed=True):
         """As _attempt_updates, but a retried request whose earlier try was applied gets
         that try's answer even when the object has changed or gone since (the checks made
         before submitting would otherwise refuse it, claiming it was not applied)."""
         try:
-            return self._attempt_updates(target, change, client_rv)
+            return self._attempt_updates(target, change, client_rv, managed)
         except ApiError as err:
             if err.code not in (400, 404, 422):
                 raise
@@ -208,7 +253,7 @@ class ObjectApi:
     def _earlier_outcome(self):
         """The outcome of this request's last applied try (its Idempotency-Key, then the
         keys derived for lost races), seen after a linearizable barrier; None if none."""
-        key = idempotency_key()
+        key = idempotency.store_key()
         if key is None:
             return None
         try:
@@ -221,9 +266,11 @@ class ObjectApi:
             if result is None:
                 break
             found = result
+        if found is not None:
+            idempotency.check_same_request(found)
         return found
 
-    def _attempt_updates(self, target, change, client_rv):
+    def _attempt_updates(self, target, change, client_rv, managed=True):
         """Apply `change(current)` with the read resourceVersion as precondition; on a
         lost race re-read (linearizably) and retry, unless the client pinned a version.
         Returns (stored object, status code)."""
@@ -261,6 +308,13 @@ class ObjectApi:
                 causes = validate_update(target.plural, current, new)
                 if causes:
                     raise invalid(target, causes)
+                admission.admit(self.replica, target, new, current)
+            # An Update by the request's manager (an apply has set its own); a string names
+            # the subresource written through (scale). Not for /status: the store keeps a
+            # status write's status only, so the entry could not be stored.
+            if managed and target.sub != "status":
+                new = ssa.record_update(target.plural, current, new, field_manager(), target.info.api_version,
+                                        now_rfc3339(), target.sub if managed is True else managed)
             precondition = {"resourceVersion": str(client_rv) if client_rv else current["metadata"]["resourceVersion"]}
             try:
                 result = self._submit([commands.update(target.plural, target.namespace, target.name, new,
@@ -278,6 +332,7 @@ class ObjectApi:
         options = json_body(required=False) or {}
         if not isinstance(options, dict):
             raise ApiError(400, "delete options must be a JSON object")
+        dry_run.from_options(options)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise ApiError(400, "preconditions must be an object with resourceVersion and/or uid")
@@ -286,9 +341,7 @@ class ObjectApi:
             raise ApiError(400, "propagationPolicy %r is not one of Background, Foreground, Orphan" % policy)
         grace = options.get("gracePeriodSeconds", request.args.get("gracePeriodSeconds"))
         if grace is not None:
-            if isinstance(grace, bool) or not (isinstance(grace, int) or is_number(str(grace))) or int(grace) < 0:
-                raise ApiError(400, "gracePeriodSeconds must be a whole number of seconds, 0 or more")
-            grace = int(grace)
+            grace = params.parse_int("gracePeriodSeconds", grace, unit=" of seconds")
         op = delete_op(target.plural, target.namespace, target.name,
                        {k: pre[k] for k in ("resourceVersion", "uid") if pre.get(k)},
                        grace=grace, propagation_policy=policy)
@@ -313,26 +366,32 @@ class ObjectApi:
         return self._set_replicas(target, json_object_body())
 
     def patch_scale(self, target):
-        require_merge_patch()
-        patch = json_body()
-        if not isinstance(patch, dict):
-            raise ApiError(400, "a merge patch for a Scale must be a JSON object")
+        ptype = patches.patch_type()
+        if ptype == patches.APPLY:
+            raise ApiError(415, "server-side apply of a Scale is not supported: apply the %s itself, or send "
+                           "a merge patch" % target.info.kind)
+        patch = patches.read_patch(ptype)
         current = self._scale_of(self._read(target, True))
-        return self._set_replicas(target, merge_patch(current, patch))
+        # Only a resourceVersion the patch itself names pins the write: the one read here
+        # would turn every status update by a controller in between into a 409.
+        return self._set_replicas(target, patches.applier(ptype, None, patch)(current),
+                                  patches.resource_version_of(ptype, patch))
 
-    def _set_replicas(self, target, scale):
+    def _set_replicas(self, target, scale, client_rv=False):
         causes = validate_scale(scale)
         if causes:
             raise invalid(target, causes)
         replicas = scale["spec"]["replicas"]
-        client_rv = (scale.get("metadata") or {}).get("resourceVersion") if isinstance(scale.get("metadata"), dict) else None
+        if client_rv is False:      # a PUT: the body's resourceVersion, if any
+            client_rv = (scale.get("metadata") or {}).get("resourceVersion") \
+                if isinstance(scale.get("metadata"), dict) else None
         main = Target(target.info.api_version, target.namespace, target.plural, target.name)
 
         def change(current):
             new = copy.deepcopy(current)
             new.setdefault("spec", {})["replicas"] = replicas
             return new
-        obj, _ = self._read_modify_write(main, change, client_rv)
+        obj, _ = self._read_modify_write(main, change, client_rv, managed="scale")
         return json_response(self._scale_of(obj), 200)
 
     # ---- checks ----
@@ -370,6 +429,21 @@ class ObjectApi:
         # Defaults only fill in valid values (tests/unit/test_model_validation checks that
         # defaulted objects stay valid), so one validation pass is enough.
         return apply_defaults(target.plural, obj)
+
+
+def _managed_as(obj, applied):
+    """`obj` (the defaulted object an apply creates) with the managedFields of `applied`."""
+    obj["metadata"]["managedFields"] = applied["metadata"]["managedFields"]
+    return obj
+
+
+def _check_write_options():
+    """Refuse bad dryRun/fieldValidation/fieldManager values before any work (422, as Kubernetes)."""
+    if request.method in ("POST", "PUT", "PATCH", "DELETE"):
+        dry_run.requested()
+        if request.method != "DELETE":
+            field_validation()
+            field_manager(required=False)
 
 
 def invalid(target, causes, obj=None):

@@ -28,8 +28,10 @@ from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.tls.outbound import PLAIN
+from shepherd_ha.store.stamping import now_rfc3339
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
+from . import params
 from .errors import ApiError, unavailable
 
 log = logging.getLogger(__name__)
@@ -56,14 +58,14 @@ def _bool_arg(name):
 
 
 def _options():
-    tail = request.args.get("tailLines")
-    if tail not in (None, ""):
-        if not (tail.isascii() and tail.isdigit()):
-            raise ApiError(400, "tailLines must be a whole number of lines, 0 or more (got %r)" % tail)
-        tail = str(int(tail))
-    else:
-        tail = None
+    tail = params.query_int("tailLines", unit=" of lines")
+    tail = None if tail is None else str(tail)
     since = request.args.get("sinceTime") or None
+    since_seconds = params.query_int("sinceSeconds", 1, unit=" of seconds")
+    if since_seconds is not None:
+        if since is not None:
+            raise ApiError(400, "at most one of sinceTime or sinceSeconds may be given")
+        since = now_rfc3339(-since_seconds)      # the agent knows sinceTime only
     if since is not None:
         try:
             datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", since.replace("Z", "+00:00")))
@@ -206,16 +208,18 @@ def _agent_error(resp, node_name, where):
     if resp.status_code in (401, 403):
         # The agent refused this replica, not the caller: a set-up problem, not the caller's to fix.
         return ApiError(503, "the agent of node %s refused this replica: %s (an agent with a --token-file "
-                        "needs replicas run with --token-file)" % (node_name, message))
+                        "verifies the log grants of replicas of its own cluster)" % (node_name, message))
     code = resp.status_code if resp.status_code in (400, 404, 410, 503) else 503
     return ApiError(code, message)
 
 
-def pod_log(replica, target, agent_token=None, outbound=None):
-    """Stream a container's log from its node's agent. `agent_token`: the replica's own
-    token (replicas with --token-file), which agents check with the API; the caller's
-    token never leaves the replica. `outbound`: plain HTTP or HTTPS verified against the
-    cluster CA, the certificate naming the node (shepherd_ha/tls/outbound.py)."""
+def pod_log(replica, target, log_grants=None, outbound=None):
+    """Stream a container's log from its node's agent. `log_grants` signs a grant for
+    exactly this container (api/replica_credentials.py), which the agent verifies; no
+    token of the caller's or of this replica's ever leaves it: the agent's address comes
+    from a Node object, which whoever may write Nodes can point anywhere. `outbound`:
+    plain HTTP or HTTPS verified against the cluster CA, the certificate naming the node
+    (shepherd_ha/tls/outbound.py)."""
     outbound = outbound or PLAIN
     if request.method != "GET":
         raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
@@ -236,19 +240,20 @@ def pod_log(replica, target, agent_token=None, outbound=None):
     where = _host_port(host, port)
     url = outbound.scheme + "://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
                                                 quote(target.name, safe=""), quote(container, safe=""))
-    params = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
+    query = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
     for key in ("follow", "previous", "timestamps"):
         if options[key]:
-            params[key] = "true"
+            query[key] = "true"
     for key in ("tailLines", "sinceTime"):
         if options[key] is not None:
-            params[key] = options[key]
+            query[key] = options[key]
     session = outbound.agent_session(node_name)     # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
-    if agent_token:
-        agent_headers["Authorization"] = "Bearer " + agent_token
+    if log_grants is not None:
+        agent_headers["Authorization"] = log_grants.log_grant(node_name, target.namespace, target.name, container,
+                                                              query["podUID"])
     try:
-        resp = session.get(url, params=params, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
+        resp = session.get(url, params=query, stream=True, timeout=(CONNECT_TIMEOUT, READ_TIMEOUT),
                            headers=agent_headers)
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         session.close()

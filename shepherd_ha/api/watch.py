@@ -1,8 +1,12 @@
 """Watch streams: newline-delimited JSON events from a replica's watch log.
 
-A watch holds one server thread while it lasts; it wakes on every applied change
-(or every second) and writes a bookmark or a bare newline when idle, so a client
-that went away is noticed and its thread freed.
+A stream carries events only, as Kubernetes' do (a typed client parses every line
+as an event): its headers go out at once (an empty write), keep-alive is a BOOKMARK
+every BOOKMARK_INTERVAL idle seconds when the client allows bookmarks, else nothing.
+A watch holds one server thread while it lasts; it wakes on every applied change or
+every second and checks that its reader is still there (waitress'
+client_disconnected), so a client that went away frees its thread within a second.
+With a Table in the Accept header each event carries a one-row Table (api/tables.py).
 """
 import time
 
@@ -11,7 +15,10 @@ from flask import Response, request
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.watch_log import WatchExpired
 
-from .bodies import dumps, flag, is_number
+from shepherd_ha.streaming import WRITE_KEY
+
+from . import params, tables
+from .bodies import dumps, flag
 from .errors import ApiError, status_body, unavailable
 
 BOOKMARK_INTERVAL = 5.0
@@ -22,8 +29,11 @@ def stream(replica, target):
     from .objects import selectors  # shared parsing; imported here to avoid a cycle
     label_sel, field_sel = selectors(target)
     bookmarks = flag("allowWatchBookmarks")
+    table = tables.requested()
+    environ = request.environ
+    gone = environ.get("waitress.client_disconnected") or (lambda: False)
     timeout = _timeout()
-    rv = request.args.get("resourceVersion")
+    rv = params.resource_version()
     info = target.info
 
     def matches(obj):
@@ -35,18 +45,19 @@ def stream(replica, target):
         return label_sel.matches(meta.get("labels")) and field_sel.matches(obj)
 
     initial = []
-    if rv in (None, "", "0"):
+    if rv in (None, 0):
         try:
-            items, start = replica.list(info.plural, target.namespace, consistent=rv != "0")
+            items, start = replica.list(info.plural, target.namespace, consistent=rv is None)
         except Unavailable as exc:
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes
         # back once the stream starts): a 30,000-pod initial list is the costly part.
-        initial = _serialized([{"type": "ADDED", "object": o} for o in items if matches(o)])
-    elif not is_number(rv):
-        raise ApiError(400, "resourceVersion %r is not a revision number" % rv)
+        initial = [{"type": "ADDED", "object": o} for o in items if matches(o)]
+        if table is not None:
+            initial = [table.watch_event(info, e, i == 0) for i, e in enumerate(initial)]
+        initial = _serialized(initial)
     else:
-        start = int(rv)
+        start = rv
         try:
             replica.watch_log.since(start)
         except WatchExpired as exc:
@@ -70,16 +81,28 @@ def stream(replica, target):
         return {"type": "BOOKMARK", "object": {"kind": info.kind, "apiVersion": info.api_version,
                                                "metadata": {"resourceVersion": str(revision)}}}
 
+    sent = [bool(initial)]      # whether an event went out yet (a Table's columns go with the first)
+
+    def line(event):
+        if table is not None:
+            event = table.watch_event(info, event, not sent[0])
+        sent[0] = True
+        return dumps(event) + "\n"
+
     def generate():
+        # waitress sends the headers with the first non-empty chunk: send them now,
+        # so the client knows at once that its watch is established.
+        write = environ.get(WRITE_KEY)
+        if write is not None:
+            write(b"")
+        yield b""       # waitress skips an empty chunk; a WSGI caller waiting for the first one gets it
         yield from initial
-        if not initial:
-            # waitress sends the headers with the first bytes: open the stream now,
-            # so the client knows its watch is established.
-            yield dumps(bookmark(start)) + "\n" if bookmarks else "\n"
+        if not initial and bookmarks:
+            yield dumps(bookmark(start)) + "\n"
         last = start
         deadline = time.monotonic() + timeout
         quiet_since = time.monotonic()
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not gone():
             try:
                 changes = replica.watch_log.since(last)
             except WatchExpired as exc:
@@ -90,13 +113,13 @@ def stream(replica, target):
                 last = change.revision
                 event = events_of(change)
                 if event is not None:
-                    out.append(dumps(event) + "\n")
+                    out.append(line(event))
             if out:
                 quiet_since = time.monotonic()
                 yield "".join(out)
-            elif time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
+            elif bookmarks and time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
                 quiet_since = time.monotonic()
-                yield dumps(bookmark(last)) + "\n" if bookmarks else "\n"
+                yield dumps(bookmark(last)) + "\n"
             replica.watch_log.wait_beyond(last, 1.0)
 
     return Response(generate(), mimetype="application/json",
@@ -110,9 +133,4 @@ def _serialized(events, chunk=100):
 
 
 def _timeout():
-    value = request.args.get("timeoutSeconds")
-    if value is None:
-        return DEFAULT_TIMEOUT
-    if not is_number(value) or int(value) == 0:
-        raise ApiError(400, "timeoutSeconds must be a positive whole number of seconds")
-    return int(value)
+    return params.query_int("timeoutSeconds", 1, params.INT32_MAX, DEFAULT_TIMEOUT, " of seconds")

@@ -14,8 +14,8 @@ import time
 
 import requests
 
-from shepherd_ha.api import auth
 from shepherd_ha.options import ConfigError
+from shepherd_ha.store import data_at_rest
 from shepherd_ha.store.replica import Peer
 from shepherd_ha.tls.outbound import PLAIN, tls_reason
 
@@ -28,11 +28,12 @@ def has_raft_state(data_dir):
     return any(os.path.exists(os.path.join(data_dir, name)) for name in ("raft.journal", "raft.dump"))
 
 
-def ask(urls, password, timeout=JOIN_TIMEOUT, outbound=PLAIN):
+def ask(urls, peer_token, timeout=JOIN_TIMEOUT, outbound=PLAIN):
     """The member list from the first of `urls` that answers; ConfigError naming each failure.
+    `peer_token`: the replicas' own (api/replica_credentials.py), which may read the members.
     `outbound`: how this replica reaches the others (HTTPS verified against the cluster CA
     unless --insecure-http; the token is never sent to a server that fails verification)."""
-    headers = {"Authorization": "Bearer " + auth.peer_token(password)} if password else {}
+    headers = {"Authorization": "Bearer " + peer_token} if peer_token else {}
     errors = {}
     deadline = time.monotonic() + timeout
     while True:
@@ -42,13 +43,15 @@ def ask(urls, password, timeout=JOIN_TIMEOUT, outbound=PLAIN):
                     reply = session.get(url.rstrip("/") + "/shepherd/v1/members", headers=headers,
                                         timeout=ASK_TIMEOUT)
                 if reply.status_code in (401, 403):
-                    raise ConfigError("%s refused to list its members (%d): is --raft-password the cluster's?"
+                    raise ConfigError("%s refused to list its members (%d): are --raft-password and --raft-salt the cluster's?"
                                       % (url, reply.status_code))
                 reply.raise_for_status()
                 members = reply.json()["members"]
                 if members:
                     return members
                 errors[url] = "no members listed"
+            except ConfigError:       # a ValueError too: a refusal is an answer, not a failure to retry
+                raise
             except requests.exceptions.SSLError as exc:
                 errors[url] = "TLS: %s" % tls_reason(exc)
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
@@ -59,7 +62,7 @@ def ask(urls, password, timeout=JOIN_TIMEOUT, outbound=PLAIN):
         time.sleep(0.5)
 
 
-def peers_to_join(values, settings, outbound=PLAIN):
+def peers_to_join(values, settings, peer_token, outbound=PLAIN):
     """The peers to start with (and whether this is a first join, passive until added)."""
     urls = [u.strip() for u in values["join"].split(",") if u.strip()]
     for url in urls:
@@ -68,7 +71,7 @@ def peers_to_join(values, settings, outbound=PLAIN):
     saved = os.path.join(settings.data_dir, MEMBERS_FILE)
     first = not has_raft_state(settings.data_dir)
     try:
-        members = ask(urls, settings.password, JOIN_TIMEOUT if first else 3.0, outbound)
+        members = ask(urls, peer_token, JOIN_TIMEOUT if first else 3.0, outbound)
     except ConfigError:
         if first or not os.path.exists(saved):
             raise
@@ -78,10 +81,6 @@ def peers_to_join(values, settings, outbound=PLAIN):
         if member["id"] == values["id"] and member["raft"] != settings.self_address:
             raise ConfigError("replica id %s is already a member at Raft %s: pick another --id, or remove it "
                               "first" % (values["id"], member["raft"]))
-    os.makedirs(settings.data_dir, exist_ok=True)
-    tmp = saved + ".tmp"
-    with open(tmp, "w") as fh:
-        json.dump(members, fh)
-    os.replace(tmp, saved)
+    data_at_rest.write_private(saved, json.dumps(members))     # 0600 in a 0700 dir, as the rest of it
     peers = [Peer(m["id"], m["raft"], m.get("api")) for m in members if m["raft"] != settings.self_address]
     return peers, first

@@ -29,7 +29,7 @@ def add_parser(subparsers):
                          "on a Docker engine, as an agent adopts the containers labelled with its name")
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
-                         "the admin's is in DIR/config, the agents' in DIR/node-token)")
+                         "the admin's is in DIR/config, each agent's own in DIR/agents/NAME/token)")
     up.add_argument("--insecure-http", dest="tls", action="store_false",
                     help="a new cluster serves plain HTTP (default: HTTPS from a cluster CA made in DIR, "
                          "DIR/kubeconfig for kubectl)")
@@ -99,14 +99,16 @@ def cmd_up(args, cluster):
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
         cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls)
+    elif cluster.add_raft_salt():
+        print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)
     config = cluster.write_client_config()
     print("cluster is up; leader %s" % leader)
     if cluster.token():
-        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it), the agents' in %s"
-              % (config, cluster.node_token_file))
+        print("  the API wants bearer tokens: the admin's is in %s (sheepctl reads it); each agent has its "
+              "own in %s" % (config, cluster.node_token_file("NAME")))
     else:
         print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
               "keep it on a trusted network, or make a new one")

@@ -1,7 +1,7 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password, base port, tls,
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port, tls,
                         cluster id
   config                client config for `sheepctl --config DIR/config` (https URLs, the CA)
   kubeconfig            the same for kubectl and client-go (`kubectl --kubeconfig DIR/kubeconfig`)
@@ -30,6 +30,8 @@ import requests
 import yaml
 
 from shepherd_ha import cluster_identity
+from . import node_tokens
+from shepherd_ha.store import raft_secrets
 
 from . import cluster_files, cluster_tls
 from .cluster_files import write_private  # noqa: F401  (netns_cluster, tests)
@@ -99,10 +101,11 @@ class LocalCluster(cluster_tls.TlsLayout):
 
     def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True, cluster_id=None):
         """Write the layout for a new cluster (processes are started separately). With
-        `auth`, the API requires bearer tokens: an admin token for the client config and
-        a node token for the agents are generated (DIR/tokens.csv, DIR/node-token). With
-        `tls` (the default) a cluster CA and every certificate are made and the API
-        serves HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks)."""
+        `auth`, the API requires bearer tokens: an admin token for the client config is
+        generated (DIR/tokens.csv), and each agent gets its own node token when added
+        (DIR/agents/NAME/token: user system:node:NAME, group system:nodes). With `tls`
+        (the default) a cluster CA and every certificate are made and the API serves
+        HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -113,7 +116,8 @@ class LocalCluster(cluster_tls.TlsLayout):
         scheme = "https" if tls else "http"
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
                     "api": "%s://127.0.0.1:%d" % (scheme, base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
-        spec = {"replicas": members, "raft_password": secrets.token_hex(16), "base_port": base_port, "tls": tls,
+        spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
+                "raft_salt": raft_secrets.new_salt(), "base_port": base_port, "tls": tls,
                 "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
         if auth:
             spec.update(self._new_tokens())
@@ -121,11 +125,11 @@ class LocalCluster(cluster_tls.TlsLayout):
             cluster_tls.ensure_ca(self.dir)
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
-            os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+            os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": member["api"].split("://", 1)[1], "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password"),
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"],
                       "cluster_id": spec["cluster_id"]}
             if auth:
                 server["token_file"] = self.token_file
@@ -137,6 +141,24 @@ class LocalCluster(cluster_tls.TlsLayout):
         self._write_spec(spec)
         self.write_client_config()
 
+    def add_raft_salt(self):
+        """A cluster made before --raft-salt existed gets one (the spec and every replica's
+        server.yaml), while none of its replicas runs; True when it did."""
+        spec = self.spec()
+        if spec.get("raft_salt") or any(self.pid(ident) for ident in self.ids()):
+            return False
+        salt = raft_secrets.new_salt()
+        for ident in self.ids():
+            path = self._paths(ident)[0]
+            with open(path) as fh:
+                server = yaml.safe_load(fh) or {}
+            server["raft_salt"] = salt
+            with open(path, "w") as fh:
+                yaml.safe_dump(server, fh, sort_keys=False)
+        spec["raft_salt"] = salt
+        self._write_spec(spec)
+        return True
+
     def write_client_config(self):
         """DIR/config for sheepctl, and DIR/kubeconfig for kubectl when the cluster has TLS."""
         return cluster_files.write_client_files(self)
@@ -147,17 +169,26 @@ class LocalCluster(cluster_tls.TlsLayout):
     def token_file(self):
         return os.path.join(self.dir, "tokens.csv")
 
-    @property
-    def node_token_file(self):
-        return os.path.join(self.dir, "node-token")
+    def node_token_file(self, node):
+        """The file holding node `node`'s own token (made by node_token)."""
+        return os.path.join(self.dir, "agents", node, "token")
+
+    def node_token(self, node):
+        """Node `node`'s own token (user system:node:NODE), made and added to the replicas'
+        token file the first time; they re-read it, so it works at once."""
+        path = self.node_token_file(node)
+        if os.path.exists(path):
+            return open(path).read().strip()
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        token = node_tokens.add_node_token(self.token_file, node, rotate=True)
+        write_private(path, token + "\n")
+        return token
 
     def _new_tokens(self):
-        """Generate the admin and node tokens and write the replicas' token file and the
-        agents' token file; returns them for the spec."""
-        tokens = {"admin_token": secrets.token_hex(16), "node_token": secrets.token_hex(16)}
-        write_private(self.token_file, '%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
-                      '"system:nodes"\n' % (tokens["admin_token"], tokens["node_token"]))
-        write_private(self.node_token_file, tokens["node_token"] + "\n")
+        """Generate the admin token and write the replicas' token file; returns it for the spec.
+        Nodes get theirs one by one (node_token)."""
+        tokens = {"admin_token": secrets.token_hex(16)}
+        write_private(self.token_file, '%s,admin,admin,"system:masters"\n' % tokens["admin_token"])
         return tokens
 
     def token(self):
@@ -311,8 +342,9 @@ class LocalCluster(cluster_tls.TlsLayout):
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
                   "state_dir": os.path.join(adir, "state"), "cluster_id": self.cluster_id()}
-        if spec.get("node_token"):
-            config["token_file"] = self.node_token_file
+        if spec.get("admin_token"):
+            self.node_token(name)
+            config["token_file"] = self.node_token_file(name)
         if spec.get("tls"):
             config.update(cluster_tls.agent_options(self.dir, name, "127.0.0.1"))
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:

@@ -104,7 +104,7 @@ def start_new_replica(cluster, progress=print):
     ident = next_id(cluster)
     member = _new_member(cluster, ident)
     rdir = os.path.join(cluster.dir, ident)
-    os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+    os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
     template = _server_yaml(cluster, spec["replicas"][0]["id"])
     api_bind = "%s:%s" % (member["address"], API_PORT) if member.get("address") else member["api"].split("://", 1)[1]
     server = dict(template, id=ident, raft_address=member["raft"], api_bind=api_bind,

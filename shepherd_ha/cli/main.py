@@ -4,7 +4,7 @@ import sys
 
 import shepherd_ha
 
-from . import local, restore, server
+from . import local, node_tokens, restore, server
 
 
 def build_parser():
@@ -14,6 +14,7 @@ def build_parser():
     server.add_parser(subparsers)
     local.add_parser(subparsers)
     restore.add_parser(subparsers)
+    node_tokens.add_parser(subparsers)
     return parser
 
 

@@ -13,7 +13,6 @@ cluster.yaml adds to the LocalCluster layout:
   replicas[i] and agents[i]: netns, address, veth
 """
 import os
-import secrets
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ import time
 import yaml
 
 from shepherd_ha import cluster_identity
+from shepherd_ha.store import raft_secrets
 
 from . import cluster_tls, netns
 from .local_cluster import LocalCluster, LocalClusterError, write_private
@@ -124,29 +124,31 @@ class NetnsCluster(LocalCluster):
                             "netns": "shepherd%d-%s" % (index, ident), "address": address,
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
+        salt = raft_secrets.new_salt()
         tokens = self._new_tokens() if auth else {}
         cluster_id = cluster_identity.new_cluster_id()
         if tls:
             cluster_tls.ensure_ca(self.dir)
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
-            os.makedirs(os.path.join(rdir, "data"), exist_ok=True)
+            os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
             others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
-                      "raft_password_file": os.path.join(self.dir, "raft-password"), "cluster_id": cluster_id}
+                      "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": salt,
+                      "cluster_id": cluster_id}
             if auth:
                 server["token_file"] = self.token_file
             server.update(self._tls_server_options(tls, member, member["address"]))
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
-        self._write_spec(dict({"replicas": members, "raft_password": password, "base_port": None, "network": net,
-                               "tls": tls, "cluster_id": cluster_id}, **tokens))
+        self._write_spec(dict({"replicas": members, "raft_password": password, "raft_salt": salt, "base_port": None,
+                               "network": net, "tls": tls, "cluster_id": cluster_id}, **tokens))
         self.write_client_config()
 
     def _write_password(self):
-        password = secrets.token_hex(16)
+        password = raft_secrets.new_password()
         write_private(os.path.join(self.dir, "raft-password"), password + "\n")
         return password
 

@@ -18,8 +18,9 @@ import tempfile
 import yaml
 
 from shepherd_ha import cluster_identity, snapshot_file
-from shepherd_ha.model import network
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.config import CONTROLLERS
+from shepherd_ha.store import commands, data_at_rest
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.pysyncobj_overrides.dump_file import dump_bytes, write_dump
 
@@ -72,14 +73,12 @@ def store_of(snapshot):
     return fsm
 
 
-def started_digest(snapshot, cluster_cidr=None, node_mask=None):
-    """The store digest a restored cluster reports once started: the snapshot's objects at
-    its revision, plus the pod network plan its leader's node IPAM sets at start (the
-    servers' --cluster-cidr, not part of a snapshot; no Node waits for a block, since the
-    restored Nodes keep theirs, so the revision stays the snapshot's)."""
+def started_digest(snapshot):
+    """The store digest a restored cluster has once started: the snapshot's objects plus the
+    pod-CIDR plan its first leader commits from --cluster-cidr (the default: a snapshot holds
+    objects, not the plan, and restore writes no --cluster-cidr)."""
     fsm = store_of(snapshot)
-    fsm.network = {"clusterCIDR": cluster_cidr or network.CLUSTER_CIDR,
-                   "nodeCIDRMaskSize": node_mask or network.NODE_MASK}
+    fsm.apply(commands.network(CONTROLLERS["cluster_cidr"], CONTROLLERS["node_cidr_mask_size"]))
     return fsm.digest()
 
 
@@ -130,8 +129,7 @@ def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True, tls
         for member in spec["replicas"]:
             data_dir = os.path.join(staging, member["id"], "data")
             write_dump(data_dir, dump)
-            with open(os.path.join(data_dir, cluster_identity.FILE_NAME), "w") as fh:
-                fh.write(cluster_id + "\n")
+            data_at_rest.write_private(os.path.join(data_dir, cluster_identity.FILE_NAME), cluster_id + "\n")
         spec["restored_from"] = {"snapshot": os.path.abspath(snapshot_path),
                                  "clusterId": snapshot.header["clusterId"],
                                  "revision": snapshot.header["revision"], "objects": snapshot.header["objects"],

@@ -8,14 +8,17 @@ import threading
 import time
 
 from shepherd_ha import cluster_identity, config
-from shepherd_ha.api import auth
+from shepherd_ha.api import auth, http_server
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
+from shepherd_ha.api.metrics import ConnectionCollector
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
-from shepherd_ha.store import gc_tuning
+from shepherd_ha.store import data_at_rest, gc_tuning
+from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
@@ -47,11 +50,8 @@ def _benign_truncation_filter(record):
     return True
 
 
-WAITRESS_OPTIONS = dict(ident="shepherd-ha", channel_timeout=3600, connection_limit=1000,
-                        clear_untrusted_proxy_headers=True,
-                        # waitress would buffer up to 1 GB of body before Flask (and the token check) see
-                        # it; bodies a little over the API's limit still get its 413 Status from Flask
-                        max_request_body_size=4 * MAX_BODY_BYTES,
+# Connection limits, idle timeout and body size: api/http_server.py (serve).
+WAITRESS_OPTIONS = dict(ident="shepherd-ha", clear_untrusted_proxy_headers=True,
                         # lets a stream notice that its client left (pod logs -f on a quiet container)
                         channel_request_lookahead=1, _quiet=True)
 
@@ -91,15 +91,20 @@ def run(args):
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
         tls = server_tls(values)
+        # scrypt: once, before the fork (and before --join, which shows the peer token)
+        credentials = ReplicaCredentials(settings.password, settings.salt, settings.accepted_passwords)
         if values.get("join"):
-            peers, settings.joining = join.peers_to_join(values, settings, tls.outbound)
+            peers, settings.joining = join.peers_to_join(values, settings, credentials.peer_token, tls.outbound)
             settings.peer_addresses = [p.raft for p in peers]
         controller_settings = ControllerSettings.from_values(values)
-        tokens = auth.load_token_file(values["token_file"], settings.password) if values["token_file"] else None
+        tokens = (auth.load_token_file(values["token_file"], credentials.accepted_peer_tokens)
+                  if values["token_file"] else None)
+        _secrets_cipher(values)         # a bad key file stops the server here, with its line
         flow = FlowControl.from_values(values, values["id"])
         threads = api_threads(values, flow)
         if values["api_workers"] < 1:
             raise ConfigError("--api-workers must be 1 or more")
+        connection_limits = _connection_limits(values)
     except ConfigError as exc:
         print("shepherd-ha server: %s" % exc, file=sys.stderr)
         return 2
@@ -119,10 +124,10 @@ def run(args):
         if role == "tls":
             _log_as(values["id"], "tls-%d" % worker)
             return serving.run_terminator(tls.files, host, port, serving.backend_path(socket_path, worker),
-                                          WAITRESS_OPTIONS["connection_limit"])
+                                          connection_limits)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path, tls)
+                              threads, worker, socket_path, connection_limits, credentials, tls)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -159,6 +164,7 @@ def _wait_bindable(host, port, timeout=5.0):
 
 def run_store(values, settings, peers, api_url, socket_path):
     """The store process: Raft + FSM + group commit, served on the local socket."""
+    data_at_rest.private_files()        # the journal, the dump and their temporary files: 0600
     holder = []
     replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],
                       watch_log_size=values["watch_log_size"],
@@ -195,10 +201,25 @@ def run_store(values, settings, peers, api_url, socket_path):
         signal.pause()
 
 
+def _secrets_cipher(values):
+    try:
+        return SecretCipher.from_file(values.get("encryption_key_file"))
+    except KeyFileError as exc:
+        raise ConfigError(str(exc))
+
+
+def _connection_limits(values):
+    for key in ("max_connections", "max_connections_per_address"):
+        if values[key] < 0:
+            raise ConfigError("--%s must be 0 (no limit) or more" % key.replace("_", "-"))
+    if values["idle_connection_timeout"] <= 0:
+        raise ConfigError("--idle-connection-timeout must be more than 0 seconds")
+    return http_server.Limits(values["max_connections"], values["max_connections_per_address"])
+
+
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path, tls):
+                   worker, socket_path, connection_limits, credentials, tls):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
-    import waitress
 
     def stop(signum, frame):
         logging.shutdown()
@@ -214,20 +235,25 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()
-    app = create_app(replica, tokens, auth.peer_token(settings.password) if tokens is not None else None, flow,
-                     outbound=tls.outbound)
+    app = create_app(replica, tokens, credentials.peer_token if tokens is not None else None, flow,
+                     secrets_cipher=_secrets_cipher(values), log_grants=credentials, outbound=tls.outbound)
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
         log.info("API over %s; peers and agents over %s", "TLS" if tls.files else "plain HTTP (--insecure-http)",
                  tls.outbound.describe())
+    app.extensions["shepherd_metrics"].registry.register(ConnectionCollector(connection_limits))
+    gate = auth.body_gate(tokens) if tokens is not None else None
     if tls.files:
-        # waitress on a private Unix socket; this worker's terminator process holds the port (shepherd_ha/tls/serving.py)
-        serving.serve_backend(app, serving.backend_path(socket_path, worker), threads=threads, **WAITRESS_OPTIONS)
+        # waitress on a private Unix socket; this worker's terminator process holds the port
+        # (shepherd_ha/tls/serving.py); the limits count the TLS clients' own addresses
+        where = dict(unix_socket=serving.backend_path(socket_path, worker), unix_socket_perms="600",
+                     url_scheme="https", fix_addr=serving.client_address)
     elif values["api_workers"] > 1:
-        sock = supervisor.reuse_port_socket(host, port)
-        waitress.serve(app, sockets=[sock], threads=threads, **WAITRESS_OPTIONS)
+        where = dict(sockets=[supervisor.reuse_port_socket(host, port)])
     else:
-        waitress.serve(app, host=host, port=port, threads=threads, **WAITRESS_OPTIONS)
+        where = dict(host=host, port=port)
+    http_server.serve(app, connection_limits, MAX_BODY_BYTES, gate, idle_timeout=values["idle_connection_timeout"],
+                      threads=threads, **where, **WAITRESS_OPTIONS)
     return 0

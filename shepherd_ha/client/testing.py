@@ -28,7 +28,7 @@ import waitress
 
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.merge_patch import merge_patch
-from shepherd_ha.streaming import stop_waitress_server
+from shepherd_ha.streaming import WRITE_KEY, expose_write, stop_waitress_server
 
 
 def free_port():
@@ -222,7 +222,7 @@ class FakeApiServer:
         self._down = False
         # Port 0 on the first start: the kernel picks a free port at bind time (picking one
         # first and binding later races with any other process's outgoing connections).
-        self._server = waitress.create_server(self.app, host="127.0.0.1", port=self.port or 0,
+        self._server = waitress.create_server(expose_write(self.app), host="127.0.0.1", port=self.port or 0,
                                               threads=16, channel_timeout=30,
                                               connection_limit=200, clear_untrusted_proxy_headers=True)
         self.port = int(self._server.effective_port)
@@ -605,11 +605,15 @@ class FakeApiServer:
         def line(event):
             return (json.dumps(event) + "\n").encode()
 
+        environ = flask.request.environ
+
         def gen():
             cursor = rv
-            # waitress sends the status line and headers with the first
-            # non-empty chunk: a blank line (clients skip it) sends them now
-            yield b"\n"
+            # Events only, as the real server: waitress sends the status line and
+            # headers with the first non-empty chunk, an empty write sends them now.
+            write = environ.get(WRITE_KEY)
+            if write is not None:
+                write(b"")
             for e in initial:
                 yield line(e)
             end = time.monotonic() + timeout

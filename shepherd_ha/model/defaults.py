@@ -5,6 +5,8 @@ and leaves them for validation to report.
 """
 import copy
 
+from .secret_validation import default_secret
+
 _PROBE_DEFAULTS = {"initialDelaySeconds": 0, "timeoutSeconds": 1, "periodSeconds": 10,
                    "successThreshold": 1, "failureThreshold": 3}
 
@@ -121,7 +123,7 @@ def _namespace(obj):
 
 
 _DEFAULTERS = {"pods": _pod, "deployments": _deployment, "services": _service,
-               "nodes": _node, "namespaces": _namespace}
+               "nodes": _node, "namespaces": _namespace, "secrets": default_secret}
 
 
 def apply_defaults(resource_plural, obj):

@@ -4,7 +4,9 @@ import re
 from ._checks import is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, PORT_NAME_RULE, is_dns1123_label,
                     is_dns1123_subdomain, is_port_name, show)
+from .pod_dns_validation import validate_pod_dns
 from .quantity import QuantityError, parse_cpu, parse_memory
+from .security_context import validate_container_security_context, validate_pod_security_context
 
 RESTART_POLICIES = ("Always", "OnFailure", "Never")
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
@@ -12,7 +14,7 @@ PROTOCOLS = ("TCP", "UDP", "SCTP")
 PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _HANDLERS = ("exec", "httpGet", "tcpSocket")
 _QUANTITIES = {"cpu": parse_cpu, "memory": parse_memory}
-VOLUME_SOURCES = ("configMap", "emptyDir", "hostPath")
+VOLUME_SOURCES = ("configMap", "secret", "emptyDir", "hostPath")
 HOST_PATH_TYPES = ("", "Directory", "DirectoryOrCreate", "File")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _CONFIG_KEY_RULE = "letters, digits, '-', '_' and '.'"
@@ -52,7 +54,11 @@ def validate_pod_spec(causes, prefix, spec):
     causes.integer(join(prefix, "terminationGracePeriodSeconds"),
                    spec.get("terminationGracePeriodSeconds"), 0)
     causes.integer(join(prefix, "activeDeadlineSeconds"), spec.get("activeDeadlineSeconds"), 1)
-    causes.boolean(join(prefix, "hostNetwork"), spec.get("hostNetwork"))
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        causes.boolean(join(prefix, key), spec.get(key))
+    validate_pod_security_context(causes, join(prefix, "securityContext"), spec.get("securityContext"),
+                                  host_network=spec.get("hostNetwork") is True)
+    validate_pod_dns(causes, prefix, spec)
 
 
 def _container(causes, f, c, names, volumes=None, volumes_field="spec.volumes"):
@@ -78,6 +84,7 @@ def _container(causes, f, c, names, volumes=None, volumes_field="spec.volumes"):
     _volume_mounts(causes, f + ".volumeMounts", c.get("volumeMounts"), volumes or {}, volumes_field)
     _ports(causes, f + ".ports", c.get("ports"))
     _resources(causes, f + ".resources", c.get("resources"))
+    validate_container_security_context(causes, f + ".securityContext", c.get("securityContext"))
     for probe in PROBES:
         _probe(causes, "%s.%s" % (f, probe), c.get(probe), probe != "readinessProbe")
 
@@ -97,43 +104,59 @@ def _env(causes, f, env):
             continue
         if var.get("value") not in (None, ""):
             causes.add(fi + ".valueFrom", "may not be set with value: keep one of them")
-        others = sorted(k for k in value_from if k != "configMapKeyRef")
+        others = sorted(k for k in value_from if k not in _KEY_REFS)
+        present = [k for k in _KEY_REFS if k in value_from]
         if others:
-            causes.add(fi + ".valueFrom", "%s is not supported: use configMapKeyRef {name, key}"
+            causes.add(fi + ".valueFrom", "%s is not supported: use configMapKeyRef or secretKeyRef {name, key}"
                        % " and ".join(others))
-        elif value_from.get("configMapKeyRef") is None:
-            causes.add(fi + ".valueFrom", "needs configMapKeyRef {name, key} (fieldRef, secretKeyRef and "
+        elif not present:
+            causes.add(fi + ".valueFrom", "needs configMapKeyRef or secretKeyRef {name, key} (fieldRef and "
                        "resourceFieldRef are not supported)")
-        ref = causes.dict(fi + ".valueFrom.configMapKeyRef", value_from.get("configMapKeyRef"))
-        if ref is not None:
-            _configmap_name(causes, fi + ".valueFrom.configMapKeyRef.name", ref.get("name"))
-            key = causes.string(fi + ".valueFrom.configMapKeyRef.key", ref.get("key"), required=True,
-                                non_empty=True)
+        elif len(present) > 1:
+            causes.add(fi + ".valueFrom", "has configMapKeyRef and secretKeyRef: keep one of them")
+        for kind in present:
+            fr = "%s.valueFrom.%s" % (fi, kind)
+            ref = causes.dict(fr, value_from.get(kind))
+            if ref is None:
+                continue
+            what = _KEY_REFS[kind]
+            _configmap_name(causes, fr + ".name", ref.get("name"), what)
+            key = causes.string(fr + ".key", ref.get("key"), required=True, non_empty=True)
             if key is not None and not _CONFIG_KEY.fullmatch(key):
-                causes.add(fi + ".valueFrom.configMapKeyRef.key", "%s is not a valid ConfigMap key: %s"
-                           % (show(key), _CONFIG_KEY_RULE))
-            causes.boolean(fi + ".valueFrom.configMapKeyRef.optional", ref.get("optional"))
+                causes.add(fr + ".key", "%s is not a valid %s key: %s" % (show(key), what, _CONFIG_KEY_RULE))
+            causes.boolean(fr + ".optional", ref.get("optional"))
 
 
-def _configmap_name(causes, f, name):
+_KEY_REFS = {"configMapKeyRef": "ConfigMap", "secretKeyRef": "Secret"}
+_SOURCE_REFS = {"configMapRef": "ConfigMap", "secretRef": "Secret"}
+
+
+def _configmap_name(causes, f, name, what="ConfigMap"):
     name = causes.string(f, name, required=True, non_empty=True)
     if name is not None and not is_dns1123_subdomain(name):
-        causes.add(f, "%s is not a valid ConfigMap name: %s" % (show(name), DNS_SUBDOMAIN_RULE))
+        causes.add(f, "%s is not a valid %s name: %s" % (show(name), what, DNS_SUBDOMAIN_RULE))
 
 
 def _env_from(causes, f, sources):
     for i, source in enumerate(causes.list(f, sources) or []):
         fi = "%s[%d]" % (f, i)
         if not isinstance(source, dict):
-            causes.add(fi, "must be an object with a configMapRef, got %s" % show(source))
+            causes.add(fi, "must be an object with a configMapRef or secretRef, got %s" % show(source))
             continue
-        others = sorted(k for k in source if k not in ("configMapRef", "prefix"))
+        others = sorted(k for k in source if k not in ("configMapRef", "secretRef", "prefix"))
+        present = [k for k in _SOURCE_REFS if k in source]
         if others:
-            causes.add(fi, "%s is not supported: use configMapRef {name} (and prefix)" % " and ".join(others))
-        ref = causes.dict(fi + ".configMapRef", source.get("configMapRef"), required=not others)
-        if ref is not None:
-            _configmap_name(causes, fi + ".configMapRef.name", ref.get("name"))
-            causes.boolean(fi + ".configMapRef.optional", ref.get("optional"))
+            causes.add(fi, "%s is not supported: use configMapRef or secretRef {name} (and prefix)"
+                       % " and ".join(others))
+        elif not present:
+            causes.add(fi, "needs configMapRef or secretRef {name}")
+        elif len(present) > 1:
+            causes.add(fi, "has configMapRef and secretRef: use one per envFrom entry")
+        for kind in present:
+            ref = causes.dict("%s.%s" % (fi, kind), source.get(kind), required=True)
+            if ref is not None:
+                _configmap_name(causes, "%s.%s.name" % (fi, kind), ref.get("name"), _SOURCE_REFS[kind])
+                causes.boolean("%s.%s.optional" % (fi, kind), ref.get("optional"))
         prefix = causes.string(fi + ".prefix", source.get("prefix"))
         if prefix and "=" in prefix:
             causes.add(fi + ".prefix", "%s must not contain '='" % show(prefix))
@@ -177,6 +200,7 @@ def _volumes(causes, f, volumes):
             causes.add(fi, "has %s: a volume has exactly one source, split it into %d volumes"
                        % (" and ".join(known), len(known)))
         _config_map_volume(causes, fi + ".configMap", v.get("configMap"))
+        _config_map_volume(causes, fi + ".secret", v.get("secret"), "secretName", "Secret")
         empty = causes.dict(fi + ".emptyDir", v.get("emptyDir"))
         if empty is not None:
             medium = empty.get("medium")
@@ -198,11 +222,12 @@ def _volumes(causes, f, volumes):
     return out
 
 
-def _config_map_volume(causes, f, src):
+def _config_map_volume(causes, f, src, name_field="name", what="ConfigMap"):
+    """A configMap volume, or a secret volume (its name in secretName)."""
     src = causes.dict(f, src)
     if src is None:
         return
-    _configmap_name(causes, f + ".name", src.get("name"))
+    _configmap_name(causes, join(f, name_field), src.get(name_field), what)
     causes.boolean(f + ".optional", src.get("optional"))
     causes.integer(f + ".defaultMode", src.get("defaultMode"), 0, 0o777)
     paths = set()
@@ -214,6 +239,7 @@ def _config_map_volume(causes, f, src):
         causes.string(fj + ".key", item.get("key"), required=True, non_empty=True)
         path = causes.string(fj + ".path", item.get("path"), required=True, non_empty=True)
         _relative_path(causes, fj + ".path", path, "file")
+        causes.integer(fj + ".mode", item.get("mode"), 0, 0o777)
         if path is not None:
             if path in paths:
                 causes.add(fj + ".path", "duplicate path %s: two items would write the same file" % show(path))

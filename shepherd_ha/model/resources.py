@@ -10,6 +10,16 @@ class Resource:
     namespaced: bool
     subresources: tuple = ()
     short_names: tuple = ()
+    categories: tuple = ()  # "all": what `kubectl get all` lists
+
+    @property
+    def group(self):
+        """The API group: "" for the core group (v1)."""
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self):
+        return self.api_version.rpartition("/")[2]
 
     @property
     def singular(self):
@@ -38,17 +48,25 @@ class Resource:
 RESOURCES = {r.plural: r for r in (
     Resource("namespaces", "Namespace", "v1", False, (), ("ns",)),
     Resource("nodes", "Node", "v1", False, ("status",), ("no",)),
-    Resource("pods", "Pod", "v1", True, ("status", "log"), ("po",)),
-    Resource("services", "Service", "v1", True, (), ("svc",)),
+    Resource("pods", "Pod", "v1", True, ("status", "log"), ("po",), ("all",)),
+    Resource("services", "Service", "v1", True, (), ("svc",), ("all",)),
     Resource("endpoints", "Endpoints", "v1", True, (), ("ep",)),
     Resource("events", "Event", "v1", True, (), ("ev",)),
     # Configuration as key/value strings; also the registers of the chaos suite and the drills.
     Resource("configmaps", "ConfigMap", "v1", True, (), ("cm",)),
-    Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",)),
+    # Confidential key/values (base64 data): delivered to pods as env vars and tmpfs files;
+    # encrypted in the Raft log when the server has --encryption-key-file.
+    Resource("secrets", "Secret", "v1", True, (), ()),
+    Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",), ("all",)),
     # Node heartbeats: one small Lease per node, renewed often (cheap writes).
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),
     # A deployment's revision history: one per distinct pod template, owned by the deployment.
     Resource("controllerrevisions", "ControllerRevision", "apps/v1", True, (), ()),
+    # Who may do what (api/authz/rbac.py reads them from the replica's copy of the store).
+    Resource("roles", "Role", "rbac.authorization.k8s.io/v1", True, (), ()),
+    Resource("clusterroles", "ClusterRole", "rbac.authorization.k8s.io/v1", False, (), ()),
+    Resource("rolebindings", "RoleBinding", "rbac.authorization.k8s.io/v1", True, (), ()),
+    Resource("clusterrolebindings", "ClusterRoleBinding", "rbac.authorization.k8s.io/v1", False, (), ()),
 )}
 
 _BY_KIND = {r.kind: r for r in RESOURCES.values()}

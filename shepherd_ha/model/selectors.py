@@ -275,11 +275,19 @@ def parse_label_selector(text):
 # --- field selectors ----------------------------------------------------------------
 
 _COMMON_FIELDS = ("metadata.name", "metadata.namespace")
+# Kubernetes' selectable fields per kind (what kubectl describe, drain and get
+# --field-selector send).
 _EXTRA_FIELDS = {
-    "pods": ("spec.nodeName", "status.phase"),
-    "events": ("involvedObject.kind", "involvedObject.name", "reason", "type"),
+    "pods": ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName",
+             "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"),
+    "events": ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name", "involvedObject.uid",
+               "involvedObject.apiVersion", "involvedObject.resourceVersion", "involvedObject.fieldPath",
+               "reason", "reportingComponent", "source", "type"),
     "nodes": ("spec.unschedulable",),
+    "namespaces": ("status.phase",),
 }
+# A selector field that names another path of the object.
+_FIELD_PATHS = {"source": "source.component"}
 
 
 def supported_fields(resource_plural):
@@ -289,7 +297,7 @@ def supported_fields(resource_plural):
 def field_value(obj, path):
     """The selector's view of a field: text, "" when missing, booleans as true/false."""
     value = obj
-    for part in path.split("."):
+    for part in _FIELD_PATHS.get(path, path).split("."):
         if not isinstance(value, dict):
             return ""
         value = value.get(part)

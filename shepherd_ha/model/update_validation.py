@@ -1,6 +1,7 @@
 """Rules about what an update may change, on top of validating the new object."""
 from ._checks import Causes, is_int
 from .names import show
+from .secret_validation import validate_secret_update
 from .selectors import LabelSelector, SelectorError
 
 _POD_SPEC_RULE = ("a pod's spec is immutable apart from containers[*].image, "
@@ -38,6 +39,8 @@ def validate_update(resource_plural, old, new):
         _pod(causes, _dict(old.get("spec")), new["spec"])
     elif resource_plural == "configmaps":
         _config_map(causes, old, new)
+    elif resource_plural == "secrets":
+        validate_secret_update(causes, old, new)
     elif resource_plural == "nodes":
         _node(causes, _dict(old.get("spec")), _dict(new.get("spec")))
     return list(causes)

@@ -9,8 +9,11 @@ import re
 from ._checks import Cause, Causes, is_int, join
 from .names import (DNS_LABEL_RULE, DNS_SUBDOMAIN_RULE, is_dns1123_label,
                     is_dns1123_subdomain, show)
+from .pod_security import level_label_problem
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
+from .rbac_validation import VALIDATORS as RBAC_VALIDATORS
 from .resources import RESOURCES
+from .secret_validation import validate_secret
 from .selectors import LabelSelector, SelectorError
 from .service_network import parse_ipv4
 from .status_validation import validate_status
@@ -21,6 +24,10 @@ __all__ = ["Cause", "validate_object", "validate_update", "validate_scale", "des
 # Names that become DNS labels (a namespace, a service's host name) follow the stricter rule.
 _LABEL_NAMED = ("namespaces", "services")
 _MAX_ANNOTATIONS = 256 * 1024
+# One Deployment asks for at most this many pods: the cluster is measured to 30,000 pods in
+# all (bench/bench_scale.py). Unbounded, replicas 2^31 made the controller create pods at
+# 1,000 a second until the replicas fell over (found by the API fuzz campaign).
+MAX_REPLICAS = 30000
 POD_PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 _FINALIZER = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _CONFIG_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
@@ -107,7 +114,7 @@ def _deployment(causes, obj):
     spec = causes.dict("spec", obj.get("spec"), required=True)
     if spec is None:
         return
-    causes.integer("spec.replicas", spec.get("replicas"), 0)
+    causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS)
     for key in ("revisionHistoryLimit", "minReadySeconds"):
         causes.integer("spec." + key, spec.get(key), 0)
     deadline = causes.integer("spec.progressDeadlineSeconds",
@@ -306,7 +313,10 @@ def _endpoints(causes, obj):
 
 
 def _namespace(causes, obj):
-    pass
+    problem = level_label_problem((obj.get("metadata") or {}).get("labels")
+                                  if isinstance(obj.get("metadata"), dict) else None)
+    if problem:
+        causes.add("metadata.labels[%s]" % problem[0], problem[1])
 
 
 def _lease(causes, obj):
@@ -340,7 +350,8 @@ def _controller_revision(causes, obj):
 _VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
                "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
-               "controllerrevisions": _controller_revision, "configmaps": _config_map}
+               "controllerrevisions": _controller_revision, "configmaps": _config_map,
+               "secrets": validate_secret, **RBAC_VALIDATORS}
 
 
 def validate_scale(obj):
@@ -354,5 +365,5 @@ def validate_scale(obj):
                    % show(obj.get("kind")))
     spec = causes.dict("spec", obj.get("spec"), required=True)
     if spec is not None:
-        causes.integer("spec.replicas", spec.get("replicas"), 0, required=True)
+        causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS, required=True)
     return list(causes)

@@ -5,7 +5,8 @@ in part).
 
 Commands (plain dicts, pickled into the Raft log; `version` is the log format):
   write    {"type": "write", "version": 1, "key": str|None, "epoch": [term, replica]|None,
-            "ops": [op, ...]}                 ops applied atomically: all or none
+            "ops": [op, ...], "digest": str?}  ops applied atomically: all or none; a key
+            remembered with another digest (the request it answered) is refused, 422
   group    {"type": "group", "version": 1, "commands": [command, ...]}
             independent commands sharing one log entry (group commit); one result each
   claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
@@ -33,10 +34,14 @@ VERSION = 1            # the newest command format this code writes and applies
 
 # ---- commands ----
 
-def write(ops, key=None, epoch=None):
-    """An atomic write of `ops`; `key` makes a retry idempotent, `epoch` fences a controller."""
-    return {"type": "write", "version": VERSION, "key": key, "epoch": None if epoch is None else list(epoch),
-            "ops": list(ops)}
+def write(ops, key=None, epoch=None, digest=None):
+    """An atomic write of `ops`; `key` makes a retry idempotent, `epoch` fences a controller,
+    `digest` (of the client's request) ties the key to one request."""
+    command = {"type": "write", "version": VERSION, "key": key, "epoch": None if epoch is None else list(epoch),
+               "ops": list(ops)}
+    if digest is not None:
+        command["digest"] = digest
+    return command
 
 
 def group(commands):
@@ -114,6 +119,8 @@ def _check_write(command):
     key, epoch, ops = command.get("key"), command.get("epoch"), command.get("ops")
     if key is not None and not isinstance(key, str):
         return "a write's key is a string or None, not %s" % type(key).__name__
+    if command.get("digest") is not None and not isinstance(command["digest"], str):
+        return "a write's digest is a string, not %s" % type(command["digest"]).__name__
     if epoch is not None and not (isinstance(epoch, (list, tuple)) and len(epoch) == 2):
         return "a write's epoch is [term, replica] or None, not %r" % (epoch,)
     if not isinstance(ops, list) or not ops:

@@ -27,6 +27,8 @@ from .pod_cidrs import PodCIDRs
 from .service_allocation import AllocationError, allocate
 
 DEFAULT_DEDUP_LIMIT = 50000
+KEY_REUSED = ("this Idempotency-Key was already used for a different request (method, path or body): "
+              "use a new key for a new request")
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -156,9 +158,12 @@ class StoreFSM(PodCIDRs, ObjectReads):
         return {"ok": True, "results": results}
 
     def _apply_write(self, command, changes):
-        key = command.get("key")
+        key, digest = command.get("key"), command.get("digest")
         if key is not None and key in self.dedup:
-            return self._replay(self.dedup[key])
+            remembered = self.dedup[key]
+            if digest is not None and remembered.get("digest") not in (None, digest):
+                return _failure(422, "Invalid", KEY_REUSED)
+            return self._replay(remembered)
         epoch = command.get("epoch")
         if epoch is not None and list(epoch) != self.epoch:
             self.fenced_rejections += 1
@@ -167,7 +172,7 @@ class StoreFSM(PodCIDRs, ObjectReads):
         else:
             result = self._write_atomically(command["ops"], changes)
         if key is not None:
-            self._remember(key, result)
+            self._remember(key, result, digest)
         return result
 
     def _write_atomically(self, ops, changes):
@@ -455,8 +460,10 @@ class StoreFSM(PodCIDRs, ObjectReads):
 
     # ---- idempotency ----
 
-    def _remember(self, key, result):
+    def _remember(self, key, result, digest=None):
         compact = dict(result)
+        if digest is not None:
+            compact["digest"] = digest
         if result.get("ok"):
             compact["results"] = [_compact_op_result(r) for r in result["results"]]
         self.dedup[key] = compact
@@ -466,10 +473,16 @@ class StoreFSM(PodCIDRs, ObjectReads):
     def recall(self, key):
         """The outcome remembered for idempotency key `key` (as a retry would get it), or None."""
         compact = self.dedup.get(key)
-        return None if compact is None else self._replay(compact)
+        if compact is None:
+            return None
+        result = self._replay(compact)
+        if "digest" in compact:
+            result["digest"] = compact["digest"]     # which request the key answered
+        return result
 
     def _replay(self, compact):
         result = dict(compact, duplicate=True)
+        result.pop("digest", None)
         if compact.get("ok"):
             result["results"] = [self._expand_op_result(r) for r in compact["results"]]
         return result

@@ -33,6 +33,10 @@ class Mirror(ObjectReads):
         self._waiters = []           # heap of (revision, sequence, Event)
         self._waiters_lock = threading.Lock()
         self._sequence = itertools.count()
+        # What changed when, per resource: the authorizer rebuilds its RBAC index only
+        # when the RBAC kinds' marks move (api/authz/authorizer.py), not on every write.
+        self._changed_at = {}        # resource -> revision of its last change
+        self._snapshots = 0          # bumped by replace(): every resource may have changed
 
     # ---- fed by the stream ----
 
@@ -57,6 +61,7 @@ class Mirror(ObjectReads):
             fresh = [c for c in changes if c.revision > self.revision]
             for change in fresh:
                 bucket = self.objects.setdefault(change.resource, {})
+                self._changed_at[change.resource] = change.revision
                 if change.type == DELETED:
                     bucket.pop(_key(change.previous), None)
                 else:
@@ -71,8 +76,13 @@ class Mirror(ObjectReads):
     def replace(self, objects, revision):
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
+            self._snapshots += 1
             self.watch_log.reset(revision)
         self._release()
+
+    def change_marks(self, resources):
+        """A value that differs whenever one of `resources` changed (cheap: no scan)."""
+        return (self._snapshots,) + tuple(self._changed_at.get(r, 0) for r in resources)
 
     def wait_for(self, revision, timeout):
         """True once the mirror holds `revision` (within `timeout` s)."""

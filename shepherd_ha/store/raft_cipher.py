@@ -13,7 +13,8 @@ encrypt_at_time, extract_timestamp and decrypt. A message is
 with the header authenticated as associated data; PySyncObj's own
 replay defences (a random key per connection inside every message, timestamps
 that never go back) are kept. The key comes from the Raft password through
-PBKDF2 with a salt of our own, so it differs from the Fernet key.
+PBKDF2 with the cluster's random salt (`--raft-salt`, raft_secrets), so the same
+password in two clusters gives two keys and no table computed once fits them all.
 
 Nonces never repeat under one key: 4 random bytes per process, then a 64-bit
 counter started from the wall clock in nanoseconds. Two processes could only
@@ -42,8 +43,10 @@ from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from shepherd_ha.cluster_identity import bytes_of
 
+from .raft_secrets import salt_bytes
+
 VERSION = 2
-_SALT = b"shepherd-ha/raft/aes-gcm/v1"
+_SALT_CONTEXT = b"shepherd-ha/raft/aes-gcm/v2/"
 _HEADER = struct.Struct(">BQ12s16s")   # version, timestamp, nonce, cluster id
 _CLUSTER_AT = 21                       # offset of the cluster id in the header
 REFUSAL_LOG_INTERVAL = 60.0
@@ -56,15 +59,22 @@ class InvalidToken(Exception):
     """A message that is not ours: wrong version, wrong key, or tampered with."""
 
 
-def derive_key(password):
+def derive_key(password, salt):
+    """The AES key from the Raft password and the cluster's salt (hex, raft_secrets)."""
     if not isinstance(password, bytes):
         password = str(password).encode()
-    return PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=_SALT, iterations=100000).derive(password)
+    return PBKDF2HMAC(algorithm=hashes.SHA256(), length=32, salt=_SALT_CONTEXT + salt_bytes(salt),
+                      iterations=100000).derive(password)
 
 
 class RaftCipher:
-    def __init__(self, password, cluster_id=None):
-        self._aead = AESGCM(derive_key(password))
+    """Encrypts with the key of `password`; decrypts with it or with the key of any of
+    `also_accepted` (a rotation in progress: docs/security.md). Only messages of
+    `cluster_id` are accepted."""
+
+    def __init__(self, password, salt, cluster_id=None, also_accepted=()):
+        self._aead = AESGCM(derive_key(password, salt))
+        self._accepted = [self._aead] + [AESGCM(derive_key(p, salt)) for p in also_accepted if p != password]
         self.cluster_id = cluster_id
         self._cluster = bytes_of(cluster_id)
         self._refusals_logged = {}         # foreign cluster id bytes -> monotonic time last logged
@@ -94,10 +104,13 @@ class RaftCipher:
         cluster = header[_CLUSTER_AT:]
         if cluster != self._cluster:
             raise InvalidToken(self._refused(cluster))
-        try:
-            return self._aead.decrypt(header[9:_CLUSTER_AT], bytes(token[_HEADER.size:]), header)
-        except InvalidTag:
-            raise InvalidToken("message failed authentication (another Raft password?)") from None
+        nonce, body = header[9:_CLUSTER_AT], bytes(token[_HEADER.size:])
+        for aead in self._accepted:        # a failed tag check costs about a microsecond
+            try:
+                return aead.decrypt(nonce, body, header)
+            except InvalidTag:
+                continue
+        raise InvalidToken("message failed authentication (another Raft password or salt?)")
 
     def _refused(self, cluster):
         return self._log_refusal(cluster, "refused a Raft connection: its messages belong to cluster %s, this "

@@ -30,7 +30,7 @@ from shepherd_ha.options import ConfigError
 
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
-from . import gc_tuning
+from . import data_at_rest, gc_tuning, raft_secrets
 from .entry_size import ENTRY_THRESHOLD
 from .tick_gaps import TickGapMeter
 
@@ -43,6 +43,8 @@ class RaftSettings:
     peer_addresses: list                   # host:port of every other replica
     data_dir: str
     password: str
+    salt: str = None                       # the cluster's random salt, hex (raft_secrets); required
+    accepted_passwords: tuple = ()         # also accepted from peers while the secret is rotated
     bind_address: str = None               # defaults to self_address
     heartbeat: float = 0.05                # appendEntriesPeriod
     election_timeout_min: float = 0.3
@@ -61,6 +63,7 @@ class RaftSettings:
         if not self.password:
             raise ConfigError("a Raft password is required: without one any peer message is unpickled "
                               "(remote code execution). Set --raft-password or SHEPHERD_RAFT_PASSWORD")
+        raft_secrets.salt_bytes(self.salt)
         for addr in [self.self_address] + list(self.peer_addresses):
             host, _, port = addr.rpartition(":")
             if not host or not (port.isascii() and port.isdigit()):
@@ -97,7 +100,7 @@ class RaftNode:
 
     def __init__(self, settings, on_changes, on_reset, on_state_change=None):
         settings.validate()
-        os.makedirs(settings.data_dir, exist_ok=True)
+        data_at_rest.secure(settings.data_dir)      # 0700, its files 0600 (finding 8)
         self.settings = settings
         self.lock = threading.RLock()
         self.consumer = FSMConsumer(self.lock, on_changes, on_reset)
@@ -130,7 +133,8 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
-                                            joining=settings.joining, cluster_id=settings.cluster_id)
+                                            joining=settings.joining, cluster_id=settings.cluster_id,
+                                            salt=settings.salt, accepted=settings.accepted_passwords)
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""

@@ -195,13 +195,16 @@ class RemoteReplica:
     def digest(self):
         return tuple(self.client.call("digest", self.write_timeout))
 
+    def change_marks(self, resources):
+        return self.mirror.change_marks(resources)
+
     def revision(self):
         return self.mirror.revision
 
     # ---- writes ----
 
-    def write(self, ops, key=None, epoch=None, timeout=None):
-        command = commands.write(ops, key or uuid.uuid4().hex, epoch)
+    def write(self, ops, key=None, epoch=None, timeout=None, digest=None):
+        command = commands.write(ops, key or uuid.uuid4().hex, epoch, digest)
         return self.committer.call(command, timeout or self.write_timeout)
 
     def recall(self, key):

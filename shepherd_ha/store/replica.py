@@ -139,8 +139,8 @@ class Replica:
 
     # ---- writes ----
 
-    def write(self, ops, key=None, epoch=None, timeout=None):
-        command = commands.write(ops, key or uuid.uuid4().hex, epoch)
+    def write(self, ops, key=None, epoch=None, timeout=None, digest=None):
+        command = commands.write(ops, key or uuid.uuid4().hex, epoch, digest)
         return self.committer.call(command, timeout or self.write_timeout)
 
     def recall(self, key):

@@ -6,8 +6,10 @@ import uuid
 SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
 
 
-def now_rfc3339():
-    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+def now_rfc3339(offset_seconds=0):
+    """Now (plus `offset_seconds`, negative for the past) in RFC 3339, to the second."""
+    now = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=offset_seconds)
+    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def stamp_new(obj):

@@ -10,6 +10,8 @@ import signal
 
 log = logging.getLogger(__name__)
 
+TERMINATOR_SLACK = 64       # connections beyond waitress's total: answered (429/503) or an idle one closed
+
 from .contexts import server_context
 from .terminator import TlsTerminator, listening_socket, peer_from_name
 
@@ -26,8 +28,13 @@ def _backend_server(app, backend, waitress_options):
     options = {k: v for k, v in waitress_options.items() if k != "_quiet"}     # serve()'s only
     server = waitress.create_server(app, unix_socket=backend, unix_socket_perms="600", url_scheme="https",
                                     **options)
-    server.fix_addr = lambda addr: peer_from_name(addr) or ("localhost", None)
+    server.fix_addr = client_address
     return server
+
+
+def client_address(addr):
+    """The TLS client's (host, port) of a backend connection, as the terminator named it."""
+    return peer_from_name(addr) or ("localhost", None)
 
 
 def create_tls_server(app, files, host, port, backend, reuse_port=False, **waitress_options):
@@ -45,12 +52,17 @@ def serve_backend(app, backend, **waitress_options):
     _backend_server(app, backend, waitress_options).run()
 
 
-def run_terminator(files, host, port, backend, max_connections):
+def run_terminator(files, host, port, backend, limits):
     """The terminator process of one API worker: the public port (SO_REUSEPORT, shared with
-    the other workers' terminators), piped to that worker's Unix socket."""
+    the other workers' terminators), piped to that worker's Unix socket. `limits`: the
+    worker's api/http_server.Limits, which waitress applies per TLS client address; the
+    terminator holds a little more in all (so that waitress, at its total, closes the
+    longest-idle connection for a new one) and as many handshakes per address."""
     signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+    total = (limits.total or 10 ** 6) + TERMINATOR_SLACK
     terminator = TlsTerminator(server_context(files), listening_socket(host, port, reuse_port=True), backend,
-                               max_connections=max_connections, name="tls:%d" % port)
+                               max_connections=total, max_handshakes_per_address=limits.per_address or None,
+                               name="tls:%d" % port)
     log.info("TLS on %s:%d in front of %s", host, port, backend)
     terminator.serve_forever()
     return 0

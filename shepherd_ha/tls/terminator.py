@@ -13,7 +13,10 @@ every connection, so idle keep-alive connections cost no thread.
 - A connection whose first byte is not a TLS handshake record (plain HTTP to the TLS
   port) gets a plain `400` saying to use https, and is closed.
 - The handshake (and the first byte) must come within HANDSHAKE_TIMEOUT.
-- Beyond `max_connections` open connections a new one is closed at once.
+- Beyond `max_connections` open connections a new one is closed at once, and so is one
+  from an address with `max_handshakes_per_address` connections still before their
+  handshake (idle TCP connections from one address cannot fill the terminator; past the
+  handshake, waitress counts connections per client address: api/http_server.py).
 - SO_REUSEPORT: each API worker runs its own terminator on the shared port in front
   of its own waitress (the kernel spreads connections), as with plain HTTP.
 - The client's address reaches the app: the terminator's end of the Unix connection is
@@ -22,6 +25,7 @@ every connection, so idle keep-alive connections cost no thread.
   Only a process that can open the 0600 socket can claim an address: this user's.
 """
 import asyncio
+import collections
 import itertools
 import logging
 import os
@@ -118,9 +122,12 @@ class TlsTerminator:
     `backend`. start() runs it in a daemon thread; stop() closes everything."""
 
     def __init__(self, context, listen_sock, backend, handshake_timeout=HANDSHAKE_TIMEOUT,
-                 max_connections=MAX_CONNECTIONS, name="tls"):
+                 max_connections=MAX_CONNECTIONS, max_handshakes_per_address=None, name="tls"):
         self.context, self.sock, self.backend = context, listen_sock, backend
         self.handshake_timeout, self.max_connections = handshake_timeout, max_connections
+        self.max_handshakes_per_address = max_handshakes_per_address
+        self.handshaking = collections.Counter()        # client address -> connections before the pipe
+        self.refused_handshakes = 0
         self.port = listen_sock.getsockname()[1]
         self.name = name
         self.open = 0
@@ -190,6 +197,12 @@ class TlsTerminator:
             if self.open >= self.max_connections:
                 conn.close()
                 continue
+            limit = self.max_handshakes_per_address
+            if limit and self.handshaking[addr[0]] >= limit:
+                self.refused_handshakes += 1
+                conn.close()
+                continue
+            self.handshaking[addr[0]] += 1
             conn.setblocking(False)
             try:
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -211,6 +224,14 @@ class TlsTerminator:
         return conn.recv(1, socket.MSG_PEEK)
 
     async def _handle(self, conn, addr):
+        try:
+            await self._connect(conn, addr)
+        finally:
+            self.handshaking[addr[0]] -= 1
+            if self.handshaking[addr[0]] <= 0:
+                del self.handshaking[addr[0]]
+
+    async def _connect(self, conn, addr):
         loop = self._loop
         client = None
         try:

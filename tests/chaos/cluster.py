@@ -9,6 +9,8 @@ import requests
 
 from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_base_port
 
+from . import credentials
+
 # Below the kernel's ephemeral port range (see tests/integration/helpers.py).
 PORT_LOW, PORT_HIGH = 20000, 32500
 STATUS_TIMEOUT = 0.5
@@ -46,11 +48,12 @@ class ChaosCluster:
             if self.netns:
                 from shepherd_ha.cli.netns_cluster import NetnsCluster
                 self.lc = NetnsCluster(self.dir)
-                self.lc.create(self.replicas, server_options=self.server_options)
+                self.lc.create(self.replicas, server_options=self.server_options, auth=True)
                 self.lc.setup_network()
             else:
                 self.lc = LocalCluster(self.dir)
                 self._create_on_loopback()
+            credentials.set_token(self.lc.token())
             self.lc.start_all()
             leader = self.lc.wait_ready(60)
         except BaseException:
@@ -66,7 +69,7 @@ class ChaosCluster:
         for _ in range(5):   # another process may take our ports between the check and the bind
             try:
                 self.lc.create(self.replicas, find_base_port(self.replicas, low=PORT_LOW, high=PORT_HIGH),
-                               server_options=self.server_options)
+                               server_options=self.server_options, auth=True)
                 return
             except LocalClusterError as exc:
                 last = exc
@@ -235,7 +238,8 @@ class ChaosCluster:
     def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
         try:
             reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica", verify=self.verify,
-                                 params={"digest": "1"} if digest else None, timeout=timeout)
+                                 params={"digest": "1"} if digest else None, timeout=timeout,
+                                 headers=credentials.HEADERS)
             return reply.json() if reply.status_code == 200 else None
         except (requests.RequestException, ValueError):
             return None
@@ -267,7 +271,8 @@ class ChaosCluster:
     def metric(self, ident, name, timeout=2.0):
         """The value of an unlabelled metric from a replica's /metrics, or None."""
         try:
-            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout, verify=self.verify).text
+            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout, verify=self.verify,
+                                headers=credentials.HEADERS).text
         except requests.RequestException:
             return None
         for line in text.splitlines():

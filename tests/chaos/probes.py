@@ -22,6 +22,8 @@ import uuid
 
 import requests
 
+from . import credentials
+
 PROBE_NAMESPACE = "chaos-probe"
 PROBE_NAME = "gap-probe"
 CTL_NAMESPACE = "chaos-ctl"
@@ -51,7 +53,8 @@ class GapProbe(threading.Thread):
         while not self.stop.is_set():
             n += 1
             body = json.dumps({"data": {"n": str(n)}}).encode()
-            headers = {"Content-Type": "application/merge-patch+json", "Idempotency-Key": uuid.uuid4().hex}
+            headers = dict(credentials.HEADERS, **{"Content-Type": "application/merge-patch+json",
+                                                   "Idempotency-Key": uuid.uuid4().hex})
             url = self.urls[current]
             conn = conns.get(url)
             if conn is None:
@@ -143,8 +146,9 @@ class PodWatch(threading.Thread):
         try:
             self.resp = requests.get("%s/api/v1/namespaces/%s/pods" % (self.url, self.namespace), stream=True,
                                      verify=self.verify,
-                                     timeout=(2, 30), params={"watch": "1", "resourceVersion": str(self.revision),
-                                                              "timeoutSeconds": "60"})
+                                     timeout=(2, 70), params={"watch": "1", "resourceVersion": str(self.revision),
+                                                              "timeoutSeconds": "60"},
+                                     headers=credentials.HEADERS)
             for line in self.resp.iter_lines():
                 if line.strip():
                     self.events.append((time.monotonic(), json.loads(line)))

@@ -21,7 +21,7 @@ import time
 
 from shepherd_ha.client import Client
 
-from . import apps, faults, figures, quiescence, report
+from . import apps, credentials, faults, figures, quiescence, report
 from .cluster import ChaosCluster, ChaosSetupError, have_root
 from .probes import ControllerProbe, GapProbe
 from .recorder import Recorder
@@ -130,7 +130,7 @@ def run(args):
                       logs_to=os.path.join(out, "logs")) as cluster:
         urls = cluster.urls()
         admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
-                       ca_file=cluster.ca_file)
+                       ca_file=cluster.ca_file, token=credentials.token())
         apps.setup(admin)
         ctl_probe = ControllerProbe(cluster, admin, say=log)
         ctl_probe.setup()

@@ -20,6 +20,8 @@ import requests
 from shepherd_ha.client import ApiError, Client, NoReplicaReachable, OutcomeUnknown
 from shepherd_ha.client.http_client import _never_sent
 
+from . import credentials
+
 NAMESPACE = "chaos"
 GENERATED_LABEL = "chaos-op"
 # op -> weight; a cas also records the linearizable read it starts with
@@ -111,7 +113,7 @@ class ClientProcess(threading.Thread):
         self.session = RecordingSession()
         self.session.verify = ca_file or True
         self.client = Client(order, timeout=REQUEST_TIMEOUT, retry_deadline=OP_DEADLINE, session=self.session,
-                             user_agent="shepherd-chaos/p%d" % pid)
+                             user_agent="shepherd-chaos/p%d" % pid, token=credentials.token())
         self.keys = keys
         self.recorder = recorder
         self.stop = stop

@@ -84,11 +84,92 @@ def test_provisioning_wires_the_tokens_and_keeps_them_apart():
     assert "token_file: /etc/shepherd/tokens.csv" in read("provision", "control-plane.sh")
     assert "token_file: /etc/shepherd/node-token" in read("provision", "worker.sh")
     vagrantfile = read("Vagrantfile")
-    # workers never get the Raft password or the token table; control planes never the node token
-    assert '["secrets/raft-password", "secrets/tokens.csv", "secrets/admin-token"]' in vagrantfile
-    assert '"secrets/node-token", "secrets/admin-token"]' in vagrantfile
+    # workers never get the Raft password, the token table or another node's token; control planes no node token
+    assert '["secrets/raft-password", "secrets/tokens.csv", "secrets/admin-token"] +' in vagrantfile
+    assert 'WORKER_NODES.reject { |w| w[:name] == node[:name] }.map { |w| "secrets/nodes/#{w[:name]}.token" }' \
+        in vagrantfile
+    assert '"secrets/nodes/", "secrets/admin-token"]' in vagrantfile
+    assert '"$DIST/secrets/nodes/$NODE.token" /etc/shepherd/node-token' in read("provision", "worker.sh")
     artifacts = read("scripts", "prepare-artifacts.sh")
-    assert '"system:masters"' in artifacts and '"system:nodes"' in artifacts and "umask 077" in artifacts
+    assert '"system:masters"' in artifacts and "umask 077" in artifacts
+    assert "shepherd_ha.cli.node_tokens create --node" in artifacts and "cluster_layout.py\" workers" in artifacts
+
+
+def test_prepare_artifacts_gives_each_worker_its_own_token(tmp_path):
+    """The token part of prepare-artifacts.sh, run for real on a copy of its lines."""
+    script = read_script_part()
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "secrets").mkdir(parents=True)
+    (artifacts / "secrets" / "tokens.csv").write_text('%s,admin,admin,"system:masters"\n%s,system:node,system:node,'
+                                                    '"system:nodes"\n' % ("a" * 32, "n" * 32))
+    env = dict(os.environ, ARTIFACTS=str(artifacts), PROJECT=ROOT, PYTHON=sys.executable, WORKERS="3")
+    proc = subprocess.run(["bash", "-euc", "log() { echo \"$*\"; }\n" + script], env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    from shepherd_ha.api import auth
+    table = auth.load_token_file(str(artifacts / "secrets" / "tokens.csv"))
+    tokens = {w: (artifacts / "secrets" / "nodes" / (w + ".token")).read_text().strip() for w in ("w1", "w2", "w3")}
+    for worker, token in tokens.items():
+        assert table.authenticate(token).name == "system:node:" + worker
+        assert oct(os.stat(artifacts / "secrets" / "nodes" / (worker + ".token")).st_mode & 0o777) == "0o600"
+    assert len(set(tokens.values())) == 3
+    assert table.authenticate("n" * 32) is None and table.authenticate("a" * 32).name == "admin"
+    again = subprocess.run(["bash", "-euc", "log() { echo \"$*\"; }\n" + script], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert again.returncode == 0 and "generating" not in again.stdout      # made once per worker
+    assert (artifacts / "secrets" / "nodes" / "w1.token").read_text().strip() == tokens["w1"]
+
+
+def read_script_part():
+    with open(os.path.join(ROOT, "vagrant", "scripts", "prepare-artifacts.sh"), encoding="utf-8") as f:
+        text = f.read()
+    start = text.index("# One identity per worker")
+    return text[start:text.index('if [ ! -s "$ARTIFACTS/cluster-id" ]; then')]
+
+
+def test_data_plane_defaults_overrides_and_refusals(tmp_path):
+    from cluster_layout import data_plane, provisioned_data_plane
+    assert data_plane({}) == {"cluster_cidr": "10.244.0.0/16", "service_cidr": "10.96.0.0/12",
+                              "cluster_domain": "cluster.local"}
+    assert data_plane({"CLUSTER_CIDR": "10.50.0.0/16", "CLUSTER_DOMAIN": "corp.example"})["cluster_domain"] == \
+        "corp.example"
+    for env, name in (({"CLUSTER_CIDR": "10.96.0.0/16"}, "overlap"),
+                      ({"SERVICE_CIDR": "10.96.0.1/12"}, "SERVICE_CIDR="),
+                      ({"CLUSTER_CIDR": "10.244.0.0/24"}, "too small"),
+                      ({"CLUSTER_DOMAIN": "Bad_Domain"}, "CLUSTER_DOMAIN=")):
+        with pytest.raises(LayoutError, match=name):
+            data_plane(env)
+    out = tmp_path / "data-plane.yaml"
+    env = dict(os.environ, ARTIFACTS=str(tmp_path), SERVICE_CIDR="10.100.0.0/16")
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "vagrant", "cluster_layout.py"), "data-plane", str(out)],
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert provisioned_data_plane({"ARTIFACTS": str(tmp_path)})["service_cidr"] == "10.100.0.0/16"
+
+
+def test_provisioning_sets_the_kernel_and_passes_the_data_plane():
+    def read(*parts):
+        with open(os.path.join(ROOT, "vagrant", *parts), encoding="utf-8") as f:
+            return f.read()
+    worker = read("provision", "worker.sh")
+    for line in ("modprobe br_netfilter", "net.ipv4.ip_forward = 1", "net.bridge.bridge-nf-call-iptables = 1",
+                 "/etc/modules-load.d/shepherd.conf",
+                 "grep -E '^(cluster_cidr|service_cidr|cluster_domain):' \"$DATA_PLANE\" >>/etc/shepherd/agent.yaml"):
+        assert line in worker, line
+    assert "grep -E '^(cluster_cidr|service_cidr):' \"$DATA_PLANE\" >>/etc/shepherd/server.yaml" in \
+        read("provision", "control-plane.sh")
+    assert 'data-plane "$ARTIFACTS/data-plane.yaml"' in read("scripts", "prepare-artifacts.sh")
+
+
+def test_the_data_plane_keys_provisioned_are_options_of_the_server_and_agent():
+    """A key the server or agent does not know makes it refuse its config file at boot."""
+    from agent.config import AGENT_OPTIONS
+    from cluster_layout import AGENT_DATA_PLANE, SERVER_DATA_PLANE
+    from shepherd_ha.config import SERVER_OPTIONS
+    assert set(SERVER_DATA_PLANE) <= {o.name for o in SERVER_OPTIONS}
+    assert set(AGENT_DATA_PLANE) <= {o.name for o in AGENT_OPTIONS}
+    for key in ("cluster_cidr", "service_cidr"):
+        assert key in SERVER_DATA_PLANE and key in AGENT_DATA_PLANE, "servers and agents must agree on %s" % key
 
 
 def test_every_vm_gets_a_certificate_for_its_names_and_none_gets_the_ca_key(tmp_path):

@@ -208,6 +208,18 @@ class AgentSet:
         return self.client.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body},
                                   namespace=namespace)
 
+    def privileged_namespace(self):
+        """A namespace of this test labelled with Pod Security level privileged (for
+        hostPort, hostNetwork, hostPath pods)."""
+        name = "e2e-priv-%s" % self.tag
+        try:
+            self.client.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {
+                "name": name, "labels": {"pod-security.kubernetes.io/enforce": "privileged"}}})
+        except ApiError as err:
+            if err.code != 409:
+                raise
+        return name
+
     def delete_pod(self, name, namespace="default", grace=None):
         path = "/api/v1/namespaces/%s/pods/%s" % (namespace, name)
         params = {"gracePeriodSeconds": str(grace)} if grace is not None else None

@@ -87,8 +87,9 @@ def test_bad_pod_specs_get_clear_reasons_and_the_agent_keeps_serving(agents):
     blocker.listen(1)
     taken = blocker.getsockname()[1]
     try:
+        privileged = agents.privileged_namespace()     # a hostPort needs it (Pod Security)
         agents.create_pod("portclash", [dict(SLEEPER, ports=[{"containerPort": 80, "hostPort": taken}])],
-                          node=node)
+                          node=node, namespace=privileged)
         agents.create_pod("noexec", [dict(SLEEPER, command=["/no/such/binary"])], node=node)
 
         def waiting(name, reason):
@@ -101,7 +102,8 @@ def test_bad_pod_specs_get_clear_reasons_and_the_agent_keeps_serving(agents):
         pod = agents.wait_pod("pullfail", lambda p: waiting("", "ErrImagePull")(p) or
                               waiting("", "ImagePullBackOff")(p), 15, "ErrImagePull")
         assert "shepherd/no-such-image:2" in container_status(pod)["state"]["waiting"]["message"]
-        pod = agents.wait_pod("portclash", waiting("portclash", "CreateContainerError"), 15, "CreateContainerError")
+        pod = agents.wait_pod("portclash", waiting("portclash", "CreateContainerError"), 15, "CreateContainerError",
+                              namespace=privileged)
         message = container_status(pod)["state"]["waiting"]["message"]
         assert str(taken) in message and ("address already in use" in message or "already allocated" in message), \
             message

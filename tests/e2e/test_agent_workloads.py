@@ -139,8 +139,9 @@ def test_a_multi_container_pod_shares_one_network_and_publishes_host_ports(agent
     side = {"name": "side", "image": IMAGE, "imagePullPolicy": "Never",
             "command": ["sh", "-c", "sleep 3600"], "env": [{"name": "GREETING", "value": "hi there"}],
             "workingDir": "/www", "resources": {"limits": {"memory": "32Mi", "cpu": "250m"}}}
-    agents.create_pod("duo", [web, side], node=node)
-    pod = agents.wait_running("duo")
+    ns = agents.privileged_namespace()         # hostPort needs it (Pod Security)
+    agents.create_pod("duo", [web, side], node=node, namespace=ns)
+    pod = agents.wait_running("duo", namespace=ns)
     ip = pod["status"]["podIP"]
     assert http_get(ip, 8080)[0] == 200
     assert http_get("127.0.0.1", host_port)[1].strip() == "hello from shepherd"
@@ -156,11 +157,11 @@ def test_a_multi_container_pod_shares_one_network_and_publishes_host_ports(agent
     assert inspect["HostConfig"]["NetworkMode"].startswith("container:")
     labels = inspect["Config"]["Labels"]
     assert labels["shepherd.io/node"] == node and labels["shepherd.io/pod-name"] == "duo"
-    assert labels["shepherd.io/pod-namespace"] == "default" and labels["shepherd.io/container-name"] == "side"
+    assert labels["shepherd.io/pod-namespace"] == ns and labels["shepherd.io/container-name"] == "side"
     assert labels["shepherd.io/pod-uid"] == pod["metadata"]["uid"]
     # the web container restarting keeps the pod's network and IP
     agents.engine.api.kill(container_status(pod, "httpd")["containerID"][len("docker://"):])
     pod = agents.wait_pod("duo", lambda p: container_status(p, "httpd")["restartCount"] == 1
-                          and container_status(p, "httpd")["ready"], 15, "httpd restarted")
+                          and container_status(p, "httpd")["ready"], 15, "httpd restarted", namespace=ns)
     assert pod["status"]["podIP"] == ip and http_get(ip, 8080)[0] == 200
     assert container_status(pod, "side")["restartCount"] == 0

@@ -19,7 +19,10 @@ MIB = 1024 * 1024
 @pytest.fixture(scope="module")
 def env(cluster):
     url = cluster.url(cluster.followers()[0])
-    ensure_namespace(url, NS)
+    # privileged: FULL_POD sets every pod field, hostPort included (admission is tested elsewhere)
+    resp = call("POST", url + "/api/v1/namespaces", json={"metadata": {"name": NS, "labels": {
+        "pod-security.kubernetes.io/enforce": "privileged"}}})
+    assert resp.status_code in (201, 409), describe(resp)
     ensure_namespace(url, NS_NAN)
     existing = expect(call("POST", url + PODS.format(ns=NS), json=pod("exists", {"app": "x"})), 201)
     expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % NS, json=deployment("dep")), 201)
@@ -63,10 +66,29 @@ CASES = {
     "unknown-path": ("GET", "/api/v2/pods", {}, 404, "NotFound"),
     "deployments-under-core": ("POST", "/api/v1/namespaces/{ns}/deployments", {"json": deployment("d2")},
                                404, "NotFound"),
-    "patch-json-patch-type": ("PATCH", POD.replace("{name}", "exists"),
-                              {"data": '[{"op": "add", "path": "/metadata/labels/a", "value": "b"}]',
-                               "headers": {"Content-Type": "application/json-patch+json"}},
-                              415, "UnsupportedMediaType"),
+    "json-patch-failed-test": ("PATCH", POD.replace("{name}", "exists"),
+                               {"data": '[{"op": "add", "path": "/metadata/labels/a", "value": "b"}, '
+                                        '{"op": "test", "path": "/spec/nodeName", "value": "nowhere"}]',
+                                "headers": {"Content-Type": "application/json-patch+json"}},
+                               422, "Invalid"),
+    "json-patch-not-a-list": ("PATCH", POD.replace("{name}", "exists"),
+                              {"data": '{"op": "add"}', "headers": {"Content-Type": "application/json-patch+json"}},
+                              400, "BadRequest"),
+    "strategic-item-without-key": ("PATCH", POD.replace("{name}", "exists"),
+                                   {"data": '{"spec": {"containers": [{"image": "x"}]}}',
+                                    "headers": {"Content-Type": "application/strategic-merge-patch+json"}},
+                                   422, "Invalid"),
+    "apply-without-field-manager": ("PATCH", POD.replace("{name}", "exists"),
+                                    {"data": json.dumps(pod("exists")),
+                                     "headers": {"Content-Type": "application/apply-patch+yaml"}}, 422, "Invalid"),
+    "patch-protobuf": ("PATCH", POD.replace("{name}", "exists"),
+                       {"data": "\x6b\x38\x73\x00", "headers": {"Content-Type": "application/vnd.kubernetes.protobuf"}},
+                       415, "UnsupportedMediaType"),
+    "strict-unknown-field": ("POST", PODS, {"json": _pod_with(spek={"x": 1}),
+                                            "params": {"fieldValidation": "Strict"}}, 400, "BadRequest"),
+    "bad-dry-run-value": ("POST", PODS, {"json": pod("dry"), "params": {"dryRun": "true"}}, 422, "Invalid"),
+    "bad-field-validation": ("POST", PODS, {"json": pod("fv"), "params": {"fieldValidation": "strict"}},
+                             422, "Invalid"),
     "patch-text-plain": ("PATCH", POD.replace("{name}", "exists"),
                          {"data": '{"metadata": {"labels": {"a": "b"}}}', "headers": {"Content-Type": "text/plain"}},
                          415, "UnsupportedMediaType"),
@@ -82,7 +104,7 @@ CASES = {
     "invalid-namespace-in-path": ("POST", "/api/v1/namespaces/Not_Valid/pods", {"json": pod("p")}, 400, None),
     "bad-label-selector": ("GET", PODS, {"params": {"labelSelector": "app in (web"}}, 400, "BadRequest"),
     "bad-label-selector-all-ns": ("GET", "/api/v1/pods", {"params": {"labelSelector": "a=b=c"}}, 400, "BadRequest"),
-    "unsupported-field-selector": ("GET", PODS, {"params": {"fieldSelector": "spec.restartPolicy=Always"}},
+    "unsupported-field-selector": ("GET", PODS, {"params": {"fieldSelector": "spec.dnsPolicy=Default"}},
                                    400, "BadRequest"),
     "malformed-field-selector": ("GET", PODS, {"params": {"fieldSelector": "metadata.name"}}, 400, "BadRequest"),
     "watch-non-numeric-rv": ("GET", PODS, {"params": {"watch": "1", "resourceVersion": "abc"}}, 400, "BadRequest"),

@@ -88,7 +88,8 @@ class InProcessCluster:
         for ident, address in members:
             others = [(i, a) for i, a in members if i != ident]
             settings = RaftSettings(self_address=address, peer_addresses=[a for _, a in others],
-                                    data_dir=str(tmp_path / ident), password=password)
+                                    data_dir=str(tmp_path / ident), password=password,
+                                    salt="00112233445566778899aabbccddeeff")
             replica = Replica(ident, settings, [Peer(i, a) for i, a in others])
             self.stores[ident] = []
             manager = ControllerManager(replica, [self._factory(ident)])

@@ -35,7 +35,8 @@ def replicas(tmp_path, request):
     for ident, address in members:
         others = [(i, a) for i, a in members if i != ident]
         settings = RaftSettings(self_address=address, peer_addresses=[a for _, a in others],
-                                data_dir=str(tmp_path / ident), password=password)
+                                data_dir=str(tmp_path / ident), password=password,
+                                salt="00112233445566778899aabbccddeeff")
         started.append(Replica(ident, settings, [Peer(i, a) for i, a in others]))
     _wait(lambda: sum(r.node.is_leader() for r in started) == 1 and all(r.ready()[0] for r in started),
           20.0, "a leader and three ready replicas")

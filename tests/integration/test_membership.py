@@ -144,6 +144,12 @@ def test_add_a_fourth_then_remove_one_under_writes(tmp_path):
         state = same_state(run, rest)
         assert len(set(state["digests"].values())) == 1, state
         assert objects_on(run, "r4") == objects_on(run, rest[0])
+        # PySyncObj's membership entries (a pickled TCPNode) went through the restricted
+        # unpickler's membership path on every replica left, refused nowhere (restricted_pickle).
+        for ident in rest:
+            with open(run.lc._paths(ident)[2], errors="replace") as fh:
+                logged = fh.read()
+            assert "refused a Raft" not in logged, (ident, [l for l in logged.splitlines() if "refused a Raft" in l][:3])
 
 
 def test_replace_a_replica_that_died_for_good(tmp_path):
@@ -216,7 +222,7 @@ def test_a_change_during_a_partition_is_refused_and_the_cluster_converges(tmp_pa
         leader = run.leader()
         followers = [i for i in lc.ids() if i != leader]
         headers = lc.auth_headers()
-        node_token = open(lc.node_token_file).read().strip()
+        node_token = lc.node_token("member-test-node")
         # Not an admin: 403, whatever the cluster's state.
         assert_status(call("DELETE", run.url(leader) + "/shepherd/v1/members/" + followers[0],
                            headers={"Authorization": "Bearer " + node_token}), 403)
@@ -292,8 +298,8 @@ def test_sheepctl_add_status_remove_and_a_join_under_a_taken_id(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--id", "r4",
                                "--raft-address", "127.0.0.1:1", "--api-bind", "127.0.0.1:2",
                                "--data-dir", str(tmp_path / "dup"), "--raft-password-file",
-                               os.path.join(lc.dir, "raft-password"), "--join", run.url("r1"),
-                               "--insecure-http"],     # this cluster is plain HTTP
+                               os.path.join(lc.dir, "raft-password"), "--raft-salt", lc.spec()["raft_salt"],
+                               "--join", run.url("r1"), "--insecure-http"],     # this cluster is plain HTTP
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and "already a member at Raft %s" % member["raft"] in proc.stderr, proc.stderr
         code, out = _sheepctl(config, "cluster", "remove-replica", "r4")

@@ -42,16 +42,19 @@ def wait_for(check, what, timeout=60.0, interval=0.2):
     raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
 
 
-def make_agent(url, netns_node, name, state_root):
+def make_agent(url, netns_node, name, state_root, extra=()):
     args = build_parser().parse_args([
         "--servers", url, "--node-name", name, "--address", netns_node.address, "--bind", "127.0.0.1",
         "--docker-url", netns_node.docker_url, "--state-dir", os.path.join(state_root, name),
         "--pod-network", "bridge", "--cluster-cidr", CLUSTER, "--status-interval", "5",
-        "--housekeeping-interval", "1", "--backoff-base", "1", "--backoff-max", "2", "--lease-interval", "2"])
+        "--housekeeping-interval", "1", "--backoff-base", "1", "--backoff-max", "2", "--lease-interval", "2"]
+        + list(extra))
     agent = Agent(agent_config.settings(agent_config.resolve(args, environ={})))
     # This process is in the host's namespace: the node's routes and rules are in the node's.
     agent.pod_network.routes = RouteTable(IpCommand(prefix=netns_node.prefix))
     agent.pod_network.iptables = rules.Iptables(prefix=netns_node.prefix)
+    if agent.dns is not None:      # the node's DNS listens on its bridge's gateway, in the node's namespace
+        agent.dns.start_server = lambda server: netns_node.call(server.start)
     agent.start()
     return agent
 

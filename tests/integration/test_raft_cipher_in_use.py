@@ -35,7 +35,8 @@ def test_replicas_speak_aes_gcm_and_never_fernet(tmp_path, monkeypatch):
         for ident, address in members:
             others = [(i, a) for i, a in members if i != ident]
             settings = RaftSettings(self_address=address, peer_addresses=[a for _, a in others],
-                                    data_dir=str(tmp_path / ident), password=password)
+                                    data_dir=str(tmp_path / ident), password=password,
+                                    salt="00112233445566778899aabbccddeeff")
             replicas.append(Replica(ident, settings, [Peer(i, a) for i, a in others]))
         assert all(isinstance(r.node.syncobj.encryptor, RaftCipher) for r in replicas)
         op = {"op": "create", "resource": "namespaces", "object": {

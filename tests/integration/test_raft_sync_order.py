@@ -88,7 +88,8 @@ def watched_nodes(tmp_path, monkeypatch):
     addresses = ["127.0.0.1:%d" % (base + 150 + i) for i in range(3)]
     for i, address in enumerate(addresses):
         settings = RaftSettings(self_address=address, peer_addresses=[a for a in addresses if a != address],
-                                data_dir=str(tmp_path / ("r%d" % i)), password="test-password")
+                                data_dir=str(tmp_path / ("r%d" % i)), password="test-password",
+                                salt="00112233445566778899aabbccddeeff")
         node = RaftNode(settings, lambda changes: None, lambda revision: None)
         journal_of[node.syncobj] = os.path.join(settings.data_dir, "raft.journal")
         # The FSM takes this lock for every entry it applies: check the leader's journal there.

@@ -315,35 +315,43 @@ def test_a_broken_runtime_stream_breaks_the_response_instead_of_ending_it():
         server.stop()
 
 
-class FakeAccess:
-    """Stands in for log_access.LogAccess: answers by token, records what it was asked."""
+def test_with_access_a_grant_for_this_very_container_is_needed(runtime):
+    from agent.log_access import CannotCheck, LogAccess
+    from shepherd_ha.api.replica_credentials import ReplicaCredentials
+    ours = ReplicaCredentials("correct-horse-battery-staple-42", "00" * 16)
+    theirs = ReplicaCredentials("correct-horse-battery-staple-42", "11" * 16)    # another cluster
+    reachable = [True]
 
-    def __init__(self):
-        self.asked = []
-
-    def may_read(self, token, namespace, pod):
-        from agent.log_access import CannotCheck
-        self.asked.append((token, namespace, pod))
-        if token == "down":
+    def fetch_key():
+        if not reachable[0]:
             raise CannotCheck("no replica reachable")
-        return token == "good"
-
-
-def test_with_access_checks_a_token_is_needed_and_asked_about(runtime):
-    access = FakeAccess()
+        return ours.log_grant_key
+    access = LogAccess([], NODE, "node-token", fetch_key=lambda: fetch_key())
     server = LogServer(runtime, NODE, access=access).start()
+
+    def grant(creds=ours, node=NODE, container="app"):
+        return {"Authorization": creds.log_grant(node, "default", "web", container, "")}
     try:
-        assert get(server, "/healthz").status_code == 200            # probes need no token
+        assert get(server, "/healthz").status_code == 200            # probes need no grant
         r = get(server, "/containerLogs/default/web/app")
-        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized" and "show a token" in r.json()["message"]
-        r = get(server, "/containerLogs/default/a..b/app", headers={"Authorization": "Bearer good"})
-        assert r.status_code == 400       # names are checked before the API is asked about them
-        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer bad"})
-        assert r.status_code == 403 and "default/web" in r.json()["message"]
-        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer down"})
-        assert r.status_code == 503 and "cannot check the token" in r.json()["message"]
-        r = get(server, "/containerLogs/default/web/app", headers={"Authorization": "Bearer good"})
+        assert r.status_code == 401 and r.json()["reason"] == "Unauthorized" and "log grant" in r.json()["message"]
+        r = get(server, "/containerLogs/default/a..b/app", headers=grant())
+        assert r.status_code == 400
+        for headers, why in ((grant(theirs), "not signed by this cluster"), (grant(node="other-node"), "node"),
+                             (grant(container="sidecar"), "container"), ({"Authorization": "Bearer admin"},
+                                                                         "no log grant")):
+            r = get(server, "/containerLogs/default/web/app", headers=headers)
+            assert r.status_code == 403 and why in r.json()["message"], (why, r.text)
+        r = get(server, "/containerLogs/default/web/app", headers=grant())
         assert r.status_code == 200 and r.text.startswith("line 1\n")
-        assert access.asked == [("bad", "default", "web"), ("down", "default", "web"), ("good", "default", "web")]
+        reachable[0] = False             # the key is kept: logs stay readable without the API
+        r = get(server, "/containerLogs/default/web/app", headers=grant())
+        assert r.status_code == 200
     finally:
         server.stop()
+    cold = LogServer(runtime, NODE, access=LogAccess([], NODE, "t", fetch_key=lambda: fetch_key())).start()
+    try:
+        r = get(cold, "/containerLogs/default/web/app", headers=grant())
+        assert r.status_code == 503 and "cannot check log grants" in r.json()["message"]
+    finally:
+        cold.stop()

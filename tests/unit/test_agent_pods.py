@@ -529,3 +529,18 @@ def test_a_shorter_grace_period_applies_at_once(env):
     manager.states["uid-web"].terminator.join(10)
     assert [s[1] for s in runtime.signals] == [signal.SIGTERM, signal.SIGKILL]
     assert runtime.signals[1][2] - started < 1.0
+
+
+def test_an_orphan_whose_pod_name_now_lives_on_another_node_is_removed(env):
+    # The API answers 403 to a node's read of a pod bound elsewhere (NodeRestriction):
+    # that pod is not ours, so our container of the old pod of that name is an orphan.
+    manager, runtime, client = env
+    old = make_pod("reused", uid="uid-old")
+    cid = runtime.create(P.container_config(old, old["spec"]["containers"][0], NODE, "10.1.2.3", 0))
+    runtime.start(cid)
+
+    def refused(resource, name, namespace=None, consistent=True):
+        raise ApiError({"code": 403, "reason": "Forbidden", "message": 'pods "reused" is forbidden'})
+    client.get = refused
+    manager.housekeeping()
+    assert runtime.inspect(cid) is None

@@ -3,6 +3,7 @@ import pytest
 from flask import Flask
 
 from shepherd_ha.api import auth
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.api.errors import ApiError, error_response
 from shepherd_ha.options import ConfigError
 
@@ -43,18 +44,25 @@ def test_a_token_given_twice_and_an_empty_file_are_refused():
 def test_load_token_file_adds_the_replicas_status_token(tmp_path):
     path = tmp_path / "tokens.csv"
     path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
-    loaded = auth.load_token_file(str(path), raft_password="secret")
+    loaded = auth.load_token_file(str(path), peer_token=PEER.peer_token)
     assert len(loaded) == 2
-    replica = loaded.authenticate(auth.peer_token("secret"))
+    replica = loaded.authenticate(PEER.peer_token)
     assert replica.name == auth.REPLICA_USER and not replica.may("POST", "/shepherd/v1/replica")
-    # it reads replica status and single pods (what agents check it with), nothing else
-    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/api/v1/namespaces/ns/pods/web")
-    for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web/log", "/api/v1/namespaces/ns/configmaps/c",
-                 "/shepherd/v1/cluster", "/metrics"):
+    # it reads replica status and the member list (--join), nothing else (agents are shown
+    # log grants, not this token)
+    assert replica.may("GET", "/shepherd/v1/replica") and replica.may("GET", "/shepherd/v1/members")
+    for path in ("/api/v1/pods", "/api/v1/namespaces/ns/pods/web", "/api/v1/namespaces/ns/pods/web/log",
+                 "/api/v1/namespaces/ns/configmaps/c", "/shepherd/v1/cluster", "/metrics",
+                 "/shepherd/v1/members/r2", "/shepherd/v1/membersx", "/shepherd/v1/snapshot"):
         assert not replica.may("GET", path), path
-    assert auth.peer_token("secret") != auth.peer_token("other")
+    for method, path in (("POST", "/shepherd/v1/members"), ("DELETE", "/shepherd/v1/members/r2"),
+                         ("PUT", "/shepherd/v1/members")):
+        assert not replica.may(method, path), (method, path)
     with pytest.raises(ConfigError, match="cannot read --token-file"):
         auth.load_token_file(str(tmp_path / "missing.csv"))
+
+
+PEER = ReplicaCredentials("correct-horse-battery-staple-42", "00" * 16)
 
 
 @pytest.fixture
@@ -92,15 +100,37 @@ def test_health_needs_no_token_and_everything_else_does(client):
     assert "not in this replica's --token-file" in client.get("/api/v1/pods", headers=bearer("z" * 32)).json["message"]
 
 
-def test_groups_decide_who_may_read_and_write(client):
-    for token, user in ((ADMIN, "alice"), (NODE, "system:node")):
+def test_authentication_names_the_user_and_groups_and_leaves_the_decision_to_authz(client):
+    # What each may do is api/authz/'s job (tests/unit/test_authz_*.py); here only who they are.
+    for token, user in ((ADMIN, "alice"), (NODE, "system:node"), (VIEWER, "bob"), (NOBODY, "carol")):
         assert client.post("/api/v1/pods", headers=bearer(token)).json == {"user": user}
-    assert client.get("/api/v1/pods", headers=bearer(VIEWER)).json == {"user": "bob"}
-    resp = client.delete("/api/v1/pods", headers=bearer(VIEWER))
-    assert resp.status_code == 403 and resp.json["reason"] == "Forbidden"
-    assert "user bob" in resp.json["message"] and "system:masters" in resp.json["message"]
-    resp = client.get("/api/v1/pods", headers=bearer(NOBODY))
-    assert resp.status_code == 403 and "shepherd:view" in resp.json["message"]
+
+
+def test_the_replicas_token_is_held_to_its_paths(tmp_path):
+    path = tmp_path / "tokens.csv"
+    path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
+    app = Flask("t")
+    auth.install(app, auth.load_token_file(str(path), PEER.peer_token))
+    app.register_error_handler(ApiError, error_response)
+    app.add_url_rule("/api/v1/pods", "pods", lambda: "ok", methods=["GET"])
+    resp = app.test_client().get("/api/v1/pods", headers=bearer(PEER.peer_token))
+    assert resp.status_code == 403 and auth.REPLICA_USER in resp.json["message"]
+
+
+def test_the_token_file_is_read_again_when_it_changes(tmp_path, caplog):
+    path = tmp_path / "tokens.csv"
+    path.write_text('%s,alice,u1,"system:masters"\n' % ADMIN)
+    table = auth.load_token_file(str(path))
+    assert table.authenticate(NODE) is None
+    new = tmp_path / "tokens.new"
+    new.write_text('%s,alice,u1,"system:masters"\n%s,system:node:n1,n1,"system:nodes"\n' % (ADMIN, NODE))
+    new.replace(path)
+    assert table.authenticate(NODE).name == "system:node:n1"
+    path.write_text('%s,bob,u1\n' % VIEWER)                # a token removed stops working at once
+    assert table.authenticate(NODE) is None and table.authenticate(VIEWER).name == "bob"
+    path.write_text("%s,broken\n" % ADMIN + "x" * 7)       # a bad edit keeps the previous tokens
+    assert table.authenticate(VIEWER).name == "bob"
+    assert "cannot be used" in caplog.text
 
 
 def test_a_token_file_that_is_not_text_is_a_config_error_and_a_bom_is_ignored(tmp_path):

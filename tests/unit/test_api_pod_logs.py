@@ -309,25 +309,32 @@ def test_bad_parameters_and_verbs(api):
     assert_status(r, 404, "no 'log' subresource")
 
 
-def test_the_agent_sees_the_replicas_token_never_the_callers(runtime, replica):
-    class Access:
-        asked = []
+def test_the_agent_sees_a_grant_for_that_container_never_a_token(runtime, replica):
+    from agent.log_access import LogAccess
+    from shepherd_ha.api.replica_credentials import ReplicaCredentials
+    ours = ReplicaCredentials("correct-horse-battery-staple-42", "00" * 16)
+    theirs = ReplicaCredentials("correct-horse-battery-staple-42", "11" * 16)
+    seen = []
 
-        def may_read(self, token, namespace, pod):
-            self.asked.append(token)
-            return token == "replica-token"
-    agent = LogServer(runtime, "n1", threads=2, access=Access()).start()
+    class Recording(LogAccess):
+        def may_read(self, authorization, namespace, pod, container):
+            seen.append(authorization)
+            return super().may_read(authorization, namespace, pod, container)
+    agent = LogServer(runtime, "n1", threads=2, access=Recording([], "n1", "t", fetch_key=lambda: ours.log_grant_key))
+    agent.start()
     replica.put("nodes", node("n1", port=agent.port))
-    served = Served(create_app(replica, peer_token="replica-token"))
-    stranger = Served(create_app(replica, peer_token="not-known-to-the-api"))
+    served = Served(create_app(replica, peer_token=ours.peer_token, log_grants=ours))
+    stranger = Served(create_app(replica, log_grants=theirs))
     open_replica = Served(create_app(replica))
     try:
         r = get(log_url(served, "web"), headers={"Authorization": "Bearer the-callers-token"})
         assert r.status_code == 200 and r.text.startswith("hello 1\n")
         # an agent that refuses the replica is the operator's problem, not the caller's: 503 saying why
-        assert_status(get(log_url(stranger, "web")), 503, "refused this replica", "--token-file")
+        assert_status(get(log_url(stranger, "web")), 503, "refused this replica", "log grants")
         assert_status(get(log_url(open_replica, "web")), 503, "refused this replica")
-        assert Access.asked == ["replica-token", "not-known-to-the-api"]
+        assert len(seen) == 2 and all(ours.peer_token not in (a or "") for a in seen)
+        assert all("the-callers-token" not in (a or "") for a in seen)
+        assert seen[0].startswith("Shepherd-Log-Grant v1.")
     finally:
         for server in (served, stranger, open_replica):
             server.stop()

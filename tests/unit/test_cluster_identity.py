@@ -17,6 +17,7 @@ from shepherd_ha.store.raft_cipher import InvalidToken, RaftCipher
 
 A = "a" * 32
 B = "b" * 32
+SALT = "5a" * 16
 
 
 def test_a_new_data_dir_keeps_the_configured_id_and_refuses_another_later(tmp_path):
@@ -53,7 +54,7 @@ def test_malformed_ids_are_refused(tmp_path):
 
 
 def test_raft_messages_of_another_cluster_are_refused_naming_both_ids(caplog):
-    ours, same, theirs = RaftCipher("pw", A), RaftCipher("pw", A), RaftCipher("pw", B)
+    ours, same, theirs = RaftCipher("pw", SALT, A), RaftCipher("pw", SALT, A), RaftCipher("pw", SALT, B)
     assert same.decrypt(ours.encrypt_at_time(b"append", 5)) == b"append"
     token = theirs.encrypt_at_time(b"append", 5)
     with caplog.at_level(logging.ERROR, logger="shepherd_ha.store.raft_cipher"):
@@ -141,5 +142,5 @@ def test_a_replica_of_a_release_before_cluster_ids_is_refused_and_named(caplog):
     old = struct.pack(">BQ12s", 1, 5, bytes(12)) + b"ciphertext and tag"
     with caplog.at_level(logging.ERROR, logger="shepherd_ha.store.raft_cipher"):
         with pytest.raises(InvalidToken, match="message version 1"):
-            RaftCipher("pw", A).extract_timestamp(old)
+            RaftCipher("pw", SALT, A).extract_timestamp(old)
     assert "a release before cluster ids" in caplog.text

@@ -106,3 +106,10 @@ def test_a_malformed_command_in_a_group_fails_alone():
     assert result["ok"] and [r["ok"] for r in result["results"]] == [True, False]
     assert "non-empty list of ops" in result["results"][1]["message"]
     assert fsm.get("pods", "default", "good") is not None
+
+
+def test_a_write_digest_is_optional_and_a_string():
+    op = C.delete("pods", "default", "p")
+    assert "digest" not in C.write([op], "k")
+    assert C.shape_error(C.write([op], "k", digest="abc")) is None
+    assert "digest" in C.shape_error(dict(C.write([op], "k"), digest=5))

@@ -48,8 +48,8 @@ def test_peers_parse_and_reject_bad_forms():
 
 def base_values(**over):
     values = {o.name: o.default for o in config.SERVER_OPTIONS}
-    values.update(id="r1", raft_address="127.0.0.1:7001", data_dir="/tmp/x", raft_password="pw",
-                  peers="r2@127.0.0.1:7002/127.0.0.1:8002")
+    values.update(id="r1", raft_address="127.0.0.1:7001", data_dir="/tmp/x", raft_password="correct-horse-battery-staple-42",
+                  raft_salt="00112233445566778899aabbccddeeff", peers="r2@127.0.0.1:7002/127.0.0.1:8002")
     values.update(over)
     return values
 
@@ -65,9 +65,9 @@ def test_server_settings_require_password_and_id():
 
 def test_password_file(tmp_path):
     secret = tmp_path / "pw"
-    secret.write_text("s3cret\n")
+    secret.write_text("Tr0ub4dor&3-correct-horse\n")
     settings, *_ = config.server_settings(base_values(raft_password=None, raft_password_file=str(secret)))
-    assert settings.password == "s3cret"
+    assert settings.password == "Tr0ub4dor&3-correct-horse"
 
 
 @pytest.mark.parametrize("over, match", [
@@ -77,7 +77,7 @@ def test_password_file(tmp_path):
 ])
 def test_timeouts_are_validated_against_each_other(over, match):
     settings = dict(self_address="127.0.0.1:7001", peer_addresses=["127.0.0.1:7002"], data_dir="/tmp/x",
-                    password="pw")
+                    password="pw", salt="00112233445566778899aabbccddeeff")
     settings.update(over)
     with pytest.raises(ConfigError, match=match):
         RaftSettings(**settings).validate()

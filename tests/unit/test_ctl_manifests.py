@@ -44,7 +44,7 @@ def test_cluster_scoped_namespace_is_dropped():
     ("kind: Pod\nmetadata:\n  name: a\n   x: 1\n", "f.yaml: line 4: mapping values are not allowed here"),
     ("kind: Pod\nmetadata: [\n", "f.yaml: line 3:"),
     ("apiVersion: v1\nmetadata: {name: a}\n", "f.yaml: line 1: missing `kind`"),
-    ("kind: Secret\nmetadata: {name: a}\n", "f.yaml: line 1: unknown kind 'Secret'"),
+    ("kind: PersistentVolume\nmetadata: {name: a}\n", "f.yaml: line 1: unknown kind 'PersistentVolume'"),
     ("kind: Pod\nmetadata: {}\n", "f.yaml: line 1: Pod has no metadata.name"),
     ("kind: Pod\napiVersion: apps/v1\nmetadata: {name: a}\n",
      "f.yaml: line 1: Pod is served as apiVersion v1, not 'apps/v1'"),

@@ -27,10 +27,11 @@ sys.path.insert(0, os.path.join(ROOT, "vagrant"))
 
 import cluster_layout  # noqa: E402
 
-REQUIRED = dict(id="r1", raft_address="127.0.0.1:7001", data_dir="/tmp/x", raft_password="pw",
+REQUIRED = dict(id="r1", raft_address="127.0.0.1:7001", data_dir="/tmp/x", raft_password="correct-horse-battery-staple-42", raft_salt="00112233445566778899aabbccddeeff",
                 peers="r2@127.0.0.1:7002/127.0.0.1:8002")
 # RaftSettings fields the server fills from differently named options (or not at all).
-RAFT_IDENTITY = {"self_address", "peer_addresses", "data_dir", "password", "bind_address"}
+RAFT_IDENTITY = {"self_address", "peer_addresses", "data_dir", "password", "salt", "accepted_passwords",
+                 "bind_address"}
 
 
 def parse(argv=()):

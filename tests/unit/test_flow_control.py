@@ -301,3 +301,19 @@ def test_server_threads_follow_the_limits():
     unbounded = FlowControl(max_inflight=0, max_watches=4)
     assert api_threads({"api_threads": 0}, unbounded) == LEGACY_THREADS
     assert api_threads({"api_threads": 5}, unbounded) == 5
+
+
+def test_one_user_holds_at_most_its_watches_and_agents_are_not_counted():
+    flow = FlowControl(max_inflight=64, max_watches=64, queue_wait=0, max_watches_per_user=2)
+    watch = flow.classify("GET", NS_PODS, {"watch": "1", "resourceVersion": "10"})
+    tickets = [flow.admit(watch, "alice"), flow.admit(watch, "alice")]
+    with pytest.raises(Rejected) as exc:
+        flow.admit(watch, "alice")
+    assert exc.value.reason == "per-user" and "--max-watches-per-user" in exc.value.message
+    assert flow.snapshot()[LONG_RUNNING_OTHER]["inFlight"] == 2        # the refused one gave its slot back
+    flow.admit(watch, "bob")
+    agent = flow.classify("GET", PODS, {"watch": "1", "fieldSelector": "spec.nodeName=n1", "resourceVersion": "9"})
+    for _ in range(5):
+        flow.admit(agent, "alice")                                       # agents' pool: not per user
+    tickets[0].release()
+    flow.admit(watch, "alice")

@@ -405,3 +405,17 @@ def test_no_finalizer_may_be_added_to_a_terminating_pod(fsm):
     # an update that adds nothing still goes through, and does not delete the pod
     labels = dict(terminating, metadata=dict(terminating["metadata"], labels={"x": "y"}))
     assert fsm.apply(update("pods", labels))["ok"] and fsm.get("pods", "default", "t") is not None
+
+
+def test_a_key_remembered_with_a_digest_refuses_another_request(fsm):
+    first = create("pods", pod("a"), key="k1")
+    first["digest"] = "d1"
+    assert fsm.apply(first)["ok"]
+    retry = dict(create("pods", pod("a"), key="k1"), digest="d1")
+    assert fsm.apply(retry).get("duplicate")                  # the same request: the first answer
+    revision = fsm.revision
+    other = dict(create("pods", pod("b"), key="k1"), digest="d2")
+    refused = fsm.apply(other)
+    assert refused["code"] == 422 and "Idempotency-Key" in refused["message"]
+    assert fsm.get("pods", "default", "b") is None and fsm.revision == revision
+    assert fsm.recall("k1")["digest"] == "d1"                  # for the API's recall of an earlier try

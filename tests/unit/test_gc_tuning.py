@@ -57,7 +57,7 @@ def _wait(predicate, timeout=20):
 
 def test_a_replica_restarted_from_its_dump_has_its_store_frozen(tmp_path):
     settings = RaftSettings(self_address="127.0.0.1:%d" % (find_base_port(1) + 100), peer_addresses=[],
-                            data_dir=str(tmp_path), password="x")
+                            data_dir=str(tmp_path), password="x", salt="00112233445566778899aabbccddeeff")
     node = RaftNode(settings, lambda changes: None, lambda revision: None)
     try:
         _wait(lambda: node.leader_address() is not None)

@@ -3,6 +3,7 @@ import os
 import stat
 
 from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port, write_private
+from shepherd_ha.store import raft_secrets
 
 
 def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
@@ -16,7 +17,13 @@ def test_password_and_spec_are_owner_only_even_with_an_open_umask(tmp_path):
     for name in ("raft-password", "cluster.yaml"):
         assert stat.S_IMODE(os.stat(tmp_path / "c" / name).st_mode) == 0o600, name
     password = (tmp_path / "c" / "raft-password").read_text().strip()
-    assert len(password) == 32 and cluster.spec()["raft_password"] == password
+    assert cluster.spec()["raft_password"] == password
+    raft_secrets.check_password(password)                  # a generated one passes the hand-given bar
+    salt = cluster.spec()["raft_salt"]
+    assert len(raft_secrets.salt_bytes(salt)) >= 16
+    other = LocalCluster(str(tmp_path / "d"))
+    other.create(3, find_base_port(3))
+    assert other.spec()["raft_salt"] != salt and other.spec()["raft_password"] != password
 
 
 def test_write_private_tightens_an_existing_file(tmp_path):
@@ -34,16 +41,25 @@ def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_cli
     cluster.create(3, find_base_port(3), auth=True)
     agent_config = cluster.add_agent("node-1", runtime="hollow")
     root = tmp_path / "c"
-    for name in ("tokens.csv", "node-token", "config"):
+    cluster.add_agent("node-2", runtime="hollow")
+    for name in ("tokens.csv", "config", "agents/node-1/token", "agents/node-2/token"):
         assert stat.S_IMODE(os.stat(root / name).st_mode) == 0o600, name
     tokens = auth.load_token_file(str(root / "tokens.csv"))
-    admin, node = tokens.authenticate(cluster.token()), tokens.authenticate((root / "node-token").read_text().strip())
-    assert admin.groups == (auth.GROUP_ADMIN,) and node.groups == (auth.GROUP_NODES,)
+    admin = tokens.authenticate(cluster.token())
+    assert admin.groups == (auth.GROUP_ADMIN,)
+    # each node its own identity (Kubernetes' system:node:NAME in system:nodes), no shared node token
+    for node in ("node-1", "node-2"):
+        user = tokens.authenticate((root / "agents" / node / "token").read_text().strip())
+        assert user.name == "system:node:" + node and user.groups == (auth.GROUP_NODES,)
+    assert cluster.node_token("node-1") != cluster.node_token("node-2")
+    assert not (root / "node-token").exists()
     assert yaml.safe_load((root / "config").read_text())["token"] == cluster.token()
     for ident in cluster.ids():
         assert yaml.safe_load((root / ident / "server.yaml").read_text())["token_file"] == str(root / "tokens.csv")
     with open(agent_config) as fh:
-        assert yaml.safe_load(fh)["token_file"] == str(root / "node-token")
+        assert yaml.safe_load(fh)["token_file"] == str(root / "agents" / "node-1" / "token")
+    cluster.add_agent("node-1", runtime="hollow")        # re-adding keeps the node's token
+    assert tokens.authenticate((root / "agents" / "node-1" / "token").read_text().strip()).name == "system:node:node-1"
     assert cluster.auth_headers() == {"Authorization": "Bearer " + cluster.token()}
 
     plain = LocalCluster(str(tmp_path / "p"))
@@ -113,3 +129,19 @@ def test_local_certs_issues_new_certificates_from_the_same_ca(tmp_path, capsys):
     plain.create(1, find_base_port(1), tls=False)
     assert cli_main.main(["local", "certs", "--dir", str(tmp_path / "p")]) == 1
     assert "plain HTTP" in capsys.readouterr().err
+def test_a_cluster_made_before_the_salt_gets_one_on_up(tmp_path):
+    import yaml
+    cluster = LocalCluster(str(tmp_path / "old"))
+    cluster.create(3, find_base_port(3))
+    spec = cluster.spec()
+    del spec["raft_salt"]
+    cluster._write_spec(spec)
+    for ident in cluster.ids():
+        path = tmp_path / "old" / ident / "server.yaml"
+        server = yaml.safe_load(path.read_text())
+        del server["raft_salt"]
+        path.write_text(yaml.safe_dump(server))
+    assert cluster.add_raft_salt() is True
+    salts = {yaml.safe_load((tmp_path / "old" / i / "server.yaml").read_text())["raft_salt"] for i in cluster.ids()}
+    assert salts == {cluster.spec()["raft_salt"]} and len(raft_secrets.salt_bytes(salts.pop())) == 16
+    assert cluster.add_raft_salt() is False                 # once only

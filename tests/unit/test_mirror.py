@@ -44,3 +44,20 @@ def test_a_writer_is_woken_when_its_revision_arrives_and_not_before():
     waiters[1].join(5)
     assert woken == {1: True, 2: True}
     assert mirror.wait_for(2, 0.01) and not mirror.wait_for(3, 0.05)
+
+
+def test_change_marks_move_only_when_those_resources_change():
+    m = Mirror()
+    m.replace({}, 0)
+    kinds = ("roles", "rolebindings")
+    before = m.change_marks(kinds)
+    m.apply_changes([Change(1, ADDED, "pods", obj("p"), None)])
+    assert m.change_marks(kinds) == before          # a pod write: the RBAC index stays
+    m.apply_changes([Change(2, ADDED, "roles", obj("r"), None)])
+    after = m.change_marks(kinds)
+    assert after != before
+    m.apply_changes([Change(3, DELETED, "roles", None, obj("r"))])
+    assert m.change_marks(kinds) != after           # a delete moves it too
+    marks = m.change_marks(kinds)
+    m.replace({}, 3)
+    assert m.change_marks(kinds) != marks           # a snapshot may have changed anything

@@ -299,7 +299,9 @@ def test_unsupported_field_message_lists_pod_fields():
     with pytest.raises(SelectorError) as e:
         parse_field_selector("spec.foo=1", "pods")
     assert str(e.value) == ("field selector 'spec.foo' is not supported for pods; supported: "
-                            "metadata.name, metadata.namespace, spec.nodeName, status.phase")
+                            "metadata.name, metadata.namespace, spec.nodeName, spec.restartPolicy, "
+                            "spec.schedulerName, spec.serviceAccountName, spec.hostNetwork, status.phase, "
+                            "status.podIP, status.nominatedNodeName")
 
 
 @pytest.mark.parametrize("plural", ["pods", "nodes", "services", "endpoints", "events",

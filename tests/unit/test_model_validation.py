@@ -68,11 +68,32 @@ SAMPLES = {
                    "metadata": {"name": "web-config", "namespace": "default"},
                    "data": {"MODE": "prod", "nginx.conf": "worker_processes 1;\n", "a-b_c.d": ""},
                    "binaryData": {"logo.png": "iVBORw0KGgo="}, "immutable": False},
+    "secrets": {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+                "type": "Opaque", "data": {"password": "czNjcjN0"}, "immutable": False},
     "controllerrevisions": {"apiVersion": "apps/v1", "kind": "ControllerRevision",
                             "metadata": {"name": "web-5d8f7b9c6b", "namespace": "default",
                                          "labels": {"app": "web", "pod-template-hash": "5d8f7b9c6b"}},
                             "revision": 2, "data": {"template": {"metadata": {"labels": {"app": "web"}},
                                                                  "spec": {"containers": [CONTAINER]}}}},
+    "roles": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+              "metadata": {"name": "pod-reader", "namespace": "default"},
+              "rules": [{"apiGroups": [""], "resources": ["pods", "pods/log"], "verbs": ["get", "list", "watch"]},
+                        {"apiGroups": ["apps"], "resources": ["deployments/scale"], "resourceNames": ["web"],
+                         "verbs": ["patch"]}]},
+    "clusterroles": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                     "metadata": {"name": "monitoring"},
+                     "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                               {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]},
+    "rolebindings": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                     "metadata": {"name": "alice-reads", "namespace": "default"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pod-reader"},
+                     "subjects": [{"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": "alice"},
+                                  {"kind": "ServiceAccount", "name": "builder", "namespace": "default"}]},
+    "clusterrolebindings": {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                            "metadata": {"name": "ops-monitoring"},
+                            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                        "name": "monitoring"},
+                            "subjects": [{"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": "ops"}]},
 }
 
 
@@ -382,7 +403,8 @@ def deployment_causes(mutate):
 
 
 @pytest.mark.parametrize("mutate, field, text", [
-    (lambda s: set_(s, "replicas", -1), "spec.replicas", "0 or more"),
+    (lambda s: set_(s, "replicas", -1), "spec.replicas", "from 0 to 30000"),
+    (lambda s: set_(s, "replicas", 2 ** 31), "spec.replicas", "from 0 to 30000"),
     (lambda s: set_(s, "replicas", True), "spec.replicas", "integer"),
     (lambda s: set_(s, "replicas", "3"), "spec.replicas", "integer"),
     (lambda s: set_(s, "replicas", 1.5), "spec.replicas", "integer"),
@@ -702,7 +724,7 @@ def test_validate_scale(body, ok):
 def test_scale_messages():
     assert validate_scale({"spec": {}}) == [Cause("spec.replicas", "is required")]
     assert validate_scale({"spec": {"replicas": -2}}) == [
-        Cause("spec.replicas", "must be an integer of 0 or more, got -2")]
+        Cause("spec.replicas", "must be an integer from 0 to 30000, got -2")]
 
 
 def test_describe_causes():
@@ -866,3 +888,20 @@ def test_keys_and_finalizers_with_a_trailing_newline_are_refused():
     body = sample("pods")
     body["metadata"]["finalizers"] = ["example.com/x\n"]
     assert [c.field for c in validate_object("pods", body)] == ["metadata.finalizers[0]"]
+
+
+@pytest.mark.parametrize("plural, change, field", [
+    ("roles", lambda o: o["rules"][0].update(verbs=["steal"]), "rules[0].verbs"),
+    ("roles", lambda o: o["rules"][0].pop("apiGroups"), "rules[0].apiGroups"),
+    ("roles", lambda o: o["rules"].append({"nonResourceURLs": ["/metrics"], "verbs": ["get"]}),
+     "rules[2].nonResourceURLs"),
+    ("clusterroles", lambda o: o["metadata"].update(name="cluster-admin"), "metadata.name"),
+    ("rolebindings", lambda o: o["roleRef"].update(kind="Robot"), "roleRef.kind"),
+    ("rolebindings", lambda o: o["subjects"][1].pop("namespace"), "subjects[1].namespace"),
+    ("clusterrolebindings", lambda o: o["roleRef"].update(kind="Role"), "roleRef.kind"),
+    ("clusterrolebindings", lambda o: o["roleRef"].update(apiGroup="example.com"), "roleRef.apiGroup"),
+])
+def test_rbac_objects_are_checked(plural, change, field):
+    obj = sample(plural)
+    change(obj)
+    assert field in fields(validate_object(plural, obj))

@@ -172,6 +172,7 @@ def config_parser():
 
 def test_proxy_options_default_off_and_are_checked():
     s = resolve()
+    # --cluster-cidr is one option for the pod network and the proxy: the pod network's default
     assert s.proxy_mode == "none" and s.service_cidr == "10.96.0.0/12" and s.cluster_cidr == "10.244.0.0/16"
     s = resolve(proxy_mode="iptables", service_cidr="172.30.0.0/16", cluster_cidr="10.244.0.0/16")
     assert (s.proxy_mode, s.service_cidr, s.cluster_cidr) == ("iptables", "172.30.0.0/16", "10.244.0.0/16")

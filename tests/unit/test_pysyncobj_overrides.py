@@ -19,7 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 
 def check():
-    compat.check_names([overrides.syncobj, overrides.journal], overrides.OVERRIDES)
+    compat.check_names([overrides.syncobj, overrides.journal, overrides.transport], overrides.OVERRIDES)
 
 
 def test_the_installed_pysyncobj_passes_the_check():
@@ -97,6 +97,33 @@ def test_a_reshaped_method_is_named(monkeypatch):
 def test_the_journal_factory_gone_is_named(monkeypatch):
     monkeypatch.delattr(pysyncobj.syncobj, "createJournal")
     with pytest.raises(compat.PySyncObjMismatch, match="pysyncobj.syncobj.createJournal is gone"):
+        check()
+
+
+def test_a_transport_internal_gone_is_named(monkeypatch):
+    real = compat.attributes_set
+    monkeypatch.setattr(compat, "attributes_set", lambda cls: real(cls) - {"_TcpConnection__readBuffer",
+                                                                          "_unknownConnections"})
+    with pytest.raises(compat.PySyncObjMismatch) as info:
+        check()
+    assert "_TcpConnection__readBuffer, which TcpConnection neither defines nor sets" in str(info.value)
+    assert "TCPTransport no longer has _unknownConnections" in str(info.value)
+
+
+def test_a_renamed_connection_method_is_named(monkeypatch):
+    from pysyncobj.tcp_connection import TcpConnection
+    monkeypatch.delattr(TcpConnection, "_TcpConnection__processParseMessage")
+    with pytest.raises(compat.PySyncObjMismatch,
+                       match="GuardedConnection overrides TcpConnection._TcpConnection__processParseMessage"):
+        check()
+
+
+def test_the_pickle_swap_still_reaches_pysyncobj(monkeypatch):
+    import pysyncobj.serializer
+    real = compat.names_used
+    monkeypatch.setattr(compat, "names_used", lambda obj: real(obj) - {"pickle"} if obj is
+                        pysyncobj.serializer.Serializer else real(obj))
+    with pytest.raises(compat.PySyncObjMismatch, match="Serializer no longer uses pickle"):
         check()
 
 

@@ -50,6 +50,9 @@ def test_restore_writes_a_new_cluster_whose_dumps_hold_every_object(tmp_path):
         server = yaml.safe_load((rdir / "server.yaml").read_text())
         assert server["data_dir"] == str(rdir / "data") and server["cluster_id"] == spec["cluster_id"]
         assert server["raft_password_file"] == str(tmp_path / "new" / "raft-password")
+        assert server["raft_salt"] == spec["raft_salt"] and len(bytes.fromhex(spec["raft_salt"])) >= 16
+        assert os.stat(rdir / "data").st_mode & 0o777 == 0o700
+        assert {os.stat(p).st_mode & 0o777 for p in (rdir / "data").iterdir()} == {0o600}
         assert (rdir / "data" / "cluster-id").read_text().strip() == spec["cluster_id"]
         fsm = read_dump(str(rdir / "data"))
         assert fsm.revision == 10 and fsm.digest() == expected.digest()

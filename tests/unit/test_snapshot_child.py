@@ -68,7 +68,7 @@ def test_every_raft_node_installs_the_hook(tmp_path):
     from shepherd_ha.cli.local_cluster import find_base_port
     port = find_base_port(1)
     node = RaftNode(RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                                 data_dir=str(tmp_path), password="x"), lambda changes: None, lambda: None)
+                                 data_dir=str(tmp_path), password="x", salt="00112233445566778899aabbccddeeff"), lambda changes: None, lambda: None)
     try:
         assert snapshot_child._installed_for == os.getpid()
     finally:

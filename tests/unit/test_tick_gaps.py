@@ -53,7 +53,7 @@ def test_a_tick_late_right_now_counts_before_it_happens():
 def replica(tmp_path):
     port = find_base_port(1)
     settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                            data_dir=str(tmp_path), password="x")
+                            data_dir=str(tmp_path), password="x", salt="00112233445566778899aabbccddeeff")
     replica = Replica("r1", settings, [])
     try:
         deadline = time.monotonic() + 20

@@ -256,8 +256,8 @@ def test_the_server_wants_certificates_or_an_explicit_insecure_http(ca, tmp_path
 
 
 def test_https_is_the_default_scheme_of_the_api_url_and_the_peers(tmp_path):
-    base = dict(id="r1", raft_address="127.0.0.1:7001", data_dir=str(tmp_path), raft_password="x" * 20,
-                peers="r2@127.0.0.1:7002/127.0.0.1:8002")
+    base = dict(id="r1", raft_address="127.0.0.1:7001", data_dir=str(tmp_path), raft_password="correct-horse-battery-staple-42",
+                raft_salt="00112233445566778899aabbccddeeff", peers="r2@127.0.0.1:7002/127.0.0.1:8002")
     _, peers, _, _, url = config.server_settings(_values(**base))
     assert url == "https://127.0.0.1:8001" and peers[0].api == "https://127.0.0.1:8002"
     _, peers, _, _, url = config.server_settings(_values(insecure_http=True, **base))

@@ -1,6 +1,7 @@
-"""The four failure drills of issue 6. Each takes a Target and a Report, runs its fault
-with the background ConfigMap writer going, prints what it did and measured, and raises
-DrillFailed with the reason when a claim does not hold. They use only the Target
+"""The four failure drills of issue 6 (and, from service_traffic.py, the data plane's).
+Each takes a Target and a Report, runs its fault with the background ConfigMap writer
+going, prints what it did and measured, and raises DrillFailed with the reason when a
+claim does not hold. They use only the Target
 interface and the HTTP API, so VMs and network namespaces run the same code.
 """
 import contextlib
@@ -268,5 +269,7 @@ def _configmap_names(target):
     return {item["metadata"]["name"] for item in items}
 
 
+from service_traffic import service_traffic  # noqa: E402 - it runs kill_leader and partition above
+
 DRILLS = {"kill-leader": kill_leader, "partition": partition, "worker-loss": worker_loss,
-          "full-restart": full_restart}
+          "full-restart": full_restart, "service-traffic": service_traffic}

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Run the failure drills against a target and print a summary table.
 
-    python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|all]
+    python3 vagrant/drills/run_drills.py --target netns|vagrant [--drill NAME|GROUP|all]
+
+NAME: a drill; GROUP: failures, membership or operations. service-traffic needs real
+workers with the data plane (on `vagrant` only); `all` runs it only there.
 
 `netns` builds its own cluster of network namespaces on this machine (root) and removes
 it afterwards; `vagrant` uses the VMs of `make vagrant-up`. Exit status 0 only when every
@@ -29,7 +32,17 @@ from target import TARGETS, TargetError, load_target  # noqa: E402
 ORDER = ["kill-leader", "partition", "worker-loss", "full-restart"]
 MEMBERSHIP = ["replace-replica", "grow-shrink"]   # membership_drills.py: add, remove, replace
 OPERATIONS = ["roll", "restore"]          # ops_drills.py: rolling restart, snapshot and restore
+DATA_PLANE = ["service-traffic"]          # drills.py via service_traffic.py; in `all` only on real workers
 DRILLS = dict(FAILURE_DRILLS, **MEMBERSHIP_DRILLS, **OPERATIONS_DRILLS)
+GROUPS = {"failures": ORDER, "membership": MEMBERSHIP, "operations": OPERATIONS}
+
+
+def selected(target, drill):
+    """The drills `--drill` names on this target: one, a group, or all (service-traffic
+    only where the workers run real containers)."""
+    if drill == "all":
+        return ORDER + MEMBERSHIP + OPERATIONS + (DATA_PLANE if getattr(target, "real_workers", False) else [])
+    return GROUPS.get(drill, [drill])
 
 
 def run_one(target, name, out=print):
@@ -61,9 +74,9 @@ def run(target, names, out=print):
 
 
 def summary(target, reports):
-    lines = ["", "drills on %s" % target.describe(), "%-14s %9s  %s" % ("DRILL", "TIME", "VERDICT")]
+    lines = ["", "drills on %s" % target.describe(), "%-16s %9s  %s" % ("DRILL", "TIME", "VERDICT")]
     for r in reports:
-        lines.append("%-14s %8.1fs  %s" % (r.drill, r.figures.get("drill duration", 0.0), r.verdict))
+        lines.append("%-16s %8.1fs  %s" % (r.drill, r.figures.get("drill duration", 0.0), r.verdict))
     return "\n".join(lines)
 
 
@@ -71,18 +84,17 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--target", required=True, choices=sorted(TARGETS),
                         help="netns: namespaces on this machine (root); vagrant: the VMs of make vagrant-up")
-    groups = {"all": ORDER + MEMBERSHIP + OPERATIONS, "failures": ORDER, "membership": MEMBERSHIP,
-              "operations": OPERATIONS}
-    parser.add_argument("--drill", default="all", choices=ORDER + MEMBERSHIP + OPERATIONS + sorted(groups),
-                        help="one drill, failures (%s), membership (%s), operations (%s) or all (default)"
+    parser.add_argument("--drill", default="all",
+                        choices=ORDER + MEMBERSHIP + OPERATIONS + DATA_PLANE + sorted(GROUPS) + ["all"],
+                        help="one drill, failures (%s), membership (%s), operations (%s) or all (default; "
+                        "service-traffic only where workers run real containers)"
                         % (", ".join(ORDER), ", ".join(MEMBERSHIP), ", ".join(OPERATIONS)))
     args = parser.parse_args(argv)
-    names = groups.get(args.drill, [args.drill])
     # SIGTERM unwinds like Ctrl-C, so close() still removes what setup() made.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))
     try:
         target = load_target(args.target)
-        reports = run(target, names)
+        reports = run(target, selected(target, args.drill))
     except (TargetError, Exception) as exc:  # noqa: BLE001 - setup failures end the run with a reason
         print("run_drills: target %s could not be used: %s: %s" % (args.target, type(exc).__name__, exc),
               file=sys.stderr)

@@ -25,6 +25,7 @@ class Target:
     name = "?"                       # "netns" or "vagrant"
     control_planes = []              # host names, e.g. ["cp1", "cp2", "cp3"]
     workers = []                     # e.g. ["w1", "w2"]
+    real_workers = False             # workers run real containers on the pod network (service-traffic)
 
     # Timing knobs (seconds): VMs boot and elect much more slowly than namespaces.
     boot_timeout = 30.0              # power_on -> the host's process runs and its API answers

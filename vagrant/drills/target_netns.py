@@ -23,6 +23,7 @@ WORKERS = 2
 
 class NetnsTarget(Target):
     name = "netns"
+    real_workers = False             # hollow agents: no containers, so no service-traffic drill
     boot_timeout = 20.0
     ready_timeout = 30.0
     node_not_ready_timeout = 30.0

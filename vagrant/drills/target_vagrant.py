@@ -50,6 +50,7 @@ def _run(argv, timeout, cwd=None, env=None, check=True):
 
 class VagrantTarget(Target):
     name = "vagrant"
+    real_workers = True              # Docker on every worker, with the agent's data plane
     # Software-emulated VMs: a boot takes 1-5 minutes here, a Python process starts in seconds.
     boot_timeout = 600.0
     ready_timeout = 180.0

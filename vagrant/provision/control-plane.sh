@@ -3,22 +3,24 @@
 # configured in /etc/shepherd/server.yaml, data in /var/lib/shepherd.
 # Args: ID RAFT_ADDRESS API_ADDRESS PEERS   (PEERS as `shepherd-ha server --peers`, or
 # join=URL,URL... for a spare VM: it starts with --join and waits to be added)
-# The VM-sized timings come from the artifacts' server-vm.yaml (written on the host
-# by prepare-artifacts.sh from vagrant/cluster_layout.py); every other option is the
-# server's default.
+# The VM-sized timings come from the artifacts' server-vm.yaml and the cluster and
+# service CIDRs from data-plane.yaml (both written on the host by prepare-artifacts.sh from
+# vagrant/cluster_layout.py); every other option is the server's default.
 set -euo pipefail
 ID=${1:?usage: control-plane.sh ID RAFT_ADDRESS API_ADDRESS PEERS}
 RAFT_ADDRESS=${2:?raft address missing}
 API_ADDRESS=${3:?api address missing}
 PEERS=${4:?peers missing}
 SECRET=/opt/shepherd-dist/secrets/raft-password
+SALT=/opt/shepherd-dist/secrets/raft-salt
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
+DATA_PLANE=/opt/shepherd-dist/data-plane.yaml
 PKI=/opt/shepherd-dist/secrets/pki
 HOST=$(hostname)
 CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$TOKENS" "$OPTIONS" "$CLUSTER_ID_FILE" "$PKI/ca.crt" "$PKI/$HOST.crt" "$PKI/$HOST.key"; do
+for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE" "$PKI/ca.crt" "$PKI/$HOST.crt" "$PKI/$HOST.key"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
@@ -44,6 +46,7 @@ api_bind: 0.0.0.0:${API_ADDRESS##*:}
 api_url: https://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
+raft_salt: $(tr -d '[:space:]' <"$SALT")
 token_file: /etc/shepherd/tokens.csv
 tls_cert_file: /etc/shepherd/pki/tls.crt
 tls_private_key_file: /etc/shepherd/pki/tls.key
@@ -52,6 +55,9 @@ cluster_ca_file: /etc/shepherd/pki/ca.crt
 cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
+# the pod blocks and ClusterIPs come from these (--cluster-cidr, --service-cidr); a key the
+# server does not know would make it refuse the file (SERVER_DATA_PLANE in cluster_layout.py)
+grep -E '^(cluster_cidr|service_cidr):' "$DATA_PLANE" >>/etc/shepherd/server.yaml
 
 cat >/etc/systemd/system/shepherd-server.service <<'EOT'
 [Unit]

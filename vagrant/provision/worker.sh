@@ -1,7 +1,8 @@
 #!/bin/bash
-# A worker VM: Docker (from the host's .deb files when the VM is offline, apt when
-# it is online), the local busybox image, and `shepherd-agent` as the systemd unit
-# shepherd-agent, configured in /etc/shepherd/agent.yaml.
+# A worker VM: the kernel settings of the pod network, Docker (from the host's .deb
+# files when the VM is offline, apt when it is online), the local busybox image, and
+# `shepherd-agent` as the systemd unit shepherd-agent, configured in
+# /etc/shepherd/agent.yaml (with the cluster domain of the artifacts' data-plane.yaml).
 # Args: NODE_NAME ADDRESS SERVERS AGENT_PORT   (SERVERS: comma-separated API URLs)
 set -euo pipefail
 NODE=${1:?usage: worker.sh NODE_NAME ADDRESS SERVERS AGENT_PORT}
@@ -9,7 +10,26 @@ ADDRESS=${2:?address missing}
 SERVERS=${3:?servers missing}
 PORT=${4:-10250}
 DIST=/opt/shepherd-dist
+DATA_PLANE=$DIST/data-plane.yaml
 export DEBIAN_FRONTEND=noninteractive
+
+# Pod traffic: routed between nodes (ip_forward), and bridged pod-to-Service traffic
+# on one node must pass iptables (br_netfilter + bridge-nf-call-iptables), or a
+# ClusterIP whose backend sits on the same bridge is never translated. Kept across
+# reboots in modules-load.d and sysctl.d.
+echo "[$NODE] kernel: br_netfilter, ip_forward, bridge-nf-call-iptables"
+echo br_netfilter >/etc/modules-load.d/shepherd.conf
+modprobe br_netfilter
+cat >/etc/sysctl.d/90-shepherd.conf <<'EOT'
+# Written by vagrant/provision/worker.sh: the pod network and Services (docs/networking.md)
+net.ipv4.ip_forward = 1
+net.bridge.bridge-nf-call-iptables = 1
+net.bridge.bridge-nf-call-ip6tables = 1
+EOT
+sysctl -q --system
+for key in net.ipv4.ip_forward net.bridge.bridge-nf-call-iptables; do
+  [ "$(sysctl -n "$key")" = 1 ] || { echo "error: $key did not take (see /etc/sysctl.d/90-shepherd.conf)" >&2; exit 1; }
+done
 
 # apparmor: the kernel has AppArmor on, and dockerd cannot create containers
 # without apparmor_parser to load its profile.
@@ -37,8 +57,10 @@ if [ -e "$DIST/images/busybox.tar" ]; then
 fi
 
 install -d -m 755 /etc/shepherd
-[ -s "$DIST/secrets/node-token" ] || { echo "error: $DIST/secrets/node-token is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
-install -m 600 "$DIST/secrets/node-token" /etc/shepherd/node-token
+[ -s "$DATA_PLANE" ] || { echo "error: $DATA_PLANE is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+# This node's own token (user system:node:$NODE): it may write only its own Node and Lease.
+[ -s "$DIST/secrets/nodes/$NODE.token" ] || { echo "error: $DIST/secrets/nodes/$NODE.token is missing; run vagrant/scripts/prepare-artifacts.sh on the host (WORKERS as for vagrant up)" >&2; exit 1; }
+install -m 600 "$DIST/secrets/nodes/$NODE.token" /etc/shepherd/node-token
 PKI=$DIST/secrets/pki
 for f in "$PKI/ca.crt" "$PKI/$NODE.crt" "$PKI/$NODE.key"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
@@ -61,6 +83,11 @@ tls_cert_file: /etc/shepherd/pki/tls.crt
 tls_private_key_file: /etc/shepherd/pki/tls.key
 cluster_id: $(cat "$DIST/cluster-id")
 EOT
+# the servers' CIDRs (--cluster-cidr: what leaves it is masqueraded; --service-cidr) and
+# the pods' DNS zone (--cluster-domain); the agent serves it on its pod bridge's gateway.
+# TODO(coordinator): the service-traffic drill needs the Service proxy on the workers
+# (one agent per VM, so `proxy_mode: iptables` is safe here); not switched on untested.
+grep -E '^(cluster_cidr|service_cidr|cluster_domain):' "$DATA_PLANE" >>/etc/shepherd/agent.yaml
 
 cat >/etc/systemd/system/shepherd-agent.service <<'EOT'
 [Unit]

@@ -6,10 +6,13 @@
 #   secrets/  the generated Raft password (control-plane VMs only)
 #   server-vm.yaml  the server options of the VMs that differ from the defaults
 #             (vagrant/cluster_layout.py, with RAFT_HEARTBEAT ... overrides), rewritten every run
+#   data-plane.yaml  the cluster and service CIDRs and the cluster domain (CLUSTER_CIDR,
+#             SERVICE_CIDR, CLUSTER_DOMAIN overrides), rewritten every run
 # Idempotent: a part that exists is kept; FORCE=1 redoes wheels, debs and images.
 # Env: ARTIFACTS (vagrant/.artifacts), BUILD_DIR (vagrant/.build), PYTHON (python3),
 #      RAFT_HEARTBEAT RAFT_ELECTION_MIN RAFT_ELECTION_MAX RAFT_LEADER_FALLBACK
-#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT (see vagrant/cluster_layout.py).
+#      NODE_GRACE_PERIOD POD_EVICTION_TIMEOUT, CLUSTER_CIDR SERVICE_CIDR CLUSTER_DOMAIN
+#      (see vagrant/cluster_layout.py).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 PROJECT=$(cd "$HERE/../.." && pwd)
@@ -72,16 +75,36 @@ if [ ! -s "$ARTIFACTS/secrets/raft-password" ]; then
   chmod 700 "$ARTIFACTS/secrets"
   (umask 077 && "$PYTHON" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$ARTIFACTS/secrets/raft-password")
 fi
+if [ ! -s "$ARTIFACTS/secrets/raft-salt" ]; then
+  # The cluster's salt for the Raft key derivations: random, the same on every replica, not secret.
+  log "generating the Raft salt"
+  "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/raft-salt"
+fi
 if [ ! -s "$ARTIFACTS/secrets/tokens.csv" ]; then
-  log "generating the API tokens (admin for sheepctl and the drills, node for the agents)"
+  log "generating the admin's API token (sheepctl and the drills)"
   mkdir -p "$ARTIFACTS/secrets"
   chmod 700 "$ARTIFACTS/secrets"
   (umask 077
    "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/admin-token"
-   "$PYTHON" -c 'import secrets; print(secrets.token_hex(16))' >"$ARTIFACTS/secrets/node-token"
-   printf '%s,admin,admin,"system:masters"\n%s,system:node,system:node,"system:nodes"\n' \
-     "$(cat "$ARTIFACTS/secrets/admin-token")" "$(cat "$ARTIFACTS/secrets/node-token")" >"$ARTIFACTS/secrets/tokens.csv")
+   printf '%s,admin,admin,"system:masters"\n' "$(cat "$ARTIFACTS/secrets/admin-token")" >"$ARTIFACTS/secrets/tokens.csv")
 fi
+# One identity per worker (user system:node:NAME, group system:nodes: docs/security.md), made once per
+# worker; a WORKERS=N raised later adds the new ones (the replicas re-read tokens.csv once provisioned).
+# A shared node token of an older layout is dropped.
+(umask 077
+ mkdir -p "$ARTIFACTS/secrets/nodes"
+ if grep -q ',system:node,system:node,' "$ARTIFACTS/secrets/tokens.csv"; then
+   log "dropping the shared node token of an older layout"
+   grep -v ',system:node,system:node,' "$ARTIFACTS/secrets/tokens.csv" >"$ARTIFACTS/secrets/tokens.csv.new"
+   mv "$ARTIFACTS/secrets/tokens.csv.new" "$ARTIFACTS/secrets/tokens.csv"
+   rm -f "$ARTIFACTS/secrets/node-token"
+ fi
+ for worker in $("$PYTHON" "$PROJECT/vagrant/cluster_layout.py" workers); do
+   [ -s "$ARTIFACTS/secrets/nodes/$worker.token" ] && continue
+   log "generating node $worker's own API token"
+   PYTHONPATH="$PROJECT" "$PYTHON" -m shepherd_ha.cli.node_tokens create --node "$worker" --rotate \
+     --token-file "$ARTIFACTS/secrets/tokens.csv" --output "$ARTIFACTS/secrets/nodes/$worker.token"
+ done)
 log "the cluster CA and a certificate per VM (made once; FORCE_CERTS=1 issues them again)"
 mkdir -p "$ARTIFACTS/secrets/pki"
 chmod 700 "$ARTIFACTS/secrets" "$ARTIFACTS/secrets/pki"
@@ -94,4 +117,6 @@ if [ ! -s "$ARTIFACTS/cluster-id" ]; then
 fi
 "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" server-options "$ARTIFACTS/server-vm.yaml" >/dev/null
 log "server options of the VMs: $(grep -v '^#' "$ARTIFACTS/server-vm.yaml" | tr '\n' ' ')"
+"$PYTHON" "$PROJECT/vagrant/cluster_layout.py" data-plane "$ARTIFACTS/data-plane.yaml" >/dev/null
+log "data plane of the VMs: $(grep -v '^#' "$ARTIFACTS/data-plane.yaml" | tr '\n' ' ')"
 log "ready in $ARTIFACTS"

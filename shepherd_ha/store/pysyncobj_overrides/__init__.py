@@ -5,6 +5,10 @@
   encryptor, timed ticks), FSMConsumer, and the createJournal swap;
 - journal: the crash-safe file journal (FileJournal's mangled internals);
 - snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
+- transport: the Raft port's connections (frame caps, handshake deadlines, protocol 5);
+- restricted_pickle: what PySyncObj's syncobj and serializer modules unpickle (log
+  entries, chunked entries, dumps and received snapshots) resolves no global, or
+  only a dump's exact few; swapped in below as those modules' `pickle`;
 - the socket.inet_ntop patch PySyncObj applies on import, undone below.
 
 Importing this package checks (compat) that the installed PySyncObj is the pinned
@@ -28,13 +32,23 @@ from pysyncobj.syncobj import SyncObjConsumer  # noqa: E402
 # back, whichever module imported PySyncObj first.
 socket.inet_ntop, socket.inet_pton = _socket.inet_ntop, _socket.inet_pton
 
-from . import journal, snapshot_child, syncobj  # noqa: E402
+import pysyncobj.serializer as _pysyncobj_serializer  # noqa: E402
+import pysyncobj.syncobj as _pysyncobj_syncobj  # noqa: E402
+from pysyncobj.tcp_connection import TcpConnection  # noqa: E402
+from pysyncobj.transport import TCPTransport  # noqa: E402
+
+from . import journal, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
 from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
 from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
 
 OVERRIDES = ((PipelinedSyncObj, SyncObj), (FSMConsumer, SyncObjConsumer), (DurableFileJournal, FileJournal),
-             (DurableMetaStorer, MetaStorer))
-compat.check_names([syncobj, journal], OVERRIDES)
+             (DurableMetaStorer, MetaStorer), (transport.GuardedConnection, TcpConnection),
+             (transport.GuardedTransport, TCPTransport))
+compat.check_names([syncobj, journal, transport], OVERRIDES)
+
+# Log entries, chunked entries, dumps and snapshots from a leader: no arbitrary globals.
+_pysyncobj_syncobj.pickle = restricted_pickle.SAFE_PICKLE
+_pysyncobj_serializer.pickle = restricted_pickle.SAFE_PICKLE
 
 
 PySyncObjMismatch = compat.PySyncObjMismatch

@@ -55,12 +55,27 @@ _REQUIRED_USES = (
     ("pysyncobj.tcp_connection", "TcpConnection", ("encrypt_at_time", "extract_timestamp", "decrypt")),
     ("pysyncobj.transport", "TCPTransport", ("encryptor",)),      # reads SyncObj.encryptor (our cipher)
     ("pysyncobj.serializer", "Serializer", ("fork",)),           # the dump child snapshot_child guards
+    # the `pickle` global we swap for restricted_pickle.SAFE_PICKLE, and what is called on it
+    ("pysyncobj.syncobj", "SyncObj", ("pickle", "loads", "dumps")),
+    ("pysyncobj.serializer", "Serializer", ("pickle", "load", "dump", "to_bytes")),
+    ("pysyncobj.tcp_connection", "TcpConnection", ("pickle", "loads", "zlib")),   # what GuardedConnection replaces
+)
+
+# Attributes of PySyncObj classes that our subclasses read or set (class or instance attributes).
+_REQUIRED_ATTRIBUTES = (
+    ("pysyncobj.transport", "TCPTransport", ("_syncObj", "_server", "_connections", "_unknownConnections",
+                                             "_nodes", "_nodeAddrToNode", "_selfNode", "_shouldConnect",
+                                             "_onOutgoingConnected", "_onDisconnected")),
+    ("pysyncobj.tcp_connection", "TcpConnection", ("sendRandKey", "recvRandKey", "recvLastTimestamp",
+                                                   "encryptor", "state", "disconnect")),
+    ("pysyncobj.syncobj", "SyncObj", ("_poller",)),
 )
 
 # Classes whose mangled names the overrides may use, by the prefix of the mangled name.
 _CLASSES = {"SyncObj": ("pysyncobj.syncobj", "SyncObj"), "FileJournal": ("pysyncobj.journal", "FileJournal"),
             "ResizableFile": ("pysyncobj.journal", "ResizableFile"),
-            "MetaStorer": ("pysyncobj.journal", "MetaStorer")}
+            "MetaStorer": ("pysyncobj.journal", "MetaStorer"),
+            "TcpConnection": ("pysyncobj.tcp_connection", "TcpConnection")}
 
 
 class PySyncObjMismatch(ImportError):
@@ -143,6 +158,10 @@ def missing_globals():
         obj = _lookup(module, name)
         used = names_used(obj) if obj is not None else set()
         problems += ["%s.%s no longer uses %s" % (module, name, u) for u in uses if u not in used]
+    for module, name, attributes in _REQUIRED_ATTRIBUTES:
+        cls = _lookup(module, name)
+        problems += ["%s.%s no longer has %s" % (module, name, a) for a in attributes
+                     if cls is None or not _has(cls, a)]
     return problems
 
 

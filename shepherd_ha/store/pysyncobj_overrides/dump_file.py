@@ -20,6 +20,9 @@ from pysyncobj import pickle
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE
 
+from shepherd_ha.store import data_at_rest
+
+from .restricted_pickle import load_dump
 from .syncobj import DUMP_FILE
 
 _NO_OP = bytes([_COMMAND_TYPE.NO_OP])
@@ -41,17 +44,12 @@ def write_dump(data_dir, dump):
     for name in (DUMP_FILE, "raft.journal"):
         if os.path.exists(os.path.join(data_dir, name)):
             raise FileExistsError("%s already holds Raft state (%s)" % (data_dir, name))
-    path = os.path.join(data_dir, DUMP_FILE)
-    with open(path + ".tmp", "wb") as fh:
-        fh.write(dump)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(path + ".tmp", path)
-    return path
+    return data_at_rest.write_private(os.path.join(data_dir, DUMP_FILE), dump)   # 0600, as PySyncObj's
 
 
 def read_dump(data_dir):
-    """The StoreFSM in data_dir/raft.dump (tests and checks)."""
+    """The StoreFSM in data_dir/raft.dump (tests and checks), read as a replica reads it:
+    through the dump allow-list (restricted_pickle.load_dump)."""
     with gzip.open(os.path.join(data_dir, DUMP_FILE)) as g:
-        data = pickle.load(g)
+        data = load_dump(g)
     return data[0][1]["fsm"]

@@ -14,14 +14,17 @@ import random
 
 import pysyncobj.syncobj as _pysyncobj_module
 from pysyncobj import SyncObj, SyncObjConsumer, replicated
+from pysyncobj import pickle as pysyncobj_pickle
 from pysyncobj.monotonic import monotonic as raft_clock   # PySyncObj's deadline clock
-from pysyncobj.syncobj import _RAFT_STATE
+from pysyncobj.syncobj import _COMMAND_TYPE, _RAFT_STATE
 
 from shepherd_ha.store import gc_tuning
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.raft_cipher import RaftCipher
 
 from .journal import DurableFileJournal, align_journal_to_dump
+from .restricted_pickle import IGNORED_MEMBERSHIP_CHANGE, RefusedPickle, loads_membership
+from .transport import GuardedTransport
 
 log = logging.getLogger("shepherd_ha.store.raft_node")
 DUMP_FILE = "raft.dump"
@@ -72,13 +75,15 @@ class PipelinedSyncObj(SyncObj):
     # Checked against SyncObj at import (compat.bad_overrides), with the mangled ones.
     _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
-                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile")
+                  "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand",
+                  "_SyncObj__parseChangeClusterRequest")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
-                 cluster_id=None):
+                 cluster_id=None, salt=None, accepted=()):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
-        self._raft_cipher = RaftCipher(conf.password, cluster_id) if conf.password else None
+        self._raft_cipher = (RaftCipher(conf.password, salt, cluster_id, accepted)
+                             if conf.password else None)
         self._held_acks = {}               # node -> (next index, term) held until our log is on disk
         self._batching_commands = False
         self._append_entries_due = False
@@ -87,7 +92,8 @@ class PipelinedSyncObj(SyncObj):
         # would raise its term, and once added its first vote request would depose the leader.
         # It stays passive until a leader has contacted it (which only a member's leader does).
         self._joining = joining
-        super().__init__(selfNode, otherNodes, conf, consumers=consumers)
+        # Our transport: checked frame sizes, handshake deadlines, no pickled globals (transport).
+        super().__init__(selfNode, otherNodes, conf, consumers=consumers, transportClass=GuardedTransport)
 
     # ---- state read by RaftNode ----
 
@@ -174,6 +180,29 @@ class PipelinedSyncObj(SyncObj):
         """AES-GCM instead of PySyncObj's Fernet (see raft_cipher)."""
         return self._raft_cipher
 
+    def _SyncObj__doApplyCommand(self, command):
+        # A log entry whose pickle names a global (or is no pickle) came from someone who
+        # holds the Raft password but is not one of us: every replica refuses it the same
+        # way, as a value, and the log moves on (raising would stall the apply loop).
+        try:
+            return super()._SyncObj__doApplyCommand(command)
+        except RefusedPickle as exc:
+            log.error("refused a Raft log entry: %s", exc)
+            return {"ok": False, "code": 400, "reason": "BadRequest", "index": None,
+                    "message": "refused a Raft log entry: %s" % exc}
+
+    def _SyncObj__parseChangeClusterRequest(self, command):
+        # PySyncObj's membership entries pickle a TCPNode, the one global our commands may
+        # hold (restricted_pickle.loads_membership); called as entries arrive, are applied
+        # and are rolled back, so a refused one becomes a change every replica ignores.
+        if ord(command[:1]) != _COMMAND_TYPE.MEMBERSHIP:
+            return None
+        try:
+            return loads_membership(pysyncobj_pickle.to_bytes(command[1:]))
+        except RefusedPickle as exc:
+            log.error("refused a Raft membership change entry: %s", exc)
+            return IGNORED_MEMBERSHIP_CHANGE
+
     def _SyncObj__onMessageReceived(self, node, message):
         if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
             ahead = self._SyncObj__raftNextIndex.get(node)
@@ -181,7 +210,12 @@ class PipelinedSyncObj(SyncObj):
             if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
                 self._SyncObj__raftNextIndex[node] = ahead
             return
-        super()._SyncObj__onMessageReceived(node, message)
+        try:
+            super()._SyncObj__onMessageReceived(node, message)
+        except RefusedPickle as exc:
+            # PySyncObj's chunked entries are unpickled here (we never send any: entry_size).
+            log.error("refused a Raft message from %s: %s", node, exc)
+            self._SyncObj__recvTransmission = ""
 
     # Early election after the leader's connection drops. The survivors are staggered
     # by rank (sorted address) so they do not campaign in the same 50 ms tick and split

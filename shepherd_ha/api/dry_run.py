@@ -1,0 +1,122 @@
+"""dryRun=All: a write is parsed, validated, defaulted and checked against the
+committed state like any other, then answered as if done, and nothing is submitted:
+no command reaches the Raft log. What the FSM would refuse (a missing object or
+namespace, a name taken, a stale resourceVersion) is refused here from a
+linearizable read, with the FSM's codes."""
+import copy
+
+from flask import g, request
+
+from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.store.raft_node import Unavailable
+
+from .errors import ApiError, unavailable
+from .write_options import invalid_option
+
+_SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
+
+
+def from_options(options):
+    """DeleteOptions may carry dryRun in the body (kubectl delete --dry-run=server does)."""
+    values = options.get("dryRun")
+    if values is None:
+        return
+    if not isinstance(values, list):
+        values = [values]
+    _check(values)
+    g.dry_run_in_body = bool(values)
+
+
+def requested():
+    """True for dryRun=All (in the query, or in a DELETE's options); 422 for any other
+    value (Kubernetes knows only All)."""
+    values = request.args.getlist("dryRun")
+    _check(values)
+    return bool(values) or g.get("dry_run_in_body", False)
+
+
+def _check(values):
+    for value in values:
+        if value != "All":
+            raise invalid_option(_kind(), "dryRun", "Unsupported value: %r: supported values: \"All\" "
+                                 "(kubectl --dry-run=server)" % value)
+
+
+def _kind():
+    return {"POST": "CreateOptions", "PUT": "UpdateOptions", "PATCH": "PatchOptions"}.get(request.method,
+                                                                                         "DeleteOptions")
+
+
+def simulate(replica, op):
+    """The result the FSM would give for one write op, computed from reads only."""
+    try:
+        return _simulate(replica, op)
+    except Unavailable as exc:
+        raise unavailable(exc)
+
+
+def _get(replica, resource, namespace, name):
+    obj, _ = replica.get(resource, namespace if RESOURCES[resource].namespaced else None, name, True)
+    return obj
+
+
+def _simulate(replica, op):
+    resource = op["resource"]
+    info = RESOURCES[resource]
+    if op["op"] == "create":
+        obj = copy.deepcopy(op["object"])
+        meta = obj["metadata"]
+        if info.namespaced:
+            ns = _get(replica, "namespaces", None, meta["namespace"])
+            if ns is None:
+                raise ApiError(404, 'namespace "%s" not found: create it first' % meta["namespace"])
+            if ns["metadata"].get("deletionTimestamp"):
+                raise ApiError(409, 'namespace "%s" is being deleted' % meta["namespace"])
+        if _get(replica, resource, meta.get("namespace"), meta["name"]) is not None:
+            raise ApiError(409, '%s "%s" already exists' % (resource, meta["name"]), "AlreadyExists")
+        meta["generation"] = 1
+        return {"code": 201, "object": obj}
+    current = _get(replica, resource, op.get("namespace"), op["name"])
+    if current is None:
+        raise ApiError(404, '%s "%s" not found' % (resource, op["name"]),
+                       details={"name": op["name"], "kind": resource})
+    _check_precondition(op, current)
+    if op["op"] == "delete":
+        obj = copy.deepcopy(current)
+        if (op.get("graceful") and resource == "pods" and (obj.get("spec") or {}).get("nodeName")) \
+                or obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
+            obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
+        return {"code": 200, "object": obj}
+    return {"code": 200, "object": _updated(info, op, current)}
+
+
+def _check_precondition(op, current):
+    pre = op.get("precondition") or {}
+    rv, uid = pre.get("resourceVersion"), pre.get("uid")
+    if rv not in (None, "") and str(rv) != current["metadata"].get("resourceVersion"):
+        raise ApiError(409, "%s was modified (resourceVersion %s, you sent %s); read it again and re-apply "
+                       "your change" % (op["name"], current["metadata"].get("resourceVersion"), rv), "Conflict")
+    if uid not in (None, "") and uid != current["metadata"].get("uid"):
+        raise ApiError(409, "%s has uid %s, not %s" % (op["name"], current["metadata"].get("uid"), uid), "Conflict")
+
+
+def _updated(info, op, current):
+    """The object as the FSM's update would store it (server metadata kept, status kept
+    unless the status subresource is written, generation bumped on a spec change)."""
+    incoming = copy.deepcopy(op["object"])
+    if op.get("subresource") == "status":
+        obj = copy.deepcopy(current)
+        obj["status"] = incoming.get("status")
+        return obj
+    meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in _SERVER_METADATA}
+    meta.update({k: current["metadata"][k] for k in _SERVER_METADATA if k in current["metadata"]})
+    incoming["metadata"] = meta
+    if info.has_status:
+        if "status" in current:
+            incoming["status"] = copy.deepcopy(current["status"])
+        else:
+            incoming.pop("status", None)
+    keys = (set(incoming) | set(current)) - {"metadata", "status", "apiVersion", "kind"}
+    if any(incoming.get(k) != current.get(k) for k in keys):
+        meta["generation"] = current["metadata"].get("generation", 1) + 1
+    return incoming

@@ -1,0 +1,369 @@
+"""Real kubectl (1.32, on PATH) against a real 3-replica cluster: discovery, version,
+cluster-info, get with server-side Tables (-o wide|yaml|json|jsonpath, -l, -A,
+--field-selector), get -w, describe with events. Assertions are on kubectl's output.
+
+The cluster runs without authentication over plain HTTP for now; `kubeconfig` is the
+one place that says how kubectl reaches it (the TLS kubeconfig of `local up` goes
+there once the security issue lands).
+"""
+import json
+import os
+import queue
+import re
+import shutil
+import subprocess
+import threading
+import time
+
+import kubernetes
+import pytest
+import yaml
+
+from agent.node_info import node_info
+
+from .helpers import call, ensure_namespace, expect, unique
+
+KUBECTL_TIMEOUT = 60
+NS = "kubectl-read"
+
+
+def write_kubeconfig(path, server, namespace="default"):
+    """A kubeconfig whose one context points at `server` with no user (no token)."""
+    config = {"apiVersion": "v1", "kind": "Config", "current-context": "shepherd",
+              "clusters": [{"name": "shepherd", "cluster": {"server": server}}],
+              "contexts": [{"name": "shepherd", "context": {"cluster": "shepherd", "namespace": namespace}}],
+              "users": []}
+    with open(path, "w") as fh:
+        yaml.safe_dump(config, fh)
+    return path
+
+
+@pytest.fixture(scope="module")
+def kubeconfig(cluster, tmp_path_factory):
+    return write_kubeconfig(str(tmp_path_factory.mktemp("kubeconfig") / "config"), cluster.url(cluster.ids[0]), NS)
+
+
+@pytest.fixture(scope="module")
+def kubectl(kubeconfig, tmp_path_factory):
+    binary = shutil.which("kubectl")
+    assert binary, "kubectl 1.32 is needed on PATH for these tests"
+    cache = str(tmp_path_factory.mktemp("kubectl-cache"))    # no discovery cached from another cluster
+
+    def run(*args, check=True):
+        proc = subprocess.run([binary, "--kubeconfig", kubeconfig, "--cache-dir", cache] + list(args),
+                              capture_output=True, text=True, timeout=KUBECTL_TIMEOUT,
+                              env=dict(os.environ, KUBECONFIG=kubeconfig))
+        if check:
+            assert proc.returncode == 0, "kubectl %s failed (%d):\n%s\n%s" % (
+                " ".join(args), proc.returncode, proc.stdout, proc.stderr)
+        return proc
+    run.argv = [binary, "--kubeconfig", kubeconfig, "--cache-dir", cache]
+    return run
+
+
+def rows(text):
+    """kubectl's table output as dicts per row, split on runs of 2+ spaces."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = re.split(r"\s{2,}", lines[0].strip())
+    return header, [dict(zip(header, re.split(r"\s{2,}", line.strip()))) for line in lines[1:]]
+
+
+def merge_patch(url, path, body):
+    return expect(call("PATCH", url + path, data=json.dumps(body),
+                       headers={"Content-Type": "application/merge-patch+json"}), 200)
+
+
+@pytest.fixture(scope="module")
+def objects(cluster):
+    """A node, pods (one Running on it), a deployment, a service, a config map and an event."""
+    url = cluster.url(cluster.ids[0])
+    recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
+    ensure_namespace(url, NS)
+    ensure_namespace(url, "kubectl-other")
+    node = unique("kn")
+    expect(call("POST", url + "/api/v1/nodes", json={
+        "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}}), 201)
+    merge_patch(url, "/api/v1/nodes/%s/status" % node, {"status": {
+        "addresses": [{"type": "InternalIP", "address": "10.9.0.7"}, {"type": "Hostname", "address": node}],
+        # what an agent reports (agent/node_info.py), with a few values pinned for the assertions
+        "nodeInfo": dict(node_info("docker://24.0.7", "shepherd-agent/test"),
+                         osImage="Debian GNU/Linux 12 (bookworm)", kernelVersion="6.1.0-test"),
+        "conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady",
+                        "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
+    pod = {"metadata": {"name": "web-1", "labels": {"app": "web", "tier": "front"}},
+           "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx:1.25"}]}}
+    created = expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json=pod), 201)
+    merge_patch(url, "/api/v1/namespaces/%s/pods/web-1/status" % NS, {"status": {
+        "phase": "Running", "podIP": "10.244.1.5",
+        "containerStatuses": [{"name": "app", "image": "nginx:1.25", "imageID": "", "ready": True,
+                               "restartCount": 0, "started": True,
+                               "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
+    expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+        "metadata": {"name": "batch-1", "labels": {"app": "batch"}},
+        "spec": {"containers": [{"name": "job", "image": "busybox"}]}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/kubectl-other/pods", json={
+        "metadata": {"name": "elsewhere", "labels": {"app": "web"}},
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}}), 201)
+    expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % NS, json={
+        "metadata": {"name": "api"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "api"}},
+                 "template": {"metadata": {"labels": {"app": "api"}},
+                              "spec": {"containers": [{"name": "srv", "image": "shepherd/api:2"}]}}}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/services" % NS, json={
+        "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/configmaps" % NS, json={
+        "metadata": {"name": "settings"}, "data": {"a": "1", "b": "2", "c": "3"}}), 201)
+    expect(call("POST", url + "/api/v1/namespaces/%s/events" % NS, json={
+        "metadata": {"name": "web-1.manual"}, "type": "Warning", "reason": "ProbeWobble",
+        "message": "readiness probe wobbled on purpose", "count": 1, "source": {"component": "kubectl-test"},
+        "involvedObject": {"kind": "Pod", "namespace": NS, "name": "web-1", "uid": created["metadata"]["uid"],
+                           "apiVersion": "v1"},
+        # recent: the event pruner drops old events
+        "firstTimestamp": recent, "lastTimestamp": recent}), 201)
+    return {"url": url, "node": node}
+
+
+def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
+    version = json.loads(kubectl("version", "-o", "json").stdout)
+    assert version["serverVersion"]["gitVersion"].startswith("v1.32.0-shepherd.")
+    assert version["serverVersion"]["major"] == "1" and version["serverVersion"]["minor"] == "32"
+    assert "Server Version: v1.32.0-shepherd." in kubectl("version").stdout
+    assert kubectl("api-versions").stdout.split() == ["apps/v1", "coordination.k8s.io/v1", "v1"]
+    header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
+    assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
+    by_name = {r["NAME"]: r for r in resources}
+    assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
+                            "controllerrevisions", "deployments", "leases"}
+    assert [by_name["pods"][k] for k in ("SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND")] == \
+        ["po", "v1", "true", "Pod"]
+    assert by_name["pods"]["CATEGORIES"] == "all"
+    assert by_name["deployments"]["SHORTNAMES"] == "deploy" and by_name["deployments"]["APIVERSION"] == "apps/v1"
+    assert by_name["nodes"]["NAMESPACED"] == "false"
+    assert kubectl("api-resources", "--namespaced=false", "-o", "name").stdout.split() == ["namespaces", "nodes"]
+    info = kubectl("cluster-info").stdout
+    assert "Kubernetes control plane is running at %s" % cluster.url(cluster.ids[0]) in info
+
+
+def test_get_pods_prints_kubernetes_columns_and_wide_ones(kubectl, objects):
+    header, pods = rows(kubectl("get", "pods").stdout)
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    by_name = {p["NAME"]: p for p in pods}
+    assert set(by_name) == {"web-1", "batch-1"}
+    assert (by_name["web-1"]["READY"], by_name["web-1"]["STATUS"], by_name["web-1"]["RESTARTS"]) == \
+        ("1/1", "Running", "0")
+    assert (by_name["batch-1"]["READY"], by_name["batch-1"]["STATUS"]) == ("0/1", "Pending")
+    header, pods = rows(kubectl("get", "pods", "-o", "wide").stdout)
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE",
+                      "READINESS GATES"]
+    web = [p for p in pods if p["NAME"] == "web-1"][0]
+    assert web["IP"] == "10.244.1.5" and web["NODE"] == objects["node"]
+    header, pods = rows(kubectl("get", "po", "-l", "app=web").stdout)
+    assert [p["NAME"] for p in pods] == ["web-1"]
+    header, pods = rows(kubectl("get", "pods", "-A", "-l", "app=web").stdout)
+    assert header[:2] == ["NAMESPACE", "NAME"]
+    assert sorted((p["NAMESPACE"], p["NAME"]) for p in pods) == [("kubectl-other", "elsewhere"), (NS, "web-1")]
+    header, pods = rows(kubectl("get", "pods", "--field-selector", "status.phase=Running").stdout)
+    assert [p["NAME"] for p in pods] == ["web-1"]
+    header, pods = rows(kubectl("get", "pods", "--show-labels").stdout)
+    assert [p["LABELS"] for p in pods if p["NAME"] == "web-1"] == ["app=web,tier=front"]
+
+
+def test_output_formats(kubectl, objects):
+    listed = json.loads(kubectl("get", "pods", "-o", "json").stdout)
+    assert listed["kind"] == "List" and sorted(i["metadata"]["name"] for i in listed["items"]) == ["batch-1", "web-1"]
+    assert all(i["kind"] == "Pod" and i["spec"]["containers"] for i in listed["items"])
+    pod = yaml.safe_load(kubectl("get", "pod", "web-1", "-o", "yaml").stdout)
+    assert pod["kind"] == "Pod" and pod["status"]["podIP"] == "10.244.1.5"
+    assert kubectl("get", "pod", "web-1", "-o", "jsonpath={.spec.nodeName}").stdout == objects["node"]
+    names = kubectl("get", "pods", "-o", "jsonpath={range .items[*]}{.metadata.name}{\"\\n\"}{end}").stdout
+    assert names.split() == ["batch-1", "web-1"]
+    assert kubectl("get", "pods", "-o", "name").stdout.split() == ["pod/batch-1", "pod/web-1"]
+    header, cols = rows(kubectl("get", "pod", "web-1", "-o", "custom-columns=N:.metadata.name,IP:.status.podIP").stdout)
+    assert cols == [{"N": "web-1", "IP": "10.244.1.5"}]
+    # --sort-by asks for whole objects in the rows (includeObject=Object): container "app" before "job"
+    header, by_container = rows(kubectl("get", "pods", "--sort-by=.spec.containers[0].name").stdout)
+    assert [p["NAME"] for p in by_container] == ["web-1", "batch-1"]
+    header, one = rows(kubectl("get", "pod", "web-1").stdout)          # one object: a one-row Table
+    assert header == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"] and one[0]["STATUS"] == "Running"
+    mixed = kubectl("get", "deploy/api", "svc/web").stdout
+    assert re.search(r"^deployment\.apps/api\s+0/0\s+0\s+0\s", mixed, re.M)
+    assert re.search(r"^service/web\s+ClusterIP\s", mixed, re.M)
+
+
+def test_get_other_kinds_with_their_columns(kubectl, objects):
+    header, deploys = rows(kubectl("get", "deploy", "-o", "wide").stdout)
+    assert header == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE", "CONTAINERS", "IMAGES", "SELECTOR"]
+    api = [d for d in deploys if d["NAME"] == "api"][0]
+    assert (api["READY"], api["CONTAINERS"], api["IMAGES"], api["SELECTOR"]) == \
+        ("0/0", "srv", "shepherd/api:2", "app=api")
+    header, services = rows(kubectl("get", "svc").stdout)
+    assert header == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    web = [s for s in services if s["NAME"] == "web"][0]
+    assert web["TYPE"] == "ClusterIP" and web["PORT(S)"] == "80/TCP"
+    header, nodes = rows(kubectl("get", "nodes", "-o", "wide").stdout)
+    assert header == ["NAME", "STATUS", "ROLES", "AGE", "VERSION", "INTERNAL-IP", "EXTERNAL-IP", "OS-IMAGE",
+                      "KERNEL-VERSION", "CONTAINER-RUNTIME"]
+    node = [n for n in nodes if n["NAME"] == objects["node"]][0]
+    assert node["STATUS"] in ("Ready", "NotReady")     # no agent renews its lease: it may turn NotReady
+    assert (node["ROLES"], node["VERSION"], node["INTERNAL-IP"], node["OS-IMAGE"], node["KERNEL-VERSION"],
+            node["CONTAINER-RUNTIME"]) == ("worker", "shepherd-agent/test", "10.9.0.7",
+                                           "Debian GNU/Linux 12 (bookworm)", "6.1.0-test", "docker://24.0.7")
+    header, namespaces = rows(kubectl("get", "ns").stdout)
+    assert header == ["NAME", "STATUS", "AGE"]
+    assert {"name": NS, "status": "Active"} in [{"name": n["NAME"], "status": n["STATUS"]} for n in namespaces]
+    header, maps = rows(kubectl("get", "cm").stdout)
+    assert header == ["NAME", "DATA", "AGE"] and [(m["NAME"], m["DATA"]) for m in maps] == [("settings", "3")]
+    everything = kubectl("get", "all").stdout
+    for name in ("pod/web-1", "pod/batch-1", "service/web", "deployment.apps/api"):
+        assert name in everything
+    header, events = rows(kubectl("get", "events", "--field-selector", "reason=ProbeWobble").stdout)
+    assert header == ["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert [(e["TYPE"], e["OBJECT"], e["MESSAGE"]) for e in events] == \
+        [("Warning", "pod/web-1", "readiness probe wobbled on purpose")]
+
+
+def test_describe_pod_shows_its_events(kubectl, objects):
+    text = kubectl("describe", "pod", "web-1").stdout
+    assert re.search(r"^Name:\s+web-1$", text, re.M) and re.search(r"^Node:\s+%s" % objects["node"], text, re.M)
+    events = text[text.index("\nEvents:"):]
+    assert re.search(r"Warning\s+ProbeWobble\s+\S+\s+kubectl-test\s+readiness probe wobbled on purpose", events)
+    node = kubectl("describe", "node", objects["node"]).stdout
+    assert re.search(r"^Roles:\s+worker$", node, re.M) and re.search(r"Kernel Version:\s+6.1.0-test", node)
+    assert re.search(r"^\s+%s\s+web-1\s" % NS, node, re.M), node       # its non-terminated pods
+    deploy = kubectl("describe", "deployment", "api").stdout
+    assert re.search(r"^Replicas:\s+0 desired", deploy, re.M) and re.search(r"^Selector:\s+app=api$", deploy, re.M)
+    svc = kubectl("describe", "svc", "web").stdout
+    assert re.search(r"^Selector:\s+app=web$", svc, re.M) and re.search(r"^Port:\s+<unset>\s+80/TCP$", svc, re.M)
+
+
+def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
+    proc = subprocess.Popen(kubectl.argv + ["get", "pods", "-w", "-l", "app=batch"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line.rstrip("\n")) for line in proc.stdout], daemon=True).start()
+
+    def next_line(timeout=30):
+        try:
+            return lines.get(timeout=timeout)
+        except queue.Empty:
+            raise AssertionError("kubectl get -w printed nothing in %ds: %s" % (timeout, proc.stderr.read()
+                                                                               if proc.poll() is not None else ""))
+    try:
+        assert re.split(r"\s{2,}", next_line()) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert re.split(r"\s{2,}", next_line())[:3] == ["batch-1", "0/1", "Pending"]
+        time.sleep(1.0)         # the watch is open once the list is printed; give it a moment
+        merge_patch(objects["url"], "/api/v1/namespaces/%s/pods/batch-1/status" % NS, {"status": {
+            "phase": "Failed",
+            "containerStatuses": [{"name": "job", "image": "busybox", "imageID": "", "ready": False,
+                                   "restartCount": 0,
+                                   "state": {"terminated": {"exitCode": 2, "reason": "Error"}}}]}})
+        changed = re.split(r"\s{2,}", next_line())
+        assert changed[:3] == ["batch-1", "0/1", "Error"], changed
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
+def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has_no_none(objects):
+    config = kubernetes.client.Configuration(host=objects["url"])
+    with kubernetes.client.ApiClient(config) as api_client:
+        core = kubernetes.client.CoreV1Api(api_client)
+        nodes = {n.metadata.name: n for n in core.list_node().items}
+        info = nodes[objects["node"]].status.node_info
+        assert info.kernel_version == "6.1.0-test" and info.boot_id and info.kube_proxy_version == ""
+        pods = core.list_namespaced_pod(NS)
+        assert sorted(p.metadata.name for p in pods.items) == ["batch-1", "web-1"]
+        events = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=3))
+        assert sorted((e["type"], e["object"].metadata.name) for e in events) == \
+            [("ADDED", "batch-1"), ("ADDED", "web-1")]
+        assert all(isinstance(e["object"], kubernetes.client.V1Pod) for e in events)
+        # From the list's revision: nothing to send at first (the old server sent a bare
+        # newline there, which this client yields as a None event), then one pod.
+        late = threading.Timer(1.0, lambda: expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS,
+                                                        json={"metadata": {"name": "late-1"},
+                                                              "spec": {"containers": [{"name": "a", "image": "x"}]}}),
+                                                   201))
+        late.start()
+        try:
+            events = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=4,
+                                                          resource_version=pods.metadata.resource_version))
+        finally:
+            late.join()
+        assert None not in events and events[0]["type"] == "ADDED"
+        assert {(e["type"], e["object"].metadata.name) for e in events[1:]} <= {("MODIFIED", "late-1")}  # bound
+        # deserialize=False parses each line with json.loads: a bare newline killed it (ValueError)
+        raw = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=2,
+                                                   resource_version=pods.metadata.resource_version,
+                                                   deserialize=False))
+        assert raw and all(isinstance(e, dict) and e["type"] in ("ADDED", "MODIFIED") for e in raw)
+        apps = kubernetes.client.AppsV1Api(api_client)
+        assert [d.metadata.name for d in apps.list_namespaced_deployment(NS).items] == ["api"]
+
+
+def test_wait_for_a_condition_then_delete_by_name_and_by_label(kubectl, objects):
+    url = objects["url"]
+    for name in ("gone-1", "gone-2", "gone-3"):
+        # never bound (no node matches): deleted at once, with no agent to wait for
+        expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+            "metadata": {"name": name, "labels": {"app": "gone"}},
+            "spec": {"nodeSelector": {"kubectl-test": "nowhere"},
+                     "containers": [{"name": "a", "image": "nginx"}]}}), 201)
+    waiter = subprocess.Popen(kubectl.argv + ["wait", "--for=condition=Ready", "pod/gone-1", "--timeout=30s"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        assert waiter.poll() is None, "kubectl wait returned before the pod was Ready: %s" % (waiter.communicate(),)
+        merge_patch(url, "/api/v1/namespaces/%s/pods/gone-1/status" % NS, {"status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+        out, err = waiter.communicate(timeout=30)
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait(5)
+    assert waiter.returncode == 0 and out.strip() == "pod/gone-1 condition met", (out, err)
+    assert kubectl("delete", "pod", "gone-1").stdout.strip() == 'pod "gone-1" deleted'
+    deleted = kubectl("delete", "pods", "-l", "app=gone").stdout.splitlines()
+    assert sorted(deleted) == ['pod "gone-2" deleted', 'pod "gone-3" deleted']
+    gone = kubectl("get", "pods", "-l", "app=gone")
+    assert gone.stdout == "" and "No resources found in %s namespace." % NS in gone.stderr
+
+
+def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_client(kubectl, cluster, objects):
+    """Last in the module: a Ready node lets the scheduler bind the other tests' pods."""
+    name = unique("agent")
+    cluster.lc.add_agent(name, runtime="hollow")
+    cluster.lc.start_agent(name)
+    try:
+        expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS, json={
+            "metadata": {"name": "on-agent", "labels": {"app": "on-agent"}},
+            "spec": {"nodeName": name, "containers": [{"name": "app", "image": "registry.example/app:1"}]}}), 201)
+        deadline = time.monotonic() + 60
+        while True:
+            nodes = kubectl("get", "nodes", name, "-o", "wide", check=False)
+            pods = kubectl("get", "pods", "-l", "app=on-agent", check=False)
+            if nodes.returncode == 0 and pods.returncode == 0 and rows(nodes.stdout)[1][0]["STATUS"] == "Ready" \
+                    and rows(pods.stdout)[1][0]["STATUS"] == "Running":
+                break
+            assert time.monotonic() < deadline, "the agent's node or pod never got ready:\n%s%s%s\n%s" % (
+                nodes.stdout, nodes.stderr, pods.stdout, open(cluster.lc.agent_log(name)).read()[-3000:])
+            time.sleep(1.0)
+        node = rows(nodes.stdout)[1][0]
+        assert node["VERSION"].startswith("shepherd-agent/") and node["CONTAINER-RUNTIME"] == "hollow://1"
+        assert node["KERNEL-VERSION"] not in ("", "<unknown>") and node["OS-IMAGE"] not in ("", "<unknown>")
+        assert rows(pods.stdout)[1][0]["READY"] == "1/1"
+        config = kubernetes.client.Configuration(host=objects["url"])
+        with kubernetes.client.ApiClient(config) as api_client:
+            typed = kubernetes.client.CoreV1Api(api_client).read_node(name)
+        info = typed.status.node_info
+        assert info.boot_id and info.machine_id and info.system_uuid and info.os_image and info.kernel_version
+        assert info.kube_proxy_version == "" and info.architecture and info.operating_system == "linux"
+        assert {a.type for a in typed.status.addresses} == {"InternalIP", "Hostname"}
+        assert typed.status.capacity["pods"] and typed.status.allocatable["cpu"]
+        assert typed.status.daemon_endpoints.kubelet_endpoint.port > 0
+        assert [c.status for c in typed.status.conditions if c.type == "Ready"] == ["True"]
+    finally:
+        cluster.lc.stop_agent(name)
