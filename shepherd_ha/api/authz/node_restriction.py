@@ -11,12 +11,16 @@ A node may
     final delete after a graceful stop);
   - create, get, update and patch Events; read Services and Endpoints;
   - get only the ConfigMaps and Secrets a pod bound to it uses (volumes, projected
-    sources, envFrom, env valueFrom, imagePullSecrets).
+    sources, envFrom, env valueFrom, imagePullSecrets);
+  - get the replicas' public log-grant key (GET /shepherd/v1/log-grant-key: the agent
+    verifies the replicas' signed log grants with it; agent/log_access.py).
 Anything else is no opinion here (RBAC decides, and grants nodes nothing by
 default); a write aimed at another node's objects is refused outright (DENY), as
 the admission plugin does. A "not bound here" answer is only given after a
 linearizable read, so a replica whose copy lags never refuses a node its own pod.
 """
+from shepherd_ha.log_grants import KEY_PATH as LOG_GRANT_KEY_PATH
+
 ALLOW, DENY, NO_OPINION = "allow", "deny", "no-opinion"
 NODE_USER_PREFIX = "system:node:"
 LEASE_NAMESPACE = "kube-node-lease"
@@ -89,6 +93,8 @@ class NodeRestriction:
 
     def decide(self, node, attrs, body=lambda: None):
         if not attrs.is_resource:
+            if attrs.path == LOG_GRANT_KEY_PATH and attrs.verb == "get":
+                return ALLOW, ""
             return NO_OPINION, "a node has no access to the path %s" % attrs.path
         verb, sub = attrs.verb, attrs.subresource
         if attrs.api_group == "coordination.k8s.io" and attrs.resource == "leases":
