@@ -30,8 +30,7 @@ def env(tmp_path_factory, request):
         fh.write('%s,viewer,viewer,"shepherd:view"\n' % VIEWER_TOKEN)
     request.addfinalizer(cluster.stop_all)
     cluster.start()
-    with open(cluster.lc.node_token_file) as fh:
-        node_token = fh.read().strip()
+    node_token = cluster.lc.node_token("limits-node")      # a node's own token (user system:node:NAME)
     return {"cluster": cluster, "admin": {"Authorization": "Bearer " + cluster.lc.token()},
             "node": {"Authorization": "Bearer " + node_token},
             "viewer": {"Authorization": "Bearer " + VIEWER_TOKEN}}
