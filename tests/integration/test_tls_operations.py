@@ -20,6 +20,7 @@ from cryptography import x509
 
 from agent.cluster_check import other_cluster
 from ctl.main import main as sheepctl
+from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.cli import join, local_members
 from shepherd_ha.cli.local_cluster import LocalCluster
 from shepherd_ha.cli.rolling_restart import roll
@@ -106,11 +107,12 @@ def test_join_asks_the_members_over_https_verified_against_the_cluster_ca(tls_cl
     lc = tls_cluster.lc
     with open(os.path.join(lc.dir, "raft-password")) as fh:
         password = fh.read().strip()
-    members = join.ask(lc.api_urls(), password, timeout=10, outbound=Outbound(tls=True, ca_file=lc.ca_file))
+    peer_token = ReplicaCredentials(password, lc.spec()["raft_salt"]).peer_token     # what --join shows
+    members = join.ask(lc.api_urls(), peer_token, timeout=10, outbound=Outbound(tls=True, ca_file=lc.ca_file))
     assert sorted(m["id"] for m in members) == sorted(lc.ids())
     assert all(m["api"].startswith("https://") for m in members), members
     with pytest.raises(ConfigError) as err:
-        join.ask(lc.api_urls()[:1], password, timeout=0.5, outbound=Outbound(tls=True, ca_file=other_ca.cert_path))
+        join.ask(lc.api_urls()[:1], peer_token, timeout=0.5, outbound=Outbound(tls=True, ca_file=other_ca.cert_path))
     assert "TLS: certificate verify failed" in str(err.value), err.value
 
 
