@@ -18,6 +18,7 @@ def other_cluster(settings):
         return None
     with requests.Session() as session:
         session.trust_env = False
+        session.verify = settings.ca_file or True     # https: the cluster CA
         for server in settings.servers:
             try:
                 answer = session.get(server.rstrip("/") + "/version", timeout=TIMEOUT).json()

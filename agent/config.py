@@ -29,6 +29,12 @@ AGENT_OPTIONS = (
     Option("token_file", str, None, "file holding the bearer token for the API (replicas started with "
            "--token-file): the node's own, user system:node:NAME in group system:nodes "
            "(`shepherd-ha token create --node NAME`)"),
+    Option("ca_file", str, None, "the cluster CA: https servers' certificates are verified against it (default: "
+           "the system's CAs)"),
+    Option("tls_cert_file", str, None, "PEM certificate of the agent's log server (SANs: the node name and its "
+           "address; the API checks both against the cluster CA); with --tls-private-key-file"),
+    Option("tls_private_key_file", str, None, "PEM private key of --tls-cert-file (keep it 0600); without the "
+           "pair the log server speaks plain HTTP"),
     Option("cluster_id", str, None, "the cluster this agent belongs to (as in the replicas' --cluster-id; "
            "`shepherd-ha local up` writes it); the agent refuses to start against another cluster, and the "
            "API refuses its requests"),
@@ -159,6 +165,8 @@ class AgentSettings:
     configmap_refresh_interval: float = 60.0
     event_qps: float = 50.0
     token: str = None
+    ca_file: str = None
+    tls: object = None        # shepherd_ha.tls.contexts.TlsFiles of the log server, or None: plain HTTP
     cluster_domain: str = DEFAULT_CLUSTER_DOMAIN
     dns_address: str = "off"                 # "auto", "off" or an IP (agent/dns/node_dns.py)
     dns_port: int = 53
@@ -241,6 +249,9 @@ def settings(values):
         if len(token) < 16 or any(c.isspace() for c in token):
             raise ConfigError("--token-file %s must hold one token (16 or more characters, no spaces or line "
                               "breaks), not a token table" % values["token_file"])
+    from shepherd_ha.tls.contexts import check_ca_file, tls_files
+    tls = tls_files(values)
+    ca_file = check_ca_file(values.get("ca_file"), "--ca-file")
     domain, dns_address, dns_port = dns_settings(values, runtime)
     pod_network = (values.get("pod_network") or "none").lower()
     if pod_network not in ("bridge", "none"):
@@ -276,7 +287,7 @@ def settings(values):
         housekeeping_interval=values["housekeeping_interval"], sandbox_image=values["sandbox_image"],
         workers=values["workers"], log_level=level, state_dir=state_dir,
         configmap_refresh_interval=values["configmap_refresh_interval"], event_qps=values["event_qps"],
-        token=token, cluster_domain=domain, dns_address=dns_address, dns_port=dns_port,
+        token=token, ca_file=ca_file, tls=tls, cluster_domain=domain, dns_address=dns_address, dns_port=dns_port,
         dns_resolv_conf=values.get("dns_resolv_conf") or "/etc/resolv.conf",
         pod_network=pod_network if runtime == "docker" else "none", cluster_cidr=cluster_cidr,
         cluster_id=cluster_id, **proxy)

@@ -29,11 +29,11 @@ class CannotCheck(Exception):
 
 class LogAccess:
     def __init__(self, servers, node_name, token, clock=time.time, monotonic=time.monotonic, fetch_key=None,
-                 cluster_id=None):
+                 cluster_id=None, ca_file=None):
         self.node_name = node_name
         self._clock, self._monotonic = clock, monotonic
         # cluster_id: the key comes only from replicas of this agent's cluster (a 421 otherwise)
-        self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token, cluster_id))
+        self._fetch_key = fetch_key or (lambda: _fetch_key(servers, token, cluster_id, ca_file))
         self._lock = threading.Lock()
         self._keys = None               # the replicas' public keys (several while the secret is rotated)
         self._fetched_at = None
@@ -92,8 +92,9 @@ class LogAccess:
         return False
 
 
-def _fetch_key(servers, token, cluster_id=None):
-    client = Client(servers, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id)
+def _fetch_key(servers, token, cluster_id=None, ca_file=None):
+    # ca_file: the replicas' certificates are verified against the cluster CA (https servers)
+    client = Client(servers, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id, ca_file=ca_file)
     try:
         answer = client.request("GET", KEY_PATH)
     finally:

@@ -21,6 +21,7 @@ and its thread freed, even when the container prints nothing.
 import inspect
 import json
 import logging
+import os
 import threading
 from datetime import datetime, timezone
 
@@ -110,8 +111,11 @@ def _close(iterator):
 class LogServer:
     """HTTP server of one agent.  start() binds (port 0 = any free port, see .port)."""
 
-    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16, access=None):
+    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16, access=None, tls=None):
         self.runtime = runtime
+        self.tls = tls               # a TlsFiles: HTTPS (terminated in front of waitress), or None: plain HTTP
+        self._terminator = None
+        self._backend_dir = None
         self.access = access         # a log_access.LogAccess, or None: no token needed
         self.node_name = node_name
         self.bind = bind
@@ -286,14 +290,23 @@ class LogServer:
     def start(self):
         if self._server is not None:
             return self
-        self._server = waitress.create_server(
-            self.app, host=self.bind, port=self.requested_port, threads=self.threads,
-            channel_request_lookahead=1, channel_timeout=3600, connection_limit=200,
-            clear_untrusted_proxy_headers=True, ident="shepherd-agent")
-        self.port = int(self._server.effective_port)
+        options = dict(threads=self.threads, channel_request_lookahead=1, channel_timeout=3600, connection_limit=200,
+                       clear_untrusted_proxy_headers=True, ident="shepherd-agent")
+        if self.tls is not None:
+            import tempfile
+            from shepherd_ha.tls.serving import create_tls_server
+            self._backend_dir = tempfile.mkdtemp(prefix="shepherd-agent-")     # 0700: ours alone
+            self._server, self._terminator = create_tls_server(
+                self.app, self.tls, self.bind, self.requested_port, os.path.join(self._backend_dir, "logs.sock"),
+                **options)
+            self.port = self._terminator.port
+        else:
+            self._server = waitress.create_server(self.app, host=self.bind, port=self.requested_port, **options)
+            self.port = int(self._server.effective_port)
         self._thread = threading.Thread(target=self._server.run, name="log-server", daemon=True)
         self._thread.start()
-        log.info("log server of node %s listening on %s:%d", self.node_name, self.bind, self.port)
+        log.info("log server of node %s listening on %s:%d (%s)", self.node_name, self.bind, self.port,
+                 "HTTPS" if self.tls is not None else "plain HTTP")
         return self
 
     def stop(self, timeout=5.0):
@@ -301,9 +314,16 @@ class LogServer:
         server, self._server = self._server, None
         if server is None:
             return
+        if self._terminator is not None:
+            self._terminator.stop(timeout)
+            self._terminator = None
         stop_waitress_server(server, timeout)
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._backend_dir is not None:
+            import shutil
+            shutil.rmtree(self._backend_dir, ignore_errors=True)
+            self._backend_dir = None
 
     def __enter__(self):
         return self.start()

@@ -48,7 +48,7 @@ class Agent:
         self.settings = s = settings
         self.stop_event = threading.Event()
         self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
-        self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token,
+        self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token, ca_file=s.ca_file,
                                        cluster_id=s.cluster_id,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
@@ -89,8 +89,8 @@ class Agent:
             access = None
             if s.token:
                 from .log_access import LogAccess
-                access = LogAccess(s.servers, s.node_name, s.token, cluster_id=s.cluster_id)
-            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access)
+                access = LogAccess(s.servers, s.node_name, s.token, cluster_id=s.cluster_id, ca_file=s.ca_file)
+            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access, tls=s.tls)
             self.log_server.start()
             port = self.log_server.port
             log.info("serving container logs on %s:%d", s.bind, port)

@@ -72,7 +72,7 @@ def main():
             rows.append(["snapshot check (read + sha256)", "%.2f s" % read, ""])
             t0 = time.monotonic()
             restored, _ = restore.restore(path, os.path.join(work, "restored"), base_port=find_base_port(3),
-                                          auth=False)
+                                          auth=False, tls=False)     # plain, as BenchCluster: figures compare
             rows.append(["restore (check + 3 dumps)", "%.2f s" % (time.monotonic() - t0), ""])
             try:
                 t0 = time.monotonic()
@@ -81,7 +81,7 @@ def main():
                 rows.append(["restored cluster start to ready", "%.2f s" % (time.monotonic() - t0), ""])
                 state = requests.get(restored.api_urls()[0] + "/shepherd/v1/replica", params={"digest": "1"},
                                      timeout=30).json()
-                same = state["digest"] == restore.store_of(snap).digest()
+                same = state["digest"] == restore.started_digest(snap)
                 rows.append(["restored digest equals the snapshot's", "yes" if same else "NO", ""])
             finally:
                 restored.stop_all(timeout=5.0)

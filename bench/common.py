@@ -138,9 +138,11 @@ def print_machine():
 
 class BenchCluster:
     """A fresh N-replica LocalCluster in a temp dir, stopped (SIGTERM by PID) and
-    removed on exit. Use as a context manager."""
+    removed on exit. Use as a context manager. Plain HTTP (--insecure-http) unless
+    tls=True (bench_tls.py measures the difference)."""
 
-    def __init__(self, replicas=3, keep=False, ready_timeout=60.0, server_options=None):
+    def __init__(self, replicas=3, keep=False, ready_timeout=60.0, server_options=None, tls=False):
+        self.tls = tls
         self.replicas = replicas
         self.keep = keep
         self.ready_timeout = ready_timeout
@@ -151,7 +153,8 @@ class BenchCluster:
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="shepherd-bench-")
         self.cluster = LocalCluster(self.dir)
-        self.cluster.create(self.replicas, find_base_port(self.replicas), server_options=self.server_options)
+        self.cluster.create(self.replicas, find_base_port(self.replicas), server_options=self.server_options,
+                            tls=self.tls)
         started = self.cluster.start_all()
         progress("started %d replicas in %s (pids %s)" % (
             self.replicas, self.dir, ", ".join("%s=%s" % kv for kv in sorted(started.items()))))
@@ -240,12 +243,15 @@ def pod_body(template, name):
 
 
 class KeepAlive:
-    """One keep-alive http.client connection that reconnects after an error."""
+    """One keep-alive http.client connection that reconnects after an error; https://
+    URLs with `context` (an ssl.SSLContext verifying the cluster CA)."""
 
-    def __init__(self, url, timeout):
+    def __init__(self, url, timeout, context=None):
         self.url = url
         self.host, self.port = split_url(url)
         self.timeout = timeout
+        self.context = context
+        self.https = url.startswith("https://")
         self.conn = None
 
     def post(self, path, body, headers):
@@ -254,7 +260,11 @@ class KeepAlive:
     def request(self, method, path, body, headers):
         """(status, body bytes); raises OSError/HTTPException after closing the connection."""
         if self.conn is None:
-            self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            if self.https:
+                self.conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                                        context=self.context)
+            else:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         try:
             self.conn.request(method, path, body, headers)
             resp = self.conn.getresponse()

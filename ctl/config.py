@@ -2,14 +2,21 @@
 
 Servers, first match wins:
   --server URL[,URL...]  >  $SHEPHERD_SERVERS  >  --config FILE  >  $SHEPHERD_CONFIG
-  >  ~/.shepherd/config  >  error
+  >  --kubeconfig FILE  >  $KUBECONFIG (its first file)  >  ~/.shepherd/config  >  error
 
 The config file is YAML (written by `shepherd-ha local up`):
 
-    servers: ["http://127.0.0.1:8001", "http://127.0.0.1:8002", "http://127.0.0.1:8003"]
+    servers: ["https://127.0.0.1:8001", "https://127.0.0.1:8002", "https://127.0.0.1:8003"]
     namespace: default          # optional
     token: 0123...              # optional: bearer token, for replicas run with --token-file
+    certificate-authority: ca.crt   # the cluster CA (relative to the file); https servers are
+                                    # verified against it (default: the system's CAs)
     cluster_id: 0123...         # optional: a replica of another cluster answers 421
+
+A kubeconfig (DIR/kubeconfig, or any with `kind: Config`) works too, as --config or
+--kubeconfig: its current context's cluster (every replica, from the cluster's
+`shepherd.io/servers` extension, else its one server), CA, user token and namespace.
+The CA: --certificate-authority > the config file's.
 
 The token, first match wins: --token > $SHEPHERD_TOKEN > the config file's `token`,
 the last only when the servers come from that same file (a token is never sent to
@@ -24,6 +31,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from shepherd_ha.client.http_client import normalize_servers
+from shepherd_ha.tls import kubeconfig
 
 DEFAULT_CONFIG = os.path.join("~", ".shepherd", "config")
 
@@ -43,6 +51,8 @@ class Settings:
     config_path: str = None               # the config file consulted, if any
     config: dict = field(default_factory=dict)
     token: str = None
+    ca_file: str = None                   # the CA https servers are verified against (None: the system's)
+    client_cert: tuple = None             # (certificate file, key file) from a kubeconfig
     cluster_id: str = None
 
 
@@ -69,6 +79,17 @@ def read_config(path):
         data = {}
     if not isinstance(data, dict):
         raise ConfigError("config file %s: expected a mapping with `servers`" % path)
+    if kubeconfig.is_kubeconfig(data):
+        try:
+            # keys it lacks are left out (a kubeconfig without a token is not a config with a bad one)
+            return dict({k: v for k, v in kubeconfig.read(data, path).items() if v is not None}, kubeconfig=True)
+        except (kubeconfig.KubeconfigError, OSError) as exc:
+            raise ConfigError(str(exc)) from None
+    ca = data.get("certificate-authority")
+    if ca is not None:
+        if not isinstance(ca, str) or not ca.strip():
+            raise ConfigError("config file %s: `certificate-authority` must be a file path" % path)
+        data["ca_file"] = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(ca.strip()))
     return data
 
 
@@ -84,13 +105,18 @@ def _servers_of(data, path):
         raise ConfigError("config file %s has an empty `servers` list" % path) from None
 
 
-def config_file_candidate(config_arg=None, env=None, home_config=DEFAULT_CONFIG):
+def config_file_candidate(config_arg=None, env=None, home_config=DEFAULT_CONFIG, kubeconfig_arg=None):
     """(path, explicit) of the config file to consult, or (None, False)."""
     env = os.environ if env is None else env
     if config_arg:
         return config_arg, True
     if env.get("SHEPHERD_CONFIG"):
         return env["SHEPHERD_CONFIG"], True
+    if kubeconfig_arg:
+        return kubeconfig_arg, True
+    if env.get("KUBECONFIG", "").strip():
+        # kubectl merges a list; sheepctl takes its first file
+        return env["KUBECONFIG"].split(os.pathsep)[0], True
     path = os.path.expanduser(home_config)
     if os.path.exists(path):
         return path, False
@@ -98,10 +124,10 @@ def config_file_candidate(config_arg=None, env=None, home_config=DEFAULT_CONFIG)
 
 
 def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
-            home_config=DEFAULT_CONFIG, token_arg=None):
+            home_config=DEFAULT_CONFIG, token_arg=None, kubeconfig_arg=None, ca_arg=None):
     """-> Settings, or ConfigError."""
     env = os.environ if env is None else env
-    path, _explicit = config_file_candidate(config_arg, env, home_config)
+    path, _explicit = config_file_candidate(config_arg, env, home_config, kubeconfig_arg)
     data, data_error = {}, None
     if path:
         try:
@@ -128,16 +154,22 @@ def resolve(server_arg=None, config_arg=None, namespace_arg=None, env=None,
             raise ConfigError("config file %s: `token` must be a non-empty string (quote it if it is all "
                               "digits)" % path)
         token = data["token"].strip()
+    ca_file = ca_arg or data.get("ca_file")
+    if ca_file and not os.path.exists(ca_file):
+        raise ConfigError("the cluster CA %s does not exist (%s)" % (
+            ca_file, "--certificate-authority" if ca_arg else "certificate-authority of %s" % path))
     cluster_id = data.get("cluster_id") if source == path and isinstance(data.get("cluster_id"), str) else None
     return Settings(servers=servers, namespace=namespace, source=source, config_path=path,
-                    config=data, token=token, cluster_id=cluster_id)
+                    config=data, token=token, ca_file=ca_file, client_cert=data.get("client_cert"),
+                    cluster_id=cluster_id)
 
 
-def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG):
+def resolve_namespace(config_arg=None, namespace_arg=None, env=None, home_config=DEFAULT_CONFIG,
+                      kubeconfig_arg=None):
     """The namespace alone (never fails: a bad config file means "default")."""
     if namespace_arg:
         return namespace_arg
-    path, _ = config_file_candidate(config_arg, env, home_config)
+    path, _ = config_file_candidate(config_arg, env, home_config, kubeconfig_arg)
     if path:
         try:
             ns = read_config(path).get("namespace")

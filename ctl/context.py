@@ -32,7 +32,9 @@ class Context:
             a = self.args
             self._settings = config.resolve(getattr(a, "server", None), getattr(a, "config", None),
                                             getattr(a, "namespace", None), env=self.env,
-                                            token_arg=getattr(a, "token", None))
+                                            token_arg=getattr(a, "token", None),
+                                            kubeconfig_arg=getattr(a, "kubeconfig", None),
+                                            ca_arg=getattr(a, "certificate_authority", None))
         return self._settings
 
     @property
@@ -40,7 +42,8 @@ class Context:
         if self._namespace is None:
             a = self.args
             self._namespace = config.resolve_namespace(getattr(a, "config", None),
-                                                       getattr(a, "namespace", None), env=self.env)
+                                                       getattr(a, "namespace", None), env=self.env,
+                                                       kubeconfig_arg=getattr(a, "kubeconfig", None))
         return self._namespace
 
     @property
@@ -60,6 +63,7 @@ class Context:
                                   retry_deadline=(a.retry_deadline if getattr(a, "retry_deadline", None)
                                                   is not None else 15.0),
                                   user_agent="sheepctl/%s" % _ctl_version, token=self.settings.token,
+                                  ca_file=self.settings.ca_file, client_cert=self.settings.client_cert,
                                   cluster_id=self.settings.cluster_id)
         return self._client
 

@@ -29,7 +29,11 @@ def _global_options(parser, suppress):
                    help="bearer token for replicas that require one (default: $SHEPHERD_TOKEN, then the "
                         "config file's `token`; prefer those: a flag shows in `ps`)")
     g.add_argument("--config", metavar="FILE", default=d(None),
-                   help="config file (default: $SHEPHERD_CONFIG, then ~/.shepherd/config)")
+                   help="config file (default: $SHEPHERD_CONFIG, then ~/.shepherd/config); a kubeconfig works too")
+    g.add_argument("--kubeconfig", metavar="FILE", default=d(None),
+                   help="a kubeconfig (DIR/kubeconfig; default: $KUBECONFIG), when no --config is given")
+    g.add_argument("--certificate-authority", metavar="FILE", default=d(None),
+                   help="the cluster CA that https servers are verified against (default: the config's)")
     g.add_argument("-n", "--namespace", default=d(None), help="namespace (default: from config, "
                                                                "else default)")
     g.add_argument("-A", "--all-namespaces", action="store_true", default=d(False),

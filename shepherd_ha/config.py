@@ -15,6 +15,7 @@ from shepherd_ha.store import raft_secrets
 from shepherd_ha.store.raft_node import RaftSettings
 from shepherd_ha.store.replica import WRITE_TIMEOUT, Peer
 from shepherd_ha.store.watch_log import WatchLog
+from shepherd_ha.tls.server_options import TLS_OPTIONS
 
 
 def field_defaults(settings_class):
@@ -44,7 +45,8 @@ SERVER_OPTIONS = (
     Option("join", str, None, "API URLs of existing replicas, comma-separated: start with the cluster's current "
            "members as peers (instead of --peers) and wait to be added (sheepctl cluster add-replica)"),
     Option("api_bind", str, "127.0.0.1:8001", "host:port the HTTP API listens on"),
-    Option("api_url", str, None, "URL other replicas and clients use for this API (default http://API_BIND)"),
+    Option("api_url", str, None, "URL other replicas and clients use for this API (default https://API_BIND, "
+           "http:// with --insecure-http)"),
     Option("data_dir", str, None, "directory for the Raft journal and snapshots (kept across restarts)"),
     Option("raft_password", str, None, "shared secret encrypting Raft traffic; required (also "
            "--raft-password-file)"),
@@ -118,7 +120,7 @@ SERVER_OPTIONS = (
     Option("max_watches_per_user", int, flow_control.MAX_WATCHES_PER_USER, "watches and followed logs one user "
            "(without --token-file: one client address) may hold open, outside agents' watches; beyond, 429; "
            "0: no limit"),
-)
+) + TLS_OPTIONS      # ---- TLS on the API (shepherd_ha/tls/server_options.py) ----
 
 
 def add_arguments(parser, options):
@@ -129,8 +131,8 @@ def resolve(args, options, environ=None):
     return options_module.resolve(args, options, CONFIG_ENV, environ)
 
 
-def parse_peers(text):
-    """'r2@h:7002/h:8002,r3@h:7003' -> [Peer]."""
+def parse_peers(text, scheme="http"):
+    """'r2@h:7002/h:8002,r3@h:7003' -> [Peer]; an API address without a scheme gets `scheme`."""
     peers = []
     for part in filter(None, (p.strip() for p in (text or "").split(","))):
         ident, at, rest = part.partition("@")
@@ -138,7 +140,7 @@ def parse_peers(text):
         if not at or not ident or not raft:
             raise ConfigError("peer %r is not ID@RAFT_HOST:PORT[/API_HOST:PORT]" % part)
         if api and not api.startswith("http"):
-            api = "http://" + api
+            api = scheme + "://" + api
         peers.append(Peer(ident, raft, api or None))
     ids = [p.id for p in peers]
     if len(set(ids)) != len(ids):
@@ -167,7 +169,8 @@ def server_settings(values):
                          if line.strip())
         for other in accepted:
             raft_secrets.check_password(other, flag)
-    peers = parse_peers(values.get("peers"))
+    scheme = "http" if values.get("insecure_http") else "https"
+    peers = parse_peers(values.get("peers"), scheme)
     if values["id"] in {p.id for p in peers}:
         raise ConfigError("--peers lists this replica's own id %s; list only the others" % values["id"])
     # data_dir and the timings share their names with RaftSettings' fields.
@@ -179,7 +182,7 @@ def server_settings(values):
     host, _, port = values["api_bind"].rpartition(":")
     if not host or not (port.isascii() and port.isdigit()):
         raise ConfigError("--api-bind %r is not host:port" % values["api_bind"])
-    api_url = values.get("api_url") or "http://%s:%s" % (host, port)
+    api_url = values.get("api_url") or "%s://%s:%s" % (scheme, host, port)
     if values["write_timeout"] <= 0:
         raise ConfigError("--write-timeout must be positive")
     return settings, peers, host, int(port), api_url

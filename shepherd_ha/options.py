@@ -46,6 +46,10 @@ def add_arguments(parser, options, config_env):
     parser.add_argument("--config", help="YAML file with any of the options below (keys as in the flags, "
                         "with _ or -); env %s" % config_env)
     for opt in options:
+        if opt.type is bool:        # a switch: --flag alone means true (env and file: true/false)
+            parser.add_argument(opt.flag, dest=opt.name, default=None, action="store_const", const=True,
+                                help="%s; env %s=true" % (opt.help, opt.env))
+            continue
         default = "" if opt.default in (None, "") else " (default %s)" % opt.default
         parser.add_argument(opt.flag, dest=opt.name, default=None,
                             help="%s; env %s%s" % (opt.help, opt.env, default))
@@ -94,6 +98,11 @@ def _convert(opt, raw, source):
         raw = ",".join("%s=%s" % kv for kv in raw.items())
     elif isinstance(raw, list) and opt.type is str:
         raw = ",".join(str(item) for item in raw)
+    if opt.type is bool:
+        text = str(raw).strip().lower()
+        if isinstance(raw, bool) or text in ("true", "false", "1", "0", "yes", "no"):
+            return raw if isinstance(raw, bool) else text in ("true", "1", "yes")
+        raise ConfigError("%s: %r is not true or false for %s" % (source, raw, opt.name))
     try:
         return opt.type(raw)
     except (TypeError, ValueError):

@@ -136,18 +136,43 @@ class ClusterLayout:
         return host
 
     def api_url(self, host):
-        return f"http://{self.address(host)}:{API_PORT}"
+        return f"https://{self.address(host)}:{API_PORT}"
 
     def api_urls(self, hosts=None):
         return [self.api_url(h) for h in (self.control_planes if hosts is None else hosts)]
 
-    def sheepctl_config(self, token=None):
+    def sheepctl_config(self, token=None, ca_file=None):
         lines = ["# Written by vagrant/cluster_layout.py: the VM cluster's replicas", "servers:"]
         lines += [f"- {url}" for url in self.api_urls()]
         lines.append("namespace: default")
         if token:
             lines.append(f"token: {token}")
+        if ca_file:
+            lines.append(f"certificate-authority: {ca_file}")
         return "\n".join(lines) + "\n"
+
+    def certificate_names(self, host):
+        """Every name and address a VM is reached by: its certificate's SANs (a worker's
+        host name is also its node name, which the API's log proxy checks)."""
+        names = [host, self.address(host), "localhost", "127.0.0.1"]
+        if host in self.control_planes + self.spare_control_planes:
+            names.append(self.replica_id(host))
+        return names
+
+    def make_certificates(self, directory):
+        """The cluster CA (made once) and a certificate per VM in DIRECTORY (HOST.crt,
+        HOST.key 0600); returns the CA certificate's path."""
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from shepherd_ha.tls import pki
+        ca = pki.ensure_ca(directory)
+        for host in self.hosts + self.spare_control_planes:     # spares too: a drill may add them
+            if host in self.control_planes + self.spare_control_planes:
+                pki.issue_files(ca, directory, host, self.replica_id(host), self.certificate_names(host),
+                                server=True, client=True)
+            else:
+                pki.issue_files(ca, directory, host, "system:node:" + host, self.certificate_names(host),
+                                server=True, client=True, organization="system:nodes")
+        return ca.cert_path
 
 
 def vm_server_options(env=None):
@@ -239,6 +264,10 @@ def provisioned_server_options(env=None):
     return out
 
 
+def pki_dir(env=None):
+    return os.path.join(artifacts_dir(env), "secrets", "pki")
+
+
 def admin_token(env=None):
     """The admin's API token prepare-artifacts.sh generated, or None before it ran."""
     path = os.path.join(artifacts_dir(env), "secrets", "admin-token")
@@ -260,9 +289,21 @@ def main(argv=None):
         os.makedirs(os.path.dirname(os.path.abspath(argv[1])), exist_ok=True)
         fd = os.open(argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)   # it holds the admin token
         os.fchmod(fd, 0o600)
+        ca = os.path.join(pki_dir(), "ca.crt")
         with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(layout.sheepctl_config(admin_token()))
+            out.write(layout.sheepctl_config(admin_token(), ca if os.path.exists(ca) else None))
         print(f"sheepctl config written to {argv[1]}")
+        return 0
+    if argv[:1] == ["certificates"] and len(argv) == 2:
+        ca = layout.make_certificates(argv[1])
+        print(f"cluster CA {ca}; a certificate per VM in {argv[1]}")
+        return 0
+    if argv[:1] == ["kubeconfig"] and len(argv) == 2:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        from shepherd_ha.tls import kubeconfig
+        with open(os.path.join(pki_dir(), "ca.crt"), "rb") as fh:
+            kubeconfig.write(argv[1], kubeconfig.build(layout.api_urls(), fh.read(), token=admin_token()))
+        print(f"kubeconfig written to {argv[1]}")
         return 0
     if argv[:1] == ["server-options"] and len(argv) == 2:
         try:
@@ -292,8 +333,8 @@ def main(argv=None):
             role = "control-plane " + layout.replica_id(host) if host in layout.control_planes else "worker"
             print(f"{host:5} {layout.address(host):16} {role}")
         return 0
-    print("usage: cluster_layout.py sheepctl-config PATH | server-options PATH | data-plane PATH | workers | show",
-          file=sys.stderr)
+    print("usage: cluster_layout.py sheepctl-config PATH | kubeconfig PATH | certificates DIR | server-options PATH "
+          "| data-plane PATH | workers | show", file=sys.stderr)
     return 2
 
 

@@ -75,8 +75,9 @@ class _Watchdog:
     alive (/healthz); a replica that does not answer (paused, cut off) has its stream
     shut, so the follow resumes on another one."""
 
-    def __init__(self, resp, server, idle, stop=None):
+    def __init__(self, resp, server, idle, stop=None, verify=True):
         self.resp, self.server, self.idle, self.stop = resp, server, idle, stop
+        self.verify = verify        # the cluster CA file (or True: the system's)
         self.last = time.monotonic()
         self.finished = threading.Event()
         self.tripped = False
@@ -89,6 +90,7 @@ class _Watchdog:
         try:
             with requests.Session() as s:
                 s.trust_env = False
+                s.verify = self.verify
                 return s.get(self.server + "/healthz", timeout=min(5.0, self.idle)).status_code == 200
         except requests.RequestException:
             return False
@@ -170,7 +172,7 @@ def stream_logs(client, namespace, pod, out, container=None, follow=False, tail=
             sock = _socket_of(resp)
             if sock is not None:
                 sock.settimeout(None)        # a quiet container is fine; the watchdog checks the replica
-            watchdog = _Watchdog(resp, client.last_server, idle_check, stop)
+            watchdog = _Watchdog(resp, client.last_server, idle_check, stop, client.ca_file or True)
         skip_same = position.same if resuming and position.last_ts else 0
         before = position.lines
         try:
@@ -245,7 +247,8 @@ def run(args, ctx):
     a = ctx.args
     deadline = a.retry_deadline if getattr(a, "retry_deadline", None) is not None else LOGS_RETRY_DEADLINE
     client = Client(ctx.settings.servers, timeout=getattr(a, "request_timeout", None) or 5.0,
-                    retry_deadline=deadline, user_agent="sheepctl/%s" % _ctl_version, token=ctx.settings.token)
+                    retry_deadline=deadline, user_agent="sheepctl/%s" % _ctl_version, token=ctx.settings.token,
+                    ca_file=ctx.settings.ca_file, client_cert=ctx.settings.client_cert)
     try:
         stream_logs(client, ctx.namespace, name, ctx.out, container=args.container, follow=args.follow,
                     tail=None if args.tail is None or args.tail < 0 else args.tail, previous=args.previous,

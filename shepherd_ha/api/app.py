@@ -24,17 +24,19 @@ _PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/rep
 log = logging.getLogger("shepherd_ha.api")
 
 
-def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None, log_grants=None):
+def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=None, log_grants=None,
+               outbound=None):
     """tokens: an auth.TokenTable to require bearer tokens (None: no authentication);
     peer_token: what this replica shows the other replicas (their status);
     flow: a flow_control.FlowControl bounding requests in flight (None: no bound);
     log_grants: a replica_credentials.ReplicaCredentials whose signed grants this replica
-    shows agents for pod logs (None: it shows them nothing)."""
+    shows agents for pod logs (None: it shows them nothing);
+    outbound: how peers and agents are reached (tls/outbound.py; None: plain HTTP)."""
     app = Flask("shepherd_ha")
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     # Secrets sealed before they are submitted, opened when served (--encryption-key-file);
     # + the built-in RBAC roles (served, never stored)
-    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), log_grants)
+    objects = ObjectApi(SecretsAtRest(builtin_view.WithBuiltins(replica), secrets_cipher), log_grants, outbound)
     metrics = ApiMetrics(replica, flow)
     app.extensions["shepherd_metrics"] = metrics
 
@@ -71,8 +73,8 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     access_review.register(app, authorizer)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
-    health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None)
-    membership.register(app, replica)
+    health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None, outbound)
+    membership.register(app, replica, outbound)
     snapshot_endpoint.register(app, replica)
     discovery.register(app)     # /api, /apis: derived from the registry
     openapi.register(app)       # /openapi/v3, /openapi/v2: generated from model/known_fields.py

@@ -6,6 +6,7 @@ from flask import Response, request
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from shepherd_ha import cluster_identity
+from shepherd_ha.tls.outbound import PLAIN, tls_reason
 
 from .bodies import dumps
 from .version import version_info
@@ -13,7 +14,7 @@ from .version import version_info
 PEER_TIMEOUT = 0.5
 
 
-def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
+def register(app, replica, metrics, peer_token=None, log_grant_keys=None, outbound=None):
     @app.get("/healthz")
     def healthz():
         return Response("ok\n", mimetype="text/plain")
@@ -53,10 +54,10 @@ def register(app, replica, metrics, peer_token=None, log_grant_keys=None):
 
     @app.get("/shepherd/v1/cluster")
     def cluster():
-        return Response(dumps(cluster_view(replica, peer_token)), mimetype="application/json")
+        return Response(dumps(cluster_view(replica, peer_token, outbound)), mimetype="application/json")
 
 
-def _ask(peer, token=None, cluster_id=None):
+def _ask(peer, token=None, outbound=PLAIN, cluster_id=None):
     base = {"id": peer.id, "api": peer.api, "raft": peer.raft, "reachable": False, "role": "unknown",
             "term": None, "commitIndex": None, "appliedIndex": None, "revision": None}
     if not peer.api:
@@ -65,8 +66,7 @@ def _ask(peer, token=None, cluster_id=None):
         headers = {"Authorization": "Bearer " + token} if token else {}
         if cluster_id:
             headers[cluster_identity.HEADER] = cluster_id
-        with requests.Session() as session:
-            session.trust_env = False   # no proxy or ~/.netrc from the environment: the token goes to the peer only
+        with outbound.session() as session:    # the cluster CA; no proxy or ~/.netrc from the environment
             reply = session.get(peer.api.rstrip("/") + "/shepherd/v1/replica", headers=headers, timeout=PEER_TIMEOUT)
         if reply.status_code == 421:
             return dict(base, error="another cluster: %s" % reply.json().get("message"))
@@ -77,18 +77,23 @@ def _ask(peer, token=None, cluster_id=None):
             return dict(base, error="another cluster: the replica at %s is of cluster %s, this one of %s"
                         % (peer.api, theirs, cluster_id))
         return dict(answer, reachable=True)
+    except requests.exceptions.SSLError as exc:
+        return dict(base, error="TLS: %s" % _tls_reason(exc))
     except (requests.RequestException, ValueError) as exc:
         return dict(base, error=type(exc).__name__)
 
 
-def cluster_view(replica, peer_token=None):
+_tls_reason = tls_reason
+
+
+def cluster_view(replica, peer_token=None, outbound=None):
     """Every replica's own report (or unreachable), and who leads."""
     me = replica.status()
     peers = replica.peers
     if peers:
         with concurrent.futures.ThreadPoolExecutor(len(peers)) as pool:
-            others = list(pool.map(lambda peer: _ask(peer, peer_token, getattr(replica, "cluster_id", None)),
-                                   peers))
+            others = list(pool.map(lambda peer: _ask(peer, peer_token, outbound or PLAIN,
+                                                     getattr(replica, "cluster_id", None)), peers))
     else:
         others = []
     replicas = sorted([me] + others, key=lambda r: r["id"])
@@ -96,7 +101,8 @@ def cluster_view(replica, peer_token=None):
     # Two replicas may both believe they lead for a moment: the higher term wins.
     leader = max(leaders, key=lambda r: r["term"])["id"] if leaders else me.get("leader")
     view = {"leader": leader, "self": replica.id, "replicas": replicas}
-    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token)
+    membership = _leader_membership(next((r for r in others if r["id"] == leader), None), peer_token,
+                                    outbound or PLAIN)
     try:
         view["membership"] = membership or replica.membership()
     except Exception:  # noqa: BLE001 - the view still shows every replica's own report
@@ -104,14 +110,13 @@ def cluster_view(replica, peer_token=None):
     return view
 
 
-def _leader_membership(leader, token):
+def _leader_membership(leader, token, outbound=PLAIN):
     """The members and their catch-up progress as the leader sees them (only it knows)."""
     if not leader or not leader.get("reachable") or not leader.get("api"):
         return None
     try:
         headers = {"Authorization": "Bearer " + token} if token else {}
-        with requests.Session() as session:
-            session.trust_env = False
+        with outbound.session() as session:     # the cluster CA; the token goes to the leader only
             reply = session.get(leader["api"].rstrip("/") + "/shepherd/v1/members", params={"local": "1"},
                                 headers=headers, timeout=PEER_TIMEOUT)
         reply.raise_for_status()

@@ -283,7 +283,8 @@ def _close_longest_idle(server):
 
 
 def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_timeout=HEADER_TIMEOUT, **options):
-    """waitress.serve(app, **options) with the limits above; runs until the process ends."""
+    """waitress.serve(app, **options) with the limits above; runs until the process ends.
+    options["fix_addr"]: the client address of what accept() returns (a Unix socket's)."""
     make_channel, maintenance = build(limits, max_body, gate, header_timeout)
     options.update(channel_timeout=idle_timeout, cleanup_interval=min(CLEANUP_INTERVAL, idle_timeout),
                    # ours first: waitress's own limit would stop accepting altogether
@@ -291,12 +292,17 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
                    # a safety net only: Content-Length and chunked bodies are refused above
                    max_request_body_size=max_body + 1)
     quiet = options.pop("_quiet", False)
+    fix_addr = options.pop("fix_addr", None)
     server = waitress.create_server(app, **options)
     if not quiet:
         server.print_listen("Serving on http://{}:{}")
     listeners = [server] if isinstance(server, BaseWSGIServer) else \
         [s for s in server.map.values() if isinstance(s, BaseWSGIServer)]
     for listener in listeners:
+        if fix_addr is not None:
+            # behind the TLS terminator (a Unix socket): the limits and REMOTE_ADDR see the
+            # TLS client's address (shepherd_ha/tls/serving.py client_address)
+            listener.fix_addr = fix_addr
         listener.channel_class = make_channel
         listener.maintenance = lambda now, listener=listener: maintenance(listener, now)
     server.run()

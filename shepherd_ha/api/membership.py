@@ -9,6 +9,8 @@ the caller's own Authorization header, so the leader authenticates the caller it
 import requests
 from flask import Response, request
 
+from shepherd_ha.tls.outbound import PLAIN, tls_reason
+
 from shepherd_ha.store.membership import NotLeader, Refused
 from shepherd_ha.store.raft_node import Unavailable
 
@@ -21,7 +23,11 @@ MAX_HOPS = 2
 FORWARD_TIMEOUT = 40.0        # a change may wait for a catch-up check, a commit and a hand-over
 
 
-def register(app, replica):
+def register(app, replica, outbound=None):
+    """`outbound`: how the leader and a new replica are reached (tls/outbound.py: HTTPS
+    verified against the cluster CA unless --insecure-http)."""
+    outbound = outbound or PLAIN
+
     @app.get("/shepherd/v1/members")
     def list_members():
         """As the leader sees them (only it knows the catch-up progress); this replica's view
@@ -47,8 +53,11 @@ def register(app, replica):
         force = body.get("force", False)
         if not isinstance(force, bool):
             raise ApiError(422, "force is true or false, not %r" % (force,))
+        if outbound.tls and isinstance(body.get("api"), str) and body["api"].startswith("http://"):
+            raise ApiError(422, "this cluster serves HTTPS: api must be the new replica's https:// URL, not %r"
+                           % body["api"])
         if not force:
-            _require_running(body.get("id"), body.get("api"))
+            _require_running(body.get("id"), body.get("api"), outbound)
         return _change(lambda: replica.add_member(body.get("id"), body.get("raft"), body.get("api"), force))
 
     @app.delete("/shepherd/v1/members/<ident>")
@@ -80,8 +89,7 @@ def register(app, replica):
         if request.headers.get("Authorization"):
             headers["Authorization"] = request.headers["Authorization"]
         try:
-            with requests.Session() as session:
-                session.trust_env = False   # the caller's token goes to the leader only
+            with outbound.session() as session:   # the cluster CA; the caller's token goes to the leader only
                 reply = session.request(request.method, exc.leader_api.rstrip("/") + request.path,
                                         data=request.get_data(), headers=headers, timeout=timeout)
         except requests.RequestException as err:
@@ -91,16 +99,19 @@ def register(app, replica):
                         mimetype=reply.headers.get("Content-Type", "application/json").split(";")[0])
 
 
-def _require_running(ident, api):
+def _require_running(ident, api, outbound=PLAIN):
     """A replica is added only once it answers at its API URL as itself: with no learners in
     PySyncObj it is a voter the moment it is added, and one that is not running yet is a
     voter that never answers."""
     if not isinstance(api, str) or not api.startswith(("http://", "https://")):
         raise ApiError(422, "api must be the new replica's API URL (http://HOST:PORT), not %r" % (api,))
     try:
-        with requests.Session() as session:
-            session.trust_env = False
+        with outbound.session() as session:
             answer = session.get(api.rstrip("/") + "/version", timeout=2.0).json()
+    except requests.exceptions.SSLError as exc:
+        raise ApiError(409, "replica %s at %s fails TLS verification against the cluster CA (%s): give it a "
+                       "certificate from the cluster CA naming that address (`shepherd-ha local add-replica` "
+                       "makes one)" % (ident, api, tls_reason(exc)))
     except (requests.RequestException, ValueError) as exc:
         raise ApiError(409, "replica %s does not answer at %s (%s): start it first with `shepherd-ha server "
                        "--join URL ...` (or pass force)" % (ident, api, type(exc).__name__))

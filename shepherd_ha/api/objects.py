@@ -77,8 +77,9 @@ def _check_dns_label(value, what):
 
 
 class ObjectApi:
-    def __init__(self, replica, log_grants=None):
+    def __init__(self, replica, log_grants=None, outbound=None):
         self.replica = replica
+        self.outbound = outbound            # how agents are reached (shepherd_ha/tls/outbound.py)
         self.log_grants = log_grants        # signs what this replica shows agents (pod logs)
 
     # ---- dispatch ----
@@ -102,7 +103,8 @@ class ObjectApi:
         handlers = {None: {"GET": self.get, "PUT": self.replace, "PATCH": self.patch, "DELETE": self.delete},
                     "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
                     "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
-                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.log_grants)}}
+                    "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.log_grants,
+                                                                  self.outbound)}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
             raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))

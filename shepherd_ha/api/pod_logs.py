@@ -27,6 +27,7 @@ import urllib3
 from flask import Response, request
 
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.tls.outbound import PLAIN
 from shepherd_ha.store.stamping import now_rfc3339
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
@@ -142,6 +143,10 @@ def _host_port(host, port):
 
 def _describe(exc):
     text = str(exc).lower()
+    if isinstance(exc, requests.exceptions.SSLError):
+        if "match" in text or "hostname" in text:
+            return "its TLS certificate is not for this node"
+        return "TLS: its certificate does not verify against the cluster CA, or it does not speak TLS"
     if isinstance(exc, requests.exceptions.ConnectTimeout) or "timed out" in text:
         return "timed out"
     if "refused" in text:
@@ -208,11 +213,14 @@ def _agent_error(resp, node_name, where):
     return ApiError(code, message)
 
 
-def pod_log(replica, target, log_grants=None):
+def pod_log(replica, target, log_grants=None, outbound=None):
     """Stream a container's log from its node's agent. `log_grants` signs a grant for
     exactly this container (api/replica_credentials.py), which the agent verifies; no
     token of the caller's or of this replica's ever leaves it: the agent's address comes
-    from a Node object, which whoever may write Nodes can point anywhere."""
+    from a Node object, which whoever may write Nodes can point anywhere. `outbound`:
+    plain HTTP or HTTPS verified against the cluster CA, the certificate naming the node
+    (shepherd_ha/tls/outbound.py)."""
+    outbound = outbound or PLAIN
     if request.method != "GET":
         raise ApiError(405, "%s is not supported on %s: use GET" % (request.method, request.path))
     options = _options()
@@ -230,7 +238,7 @@ def pod_log(replica, target, log_grants=None):
                        % (node_name, target.namespace, target.name))
     host, port = agent_endpoint(node)
     where = _host_port(host, port)
-    url = "http://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
+    url = outbound.scheme + "://%s/containerLogs/%s/%s/%s" % (where, quote(target.namespace, safe=""),
                                                 quote(target.name, safe=""), quote(container, safe=""))
     query = {"podUID": (pod.get("metadata") or {}).get("uid") or ""}
     for key in ("follow", "previous", "timestamps"):
@@ -239,8 +247,7 @@ def pod_log(replica, target, log_grants=None):
     for key in ("tailLines", "sinceTime"):
         if options[key] is not None:
             query[key] = options[key]
-    session = requests.Session()
-    session.trust_env = False      # never through an HTTP proxy from the environment
+    session = outbound.agent_session(node_name)     # never through an HTTP proxy from the environment
     agent_headers = {"User-Agent": "shepherd-ha/%s" % replica.id}
     if log_grants is not None:
         agent_headers["Authorization"] = log_grants.log_grant(node_name, target.namespace, target.name, container,

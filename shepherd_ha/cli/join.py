@@ -17,6 +17,7 @@ import requests
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import data_at_rest
 from shepherd_ha.store.replica import Peer
+from shepherd_ha.tls.outbound import PLAIN, tls_reason
 
 MEMBERS_FILE = "members.json"
 JOIN_TIMEOUT = 30.0          # seconds to find one replica that answers
@@ -27,17 +28,18 @@ def has_raft_state(data_dir):
     return any(os.path.exists(os.path.join(data_dir, name)) for name in ("raft.journal", "raft.dump"))
 
 
-def ask(urls, peer_token, timeout=JOIN_TIMEOUT):
+def ask(urls, peer_token, timeout=JOIN_TIMEOUT, outbound=PLAIN):
     """The member list from the first of `urls` that answers; ConfigError naming each failure.
-    `peer_token`: the replicas' own (api/replica_credentials.py), which may read the members."""
+    `peer_token`: the replicas' own (api/replica_credentials.py), which may read the members.
+    `outbound`: how this replica reaches the others (HTTPS verified against the cluster CA
+    unless --insecure-http; the token is never sent to a server that fails verification)."""
     headers = {"Authorization": "Bearer " + peer_token} if peer_token else {}
     errors = {}
     deadline = time.monotonic() + timeout
     while True:
         for url in urls:
             try:
-                with requests.Session() as session:
-                    session.trust_env = False
+                with outbound.session() as session:
                     reply = session.get(url.rstrip("/") + "/shepherd/v1/members", headers=headers,
                                         timeout=ASK_TIMEOUT)
                 if reply.status_code in (401, 403):
@@ -50,6 +52,8 @@ def ask(urls, peer_token, timeout=JOIN_TIMEOUT):
                 errors[url] = "no members listed"
             except ConfigError:       # a ValueError too: a refusal is an answer, not a failure to retry
                 raise
+            except requests.exceptions.SSLError as exc:
+                errors[url] = "TLS: %s" % tls_reason(exc)
             except (requests.RequestException, ValueError, KeyError, TypeError) as exc:
                 errors[url] = type(exc).__name__
         if time.monotonic() >= deadline:
@@ -58,7 +62,7 @@ def ask(urls, peer_token, timeout=JOIN_TIMEOUT):
         time.sleep(0.5)
 
 
-def peers_to_join(values, settings, peer_token):
+def peers_to_join(values, settings, peer_token, outbound=PLAIN):
     """The peers to start with (and whether this is a first join, passive until added)."""
     urls = [u.strip() for u in values["join"].split(",") if u.strip()]
     for url in urls:
@@ -67,7 +71,7 @@ def peers_to_join(values, settings, peer_token):
     saved = os.path.join(settings.data_dir, MEMBERS_FILE)
     first = not has_raft_state(settings.data_dir)
     try:
-        members = ask(urls, peer_token, JOIN_TIMEOUT if first else 3.0)
+        members = ask(urls, peer_token, JOIN_TIMEOUT if first else 3.0, outbound)
     except ConfigError:
         if first or not os.path.exists(saved):
             raise

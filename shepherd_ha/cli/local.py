@@ -30,6 +30,9 @@ def add_parser(subparsers):
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
                          "the admin's is in DIR/config, each agent's own in DIR/agents/NAME/token)")
+    up.add_argument("--insecure-http", dest="tls", action="store_false",
+                    help="a new cluster serves plain HTTP (default: HTTPS from a cluster CA made in DIR, "
+                         "DIR/kubeconfig for kubectl)")
     up.add_argument("--netns", action="store_true",
                     help="every replica and agent in its own network namespace with its own address on "
                          "10.213.N.0/24 (root; agents use the hollow runtime); `local down` removes the network")
@@ -41,6 +44,9 @@ def add_parser(subparsers):
         p.set_defaults(func=func)
     sub.choices["down"].add_argument("--purge-containers", action="store_true",
                                      help="also remove the containers of this cluster's agents")
+    certs = sub.add_parser("certs", help="issue every replica's and agent's certificate again from the cluster CA "
+                                         "(rotation; restart them one at a time afterwards)")
+    certs.set_defaults(func=cmd_certs)
     for name, func, text in (("kill", cmd_kill, "SIGKILL one replica or agent (failure drills)"),
                              ("start", cmd_start, "start one stopped or killed replica or agent")):
         p = sub.add_parser(name, help=text)
@@ -61,7 +67,7 @@ def add_parser(subparsers):
     rolling.add_argument("--timeout", type=float, default=60.0,
                          help="seconds each replica may take to catch up and the cluster to be ready (default 60)")
     rolling.set_defaults(func=cmd_roll)
-    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "add-replica",
+    for p in [parser, up] + [sub.choices[n] for n in ("status", "down", "kill", "start", "certs", "add-replica",
                                                       "remove-replica", "roll")]:
         p.add_argument("--dir", default=os.environ.get("SHEPHERD_LOCAL_DIR", DEFAULT_DIR),
                        help="cluster directory (default %s; env SHEPHERD_LOCAL_DIR)" % DEFAULT_DIR)
@@ -89,10 +95,10 @@ def cmd_up(args, cluster):
     if not cluster.exists and args.netns:
         cluster = NetnsCluster(args.dir)
         print("creating a %d-replica cluster in network namespaces in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, auth=args.auth)
+        cluster.create(args.replicas, auth=args.auth, tls=args.tls)
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, args.base_port, auth=args.auth)
+        cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls)
     elif cluster.add_raft_salt():
         print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
     for ident, pid in cluster.start_all().items():
@@ -106,6 +112,12 @@ def cmd_up(args, cluster):
     else:
         print("  the API answers without a token (this cluster was created with --no-auth, or before tokens): "
               "keep it on a trusted network, or make a new one")
+    if cluster.tls:
+        print("  HTTPS with the cluster CA %s; kubectl: kubectl --kubeconfig %s get --raw /readyz"
+              % (cluster.ca_file, cluster.kubeconfig_path))
+    else:
+        print("  plain HTTP (created with --insecure-http, or before TLS): tokens and data cross the network "
+              "in clear")
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
     failed = _start_agents(cluster, args.agents, args.agent_prefix,
@@ -193,6 +205,18 @@ def cmd_down(args, cluster):
 
 def _is_agent(cluster, name):
     return any(a["name"] == name for a in cluster.agents())
+
+
+@_guard
+def cmd_certs(args, cluster):
+    from .cluster_tls import reissue
+    try:
+        names = reissue(cluster)
+    except ValueError as exc:
+        raise LocalClusterError(str(exc))
+    print("issued new certificates for %s from %s; restart each (`shepherd-ha local kill NAME` then `start NAME`, "
+          "one at a time) to serve them" % (", ".join(names), cluster.ca_file))
+    return 0
 
 
 @_guard

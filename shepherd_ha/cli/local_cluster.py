@@ -1,8 +1,12 @@
 """A whole cluster on this machine: replica processes on 127.0.0.1, state under one dir.
 
 Layout of DIR:
-  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port, cluster id
-  config                client config for `sheepctl --config DIR/config`
+  cluster.yaml          replicas (id, Raft and API addresses), Raft password and salt, base port, tls,
+                        cluster id
+  config                client config for `sheepctl --config DIR/config` (https URLs, the CA)
+  kubeconfig            the same for kubectl and client-go (`kubectl --kubeconfig DIR/kubeconfig`)
+  ca.crt, ca.key        the cluster CA; <id>/tls.*, agents/<name>/tls.*: certificates
+                        (cli/cluster_tls.py); a cluster made with tls=False has none
   <id>/server.yaml      that replica's `shepherd-ha server --config`
   <id>/data/            its Raft journal and snapshots
   <id>/server.log       its output
@@ -29,6 +33,9 @@ from shepherd_ha import cluster_identity
 from . import node_tokens
 from shepherd_ha.store import raft_secrets
 
+from . import cluster_files, cluster_tls
+from .cluster_files import write_private  # noqa: F401  (netns_cluster, tests)
+
 API_OFFSET, RAFT_OFFSET = 0, 100
 
 
@@ -46,14 +53,6 @@ def port_free(port, host="127.0.0.1"):
             return False
 
 
-def write_private(path, text):
-    """Write a file only its owner can read, with no moment where others could."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.fchmod(fd, 0o600)       # an existing file keeps its old mode through O_CREAT
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-
-
 def find_base_port(replicas, low=20000, high=32000, attempts=200):
     """A base port where every API and Raft port of `replicas` replicas is free. The range
     stays below the kernel's ephemeral ports (32768+), which outgoing connections take."""
@@ -65,7 +64,7 @@ def find_base_port(replicas, low=20000, high=32000, attempts=200):
     raise LocalClusterError("no free port range found between %d and %d" % (low, high))
 
 
-class LocalCluster:
+class LocalCluster(cluster_tls.TlsLayout):
     def __init__(self, directory):
         self.dir = os.path.abspath(directory)
         self.spec_path = os.path.join(self.dir, "cluster.yaml")
@@ -100,11 +99,13 @@ class LocalCluster:
         spec = self.spec()
         return spec.get("cluster_id") or cluster_identity.derived_cluster_id(spec["raft_password"])
 
-    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, cluster_id=None):
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True, cluster_id=None):
         """Write the layout for a new cluster (processes are started separately). With
         `auth`, the API requires bearer tokens: an admin token for the client config is
         generated (DIR/tokens.csv), and each agent gets its own node token when added
-        (DIR/agents/NAME/token: user system:node:NAME, group system:nodes)."""
+        (DIR/agents/NAME/token: user system:node:NAME, group system:nodes). With `tls`
+        (the default) a cluster CA and every certificate are made and the API serves
+        HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -112,24 +113,27 @@ class LocalCluster:
         if busy:
             raise LocalClusterError("port(s) %s in use: pick another --base-port" % ", ".join(map(str, busy)))
         os.makedirs(self.dir, exist_ok=True)
+        scheme = "https" if tls else "http"
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
-                    "api": "http://127.0.0.1:%d" % (base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
+                    "api": "%s://127.0.0.1:%d" % (scheme, base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
         spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
-                "raft_salt": raft_secrets.new_salt(), "base_port": base_port,
+                "raft_salt": raft_secrets.new_salt(), "base_port": base_port, "tls": tls,
                 "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
         if auth:
             spec.update(self._new_tokens())
+        if tls:
+            cluster_tls.ensure_ca(self.dir)
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
-            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
-                              for m in members if m is not member)
+            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
-                      "api_bind": member["api"].replace("http://", ""), "data_dir": os.path.join(rdir, "data"),
+                      "api_bind": member["api"].split("://", 1)[1], "data_dir": os.path.join(rdir, "data"),
                       "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": spec["raft_salt"],
                       "cluster_id": spec["cluster_id"]}
             if auth:
                 server["token_file"] = self.token_file
+            server.update(self._tls_server_options(tls, member, "127.0.0.1"))
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
@@ -156,13 +160,8 @@ class LocalCluster:
         return True
 
     def write_client_config(self):
-        path = os.path.join(self.dir, "config")
-        config = {"servers": self.api_urls(), "namespace": "default", "cluster_id": self.cluster_id()}
-        token = self.token()
-        if token:
-            config["token"] = token
-        write_private(path, yaml.safe_dump(config, sort_keys=False))
-        return path
+        """DIR/config for sheepctl, and DIR/kubeconfig for kubectl when the cluster has TLS."""
+        return cluster_files.write_client_files(self)
 
     # ---- tokens (clusters created with auth) ----
 
@@ -233,7 +232,8 @@ class LocalCluster:
             return self.pid(ident)
         config_path, pid_path, log_path = self._paths(ident)
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path],
+            proc = subprocess.Popen([sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path]
+                                    + self._legacy_flags(),
                                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
@@ -244,6 +244,10 @@ class LocalCluster:
         while self.pid(ident) != proc.pid and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
         return proc.pid
+
+    def _legacy_flags(self):
+        """A cluster made before TLS (no `tls` in its spec) keeps serving plain HTTP."""
+        return [] if "tls" in self.spec() else ["--insecure-http"]
 
     def start_all(self):
         return {ident: self.start(ident) for ident in self.ids()}
@@ -341,6 +345,8 @@ class LocalCluster:
         if spec.get("admin_token"):
             self.node_token(name)
             config["token_file"] = self.node_token_file(name)
+        if spec.get("tls"):
+            config.update(cluster_tls.agent_options(self.dir, name, "127.0.0.1"))
         with open(os.path.join(adir, "agent.yaml"), "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         agents = [a for a in spec.get("agents") or [] if a["name"] != name]
@@ -419,7 +425,7 @@ class LocalCluster:
             for url in self.api_urls():
                 try:
                     reply = requests.get("%s/api/v1/nodes/%s" % (url, a["name"]), params={"resourceVersion": "0"},
-                                         headers=headers, timeout=timeout)
+                                         headers=headers, timeout=timeout, verify=self.verify)
                 except requests.RequestException:
                     continue
                 if reply.status_code == 404:
@@ -440,7 +446,7 @@ class LocalCluster:
         member = self.replica(ident)
         try:
             reply = requests.get(member["api"] + "/shepherd/v1/replica", headers=self.auth_headers(),
-                                 timeout=timeout)
+                                 timeout=timeout, verify=self.verify)
             return reply.json()
         except (requests.RequestException, ValueError):
             return None
@@ -472,7 +478,7 @@ class LocalCluster:
             waiting = []
             for ident in ids or [i for i in self.ids() if self.pid(i)]:
                 try:
-                    ok = requests.get(self.replica(ident)["api"] + "/readyz", timeout=0.5)
+                    ok = requests.get(self.replica(ident)["api"] + "/readyz", timeout=0.5, verify=self.verify)
                     if ok.status_code != 200:
                         waiting.append("%s: %s" % (ident, ok.text.strip()))
                 except requests.RequestException:

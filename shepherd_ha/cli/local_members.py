@@ -1,9 +1,11 @@
 """`shepherd-ha local add-replica|remove-replica --dir DIR`: the membership of a local cluster.
 
 add-replica: the next free id and free ports, the replica's server.yaml with --join (the
-current members' APIs), start it, add it through the API once it answers (the leader checks
+current members' APIs) and, on a TLS cluster, its own certificate from the cluster CA (SANs
+for its id and address), start it, add it through the API once it answers (the leader checks
 the quorum, store/membership.py), wait until it has caught up, then DIR/cluster.yaml, every
-replica's peers, DIR/config and the agents' server lists name it.
+replica's peers, DIR/config, DIR/kubeconfig and the agents' server lists name it
+(cli/cluster_files.py).
 remove-replica: remove it through the API (a leader hands over first), then stop it; its
 directory is kept as DIR/<id>.removed-<time>, and the files above stop naming it.
 """
@@ -15,6 +17,7 @@ import requests
 import yaml
 
 from . import netns
+from .cluster_files import follow_membership
 from .local_cluster import API_OFFSET, RAFT_OFFSET, LocalClusterError, port_free
 from .netns_cluster import AGENT_HOST_BASE, API_PORT, RAFT_PORT, REPLICA_HOST_BASE, NetnsCluster
 
@@ -47,7 +50,7 @@ def _request(cluster, method, path, via=None, timeout=CHANGE_TIMEOUT, **kwargs):
             continue
         try:
             return requests.request(method, cluster.replica(ident)["api"] + path, headers=cluster.auth_headers(),
-                                    timeout=timeout, **kwargs)
+                                    timeout=timeout, verify=cluster.verify, **kwargs)
         except requests.RequestException as exc:
             errors.append("%s: %s" % (ident, type(exc).__name__))
     raise LocalClusterError("no replica answered %s %s (%s)" % (method, path, "; ".join(errors) or "none running"))
@@ -70,15 +73,16 @@ def members(cluster, via=None):
 def _new_member(cluster, ident):
     """The layout entry of a new replica: loopback ports, or its own namespace and address."""
     number = int(ident[1:])
+    scheme = "https" if cluster.tls else "http"
     if not isinstance(cluster, NetnsCluster):
         api_port, raft_port = _free_ports(cluster, number)
-        return {"id": ident, "raft": "127.0.0.1:%d" % raft_port, "api": "http://127.0.0.1:%d" % api_port}
+        return {"id": ident, "raft": "127.0.0.1:%d" % raft_port, "api": "%s://127.0.0.1:%d" % (scheme, api_port)}
     net = cluster.network()
     address = "%s.%d" % (net["prefix"], REPLICA_HOST_BASE + number)
     if number >= AGENT_HOST_BASE - REPLICA_HOST_BASE:
         raise LocalClusterError("no address left for replica %s (at most %d replicas)"
                                 % (ident, AGENT_HOST_BASE - REPLICA_HOST_BASE - 1))
-    return {"id": ident, "raft": "%s:%d" % (address, RAFT_PORT), "api": "http://%s:%d" % (address, API_PORT),
+    return {"id": ident, "raft": "%s:%d" % (address, RAFT_PORT), "api": "%s://%s:%d" % (scheme, address, API_PORT),
             "netns": "shepherd%d-%s" % (net["index"], ident), "address": address,
             "veth": "shv%d-%d" % (net["index"], REPLICA_HOST_BASE + number)}
 
@@ -102,10 +106,12 @@ def start_new_replica(cluster, progress=print):
     rdir = os.path.join(cluster.dir, ident)
     os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
     template = _server_yaml(cluster, spec["replicas"][0]["id"])
-    api_bind = "%s:%s" % (member["address"], API_PORT) if member.get("address") else member["api"][len("http://"):]
+    api_bind = "%s:%s" % (member["address"], API_PORT) if member.get("address") else member["api"].split("://", 1)[1]
     server = dict(template, id=ident, raft_address=member["raft"], api_bind=api_bind,
                   data_dir=os.path.join(rdir, "data"), join=",".join(cluster.api_urls()))
     server.pop("peers", None)
+    # its own certificate (the template's names r1): SANs for its id and address, from the cluster CA
+    server.update(cluster._tls_server_options(cluster.tls, member, member.get("address") or "127.0.0.1"))
     with open(os.path.join(rdir, "server.yaml"), "w") as fh:
         yaml.safe_dump(server, fh, sort_keys=False)
     spec["replicas"].append(member)
@@ -159,14 +165,24 @@ def _wait_answering(cluster, ident):
     url = cluster.replica(ident)["api"]
     while time.monotonic() < deadline:
         if not cluster.pid(ident):
-            raise LocalClusterError("%s exited: see %s" % (ident, os.path.join(cluster.dir, ident, "server.log")))
+            # its directory goes with it (never a member): the reason goes into the message
+            raise LocalClusterError("%s exited: %s" % (ident, _last_lines(os.path.join(cluster.dir, ident,
+                                                                                   "server.log"))))
         try:
-            if requests.get(url + "/version", timeout=1.0).json().get("replica") == ident:
+            if requests.get(url + "/version", timeout=1.0, verify=cluster.verify).json().get("replica") == ident:
                 return
         except (requests.RequestException, ValueError):
             pass
         time.sleep(0.2)
     raise LocalClusterError("%s does not answer at %s within %.0fs" % (ident, url, START_TIMEOUT))
+
+
+def _last_lines(path, count=3):
+    try:
+        with open(path, errors="replace") as fh:
+            return " | ".join(line.strip() for line in fh.read().splitlines()[-count:]) or "no output"
+    except OSError:
+        return "no log at %s" % path
 
 
 def wait_caught_up(cluster, ident, via=None, timeout=CATCH_UP_TIMEOUT):
@@ -214,27 +230,3 @@ def retire_replica(cluster, ident):
     os.rename(os.path.join(cluster.dir, ident), kept)
     follow_membership(cluster)
     return kept
-
-
-def follow_membership(cluster):
-    """Every file naming the replicas names the current ones: each replica's peers (for
-    its next start: the Raft log has the membership anyway), DIR/config, the agents."""
-    replicas = cluster.spec()["replicas"]
-    for member in replicas:
-        path = os.path.join(cluster.dir, member["id"], "server.yaml")
-        server = _server_yaml(cluster, member["id"])
-        if "join" in server:
-            continue           # it asks the cluster at each start
-        server["peers"] = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
-                                   for m in replicas if m is not member)
-        with open(path, "w") as fh:
-            yaml.safe_dump(server, fh, sort_keys=False)
-    cluster.write_client_config()
-    for agent in cluster.agents():
-        path = os.path.join(cluster.dir, "agents", agent["name"], "agent.yaml")
-        if os.path.exists(path):
-            with open(path) as fh:
-                config = yaml.safe_load(fh)
-            config["servers"] = ",".join(cluster.api_urls())
-            with open(path, "w") as fh:
-                yaml.safe_dump(config, fh, sort_keys=False)

@@ -22,7 +22,7 @@ import yaml
 from shepherd_ha import cluster_identity
 from shepherd_ha.store import raft_secrets
 
-from . import netns
+from . import cluster_tls, netns
 from .local_cluster import LocalCluster, LocalClusterError, write_private
 
 API_PORT, RAFT_PORT = 8001, 7001         # the same on every host: each has its own address
@@ -101,9 +101,9 @@ class NetnsCluster(LocalCluster):
         spec = self.spec()
         return list(spec["replicas"]) + [a for a in spec.get("agents") or [] if a.get("netns")]
 
-    def create(self, replicas=3, server_options=None, subnet=None, auth=False):
+    def create(self, replicas=3, server_options=None, subnet=None, auth=False, tls=True):
         """Write the layout (network and processes are made by setup_network / start);
-        `auth` as in LocalCluster.create."""
+        `auth` and `tls` as in LocalCluster.create."""
         netns.require_root()
         if replicas < 1:
             raise NetnsClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
@@ -120,30 +120,31 @@ class NetnsCluster(LocalCluster):
             ident = "r%d" % i
             address = "%s.%d" % (prefix, REPLICA_HOST_BASE + i)
             members.append({"id": ident, "raft": "%s:%d" % (address, RAFT_PORT),
-                            "api": "http://%s:%d" % (address, API_PORT),
+                            "api": "%s://%s:%d" % ("https" if tls else "http", address, API_PORT),
                             "netns": "shepherd%d-%s" % (index, ident), "address": address,
                             "veth": "shv%d-%d" % (index, REPLICA_HOST_BASE + i)})
         password = self._write_password()
         salt = raft_secrets.new_salt()
         tokens = self._new_tokens() if auth else {}
         cluster_id = cluster_identity.new_cluster_id()
+        if tls:
+            cluster_tls.ensure_ca(self.dir)
         for member in members:
             rdir = os.path.join(self.dir, member["id"])
             os.makedirs(os.path.join(rdir, "data"), mode=0o700, exist_ok=True)
-            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"].replace("http://", ""))
-                              for m in members if m is not member)
+            others = ",".join("%s@%s/%s" % (m["id"], m["raft"], m["api"]) for m in members if m is not member)
             server = {"id": member["id"], "raft_address": member["raft"], "peers": others,
                       "api_bind": "%s:%d" % (member["address"], API_PORT), "data_dir": os.path.join(rdir, "data"),
                       "raft_password_file": os.path.join(self.dir, "raft-password"), "raft_salt": salt,
                       "cluster_id": cluster_id}
             if auth:
                 server["token_file"] = self.token_file
+            server.update(self._tls_server_options(tls, member, member["address"]))
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
         self._write_spec(dict({"replicas": members, "raft_password": password, "raft_salt": salt, "base_port": None,
-                               "network": net, "cluster_id": cluster_id},
-                              **tokens))
+                               "network": net, "tls": tls, "cluster_id": cluster_id}, **tokens))
         self.write_client_config()
 
     def _write_password(self):
@@ -316,12 +317,15 @@ class NetnsCluster(LocalCluster):
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
             fh.write(str(proc.pid))
-        # Until the command has exec'd, a kill would hit `ip`: wait (bounded) for the exec.
+        # Until the command has exec'd, a kill would hit `ip` (or, before that, the forked copy
+        # of this process, whose command line is ours: pid() would call it gone). Wait (bounded)
+        # for the command's own command line.
+        want = b"\0".join(a.encode() for a in argv)
         deadline = time.monotonic() + 5
         while proc.poll() is None and time.monotonic() < deadline:
             try:
                 with open("/proc/%d/cmdline" % proc.pid, "rb") as fh:
-                    if not fh.read().startswith(b"ip\0"):
+                    if fh.read().startswith(want):
                         break
             except OSError:
                 break
@@ -334,8 +338,8 @@ class NetnsCluster(LocalCluster):
         if pid:
             return pid
         config_path, pid_path, log_path = self._paths(ident)
-        return self._spawn(ident, [sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path],
-                           log_path, pid_path)
+        return self._spawn(ident, [sys.executable, "-m", "shepherd_ha.cli.main", "server", "--config", config_path]
+                           + self._legacy_flags(), log_path, pid_path)
 
     def add_agent(self, name, runtime="docker", extra_args=()):
         """As LocalCluster.add_agent, plus the agent's own namespace and address."""
@@ -359,6 +363,8 @@ class NetnsCluster(LocalCluster):
         with open(config_path) as fh:
             config = yaml.safe_load(fh)
         config["address"] = address
+        if spec.get("tls"):
+            config.update(cluster_tls.agent_options(self.dir, name, address))   # valid for its own address
         with open(config_path, "w") as fh:
             yaml.safe_dump(config, fh, sort_keys=False)
         return config_path

@@ -37,6 +37,8 @@ def add_parser(subparsers):
                         help="replica N serves its API on BASE+N and Raft on BASE+100+N (default: a free range)")
     parser.add_argument("--no-auth", dest="auth", action="store_false",
                         help="the new cluster's API answers without a token (default: new bearer tokens)")
+    parser.add_argument("--insecure-http", dest="tls", action="store_false",
+                        help="the new cluster serves plain HTTP (default: HTTPS from a new cluster CA, as `local up`)")
     parser.set_defaults(func=run)
 
 
@@ -104,9 +106,12 @@ def _relocate(staging, final):
             yaml.safe_dump(server, fh, sort_keys=False)
 
 
-def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True):
+def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True, tls=True):
     """Make the new cluster; returns (LocalCluster, snapshot header). SnapshotError or
-    LocalClusterError, with nothing written, when it cannot."""
+    LocalClusterError, with nothing written, when it cannot. With `tls` (the default) it
+    gets a CA of its own, never the old cluster's: new certificates, DIR/config and
+    DIR/kubeconfig naming its https URLs (the CA key and certificates move with the
+    directory; server.yaml's absolute paths are pointed at DIR)."""
     snapshot = snapshot_file.read(snapshot_path)
     fsm = store_of(snapshot)
     final = os.path.abspath(directory)
@@ -118,7 +123,7 @@ def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True):
         staged = LocalCluster(staging)
         cluster_id = cluster_identity.new_cluster_id()
         staged.create(replicas, base_port if base_port is not None else find_base_port(replicas), auth=auth,
-                      cluster_id=cluster_id)
+                      tls=tls, cluster_id=cluster_id)
         spec = staged.spec()
         dump = dump_bytes(fsm, [m["raft"] for m in spec["replicas"]])
         for member in spec["replicas"]:
@@ -142,7 +147,7 @@ def restore(snapshot_path, directory, replicas=3, base_port=None, auth=True):
 
 def run(args):
     try:
-        cluster, header = restore(args.snapshot, args.dir, args.replicas, args.base_port, args.auth)
+        cluster, header = restore(args.snapshot, args.dir, args.replicas, args.base_port, args.auth, args.tls)
     except (snapshot_file.SnapshotError, LocalClusterError, OSError) as exc:
         print("shepherd-ha restore: refused: %s; nothing was written" % exc, file=sys.stderr)
         return 1
@@ -150,6 +155,9 @@ def run(args):
           % (header["objects"], header["revision"], header["clusterId"], cluster.cluster_id(), cluster.dir))
     for member in cluster.spec()["replicas"]:
         print("  %s  API %s  Raft %s" % (member["id"], member["api"], member["raft"]))
+    if cluster.tls:
+        print("  HTTPS from a new cluster CA %s; clients: %s, %s" % (cluster.ca_file, os.path.join(cluster.dir, "config"),
+                                                                    cluster.kubeconfig_path))
     print("start it:  shepherd-ha local up --dir %s   (it shares nothing with the old cluster: new cluster id, "
-          "Raft password and tokens)" % args.dir)
+          "Raft password, tokens%s)" % (args.dir, " and CA" if cluster.tls else ""))
     return 0

@@ -24,8 +24,9 @@ PROBE_INTERVAL = 0.05
 class WriteProbe:
     """Creates ConfigMaps one after another (deleted at the end) and keeps each ack's time."""
 
-    def __init__(self, urls, token=None, cluster_id=None):
-        self.client = Client(urls, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id)
+    def __init__(self, urls, token=None, cluster_id=None, ca_file=None):
+        self.client = Client(urls, timeout=2.0, retry_deadline=4.0, token=token, cluster_id=cluster_id,
+                             ca_file=ca_file)
         self.run_id = "roll-probe-%s" % uuid.uuid4().hex[:8]
         self.acked, self.failed = [], 0
         self.ack_times = []
@@ -107,7 +108,7 @@ def roll(cluster, timeout=60.0, progress=print, probe=True):
                                 "catch up first; restarting another one now could leave no quorum" % ", ".join(down))
     cluster.wait_ready(timeout, ids=cluster.ids())
     order = roll_order(cluster)
-    writer = WriteProbe(cluster.api_urls(), cluster.token(), cluster.cluster_id()).start() if probe else None
+    writer = WriteProbe(cluster.api_urls(), cluster.token(), cluster.cluster_id(), cluster.ca_file).start() if probe else None
     steps = []
     try:
         for number, ident in enumerate(order, start=1):

@@ -22,6 +22,8 @@ from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
+from shepherd_ha.tls import serving
+from shepherd_ha.tls.server_options import server_tls
 
 from . import join, supervisor
 
@@ -88,10 +90,11 @@ def run(args):
     try:
         values = config.resolve(args, config.SERVER_OPTIONS)
         settings, peers, host, port, api_url = config.server_settings(values)
+        tls = server_tls(values)
         # scrypt: once, before the fork (and before --join, which shows the peer token)
         credentials = ReplicaCredentials(settings.password, settings.salt, settings.accepted_passwords)
         if values.get("join"):
-            peers, settings.joining = join.peers_to_join(values, settings, credentials.peer_token)
+            peers, settings.joining = join.peers_to_join(values, settings, credentials.peer_token, tls.outbound)
             settings.peer_addresses = [p.raft for p in peers]
         controller_settings = ControllerSettings.from_values(values)
         tokens = (auth.load_token_file(values["token_file"], credentials.accepted_peer_tokens)
@@ -118,9 +121,13 @@ def run(args):
         if role == "store":
             _log_as(values["id"], "store")
             return run_store(values, settings, peers, api_url, socket_path)
+        if role == "tls":
+            _log_as(values["id"], "tls-%d" % worker)
+            return serving.run_terminator(tls.files, host, port, serving.backend_path(socket_path, worker),
+                                          connection_limits)
         _log_as(values["id"], "api-%d" % worker)
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
-                              threads, worker, socket_path, connection_limits, credentials)
+                              threads, worker, socket_path, connection_limits, credentials, tls)
 
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
@@ -130,7 +137,7 @@ def run(args):
              settings.cluster_id,
              settings.self_address, api_url, values["api_workers"], "" if values["api_workers"] == 1 else "es",
              ", ".join("%s@%s" % (p.id, p.raft) for p in peers) or "none", settings.data_dir)
-    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir).run()
+    code = supervisor.Supervisor(child_main, values["api_workers"], settings.data_dir, tls=bool(tls.files)).run()
     logging.shutdown()
     return code
 
@@ -211,7 +218,7 @@ def _connection_limits(values):
 
 
 def run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow, threads,
-                   worker, socket_path, connection_limits, credentials):
+                   worker, socket_path, connection_limits, credentials, tls):
     """An API worker: waitress + Flask over the store process; worker 0 runs the controllers."""
 
     def stop(signum, frame):
@@ -229,14 +236,24 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         replica.controller_status = manager.status
     replica.start()
     app = create_app(replica, tokens, credentials.peer_token if tokens is not None else None, flow,
-                     secrets_cipher=_secrets_cipher(values), log_grants=credentials)
+                     secrets_cipher=_secrets_cipher(values), log_grants=credentials, outbound=tls.outbound)
     if worker == 0:
         log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
+        log.info("API over %s; peers and agents over %s", "TLS" if tls.files else "plain HTTP (--insecure-http)",
+                 tls.outbound.describe())
     app.extensions["shepherd_metrics"].registry.register(ConnectionCollector(connection_limits))
-    where = dict(sockets=[supervisor.reuse_port_socket(host, port)]) if values["api_workers"] > 1 else \
-        dict(host=host, port=port)
-    http_server.serve(app, connection_limits, MAX_BODY_BYTES, auth.body_gate(tokens) if tokens is not None else None,
-                      idle_timeout=values["idle_connection_timeout"], threads=threads, **where, **WAITRESS_OPTIONS)
+    gate = auth.body_gate(tokens) if tokens is not None else None
+    if tls.files:
+        # waitress on a private Unix socket; this worker's terminator process holds the port
+        # (shepherd_ha/tls/serving.py); the limits count the TLS clients' own addresses
+        where = dict(unix_socket=serving.backend_path(socket_path, worker), unix_socket_perms="600",
+                     url_scheme="https", fix_addr=serving.client_address)
+    elif values["api_workers"] > 1:
+        where = dict(sockets=[supervisor.reuse_port_socket(host, port)])
+    else:
+        where = dict(host=host, port=port)
+    http_server.serve(app, connection_limits, MAX_BODY_BYTES, gate, idle_timeout=values["idle_connection_timeout"],
+                      threads=threads, **where, **WAITRESS_OPTIONS)
     return 0

@@ -1,7 +1,10 @@
 """`shepherd-ha server`'s own process: no Raft, no HTTP; it runs the replica's processes.
 
 - the store process (Raft, FSM, journal, group commit; store/store_service.py),
-- N API workers (waitress + Flask over a RemoteReplica; the controllers in worker 0).
+- N API workers (waitress + Flask over a RemoteReplica; the controllers in worker 0),
+- with TLS, N terminators (shepherd_ha/tls/terminator.py): terminator i holds the API port
+  (SO_REUSEPORT) and pipes to worker i's Unix socket; a process of its own, so the TLS
+  I/O never waits for the GIL behind Flask.
 
 Each child is forked from the supervisor once it has imported everything and
 resolved the configuration (no exec): the children share those pages with it
@@ -91,11 +94,12 @@ class _Child:
 
 
 class Supervisor:
-    def __init__(self, child_main, api_workers, data_dir):
+    def __init__(self, child_main, api_workers, data_dir, tls=False):
         self.child_main = child_main      # (role, worker index, socket path) -> exit code, in the child
         self.path = socket_path(data_dir)
         self.store = _Child("store", "store")
         self.workers = [_Child("api-%d" % i, "api", i) for i in range(api_workers)]
+        self.workers += [_Child("tls-%d" % i, "tls", i) for i in range(api_workers if tls else 0)]
         self.stopping = False
 
     def _spawn(self, child):

@@ -1,6 +1,7 @@
 """Replica rotation, backoff and Retry-After for one logical call of the client, and
 how transport failures are described (shepherd_ha/client/http_client.py uses them)."""
 import logging
+import ssl
 import time
 
 import requests
@@ -29,12 +30,33 @@ def _exception_chain(exc):
     return seen
 
 
+TLS_REFUSED = "TLS: the server's certificate"      # how describe_failure starts a verification failure
+
+
 def _never_sent(exc):
-    """True when the request certainly did not reach the server."""
+    """True when the request certainly did not reach the server (a certificate that does
+    not verify ends the handshake before any byte of the request leaves)."""
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return True
-    return any(isinstance(e, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError))
+    return any(isinstance(e, (urllib3.exceptions.NewConnectionError, ConnectionRefusedError,
+                              ssl.SSLCertVerificationError))
                for e in _exception_chain(exc))
+
+
+def _describe_tls(exc):
+    """A TLS failure in words a person can act on, or None when it is not one."""
+    chain = _exception_chain(exc)
+    for e in chain:
+        if isinstance(e, ssl.SSLCertVerificationError):
+            why = getattr(e, "verify_message", None) or str(e)
+            return ("%s does not verify (%s): is the cluster's CA file the right one (the config's "
+                    "certificate-authority, sheepctl --certificate-authority)?" % (TLS_REFUSED, why))
+    text = " ".join(str(e) for e in chain)
+    if "WRONG_VERSION_NUMBER" in text or "wrong version number" in text:
+        return "TLS handshake failed: the server does not speak TLS (an http:// server given as https://?)"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS handshake failed (%s)" % text[:200]
+    return None
 
 
 def _is_read_timeout(exc):
@@ -44,6 +66,9 @@ def _is_read_timeout(exc):
 
 def describe_failure(exc):
     """A short human description of a transport failure."""
+    tls = _describe_tls(exc)
+    if tls:
+        return tls
     if isinstance(exc, requests.exceptions.ConnectTimeout):
         return "connect timed out"
     if isinstance(exc, (requests.exceptions.ReadTimeout, urllib3.exceptions.ReadTimeoutError)):
@@ -127,7 +152,10 @@ class Failover:
         if error_503 is not None:
             self.last_refusal = error_503
         log.debug("replica %s failed: %s", self.server, reason)
-        if len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline:
+        wrong_ca = len(self.tried) >= self.n and all(str(r).startswith(TLS_REFUSED)
+                                                      for r in self.failures.values())
+        # waiting does not make a certificate verify: say so at once
+        if wrong_ca or (len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline):
             if self.last_refusal is not None:
                 raise self.last_refusal
             raise NoReplicaReachable(self.client.servers, _summarize(self.failures))

@@ -94,18 +94,24 @@ class Client:
         considered dead (default max(15, timeout)); servers send bookmarks every
         few seconds
     token: bearer token sent with every request (replicas started with --token-file)
+    ca_file: the cluster CA that https servers' certificates are checked against
+        (default: the system's CAs)
+    client_cert: (certificate file, key file) shown to servers that ask for one
     cluster_id: the cluster this client is configured for, sent with every request
         (Shepherd-Cluster-Id): a replica of another cluster answers 421
     """
 
     def __init__(self, servers, timeout=5.0, retry_deadline=15.0, session=None,
-                 user_agent=None, watch_read_timeout=None, token=None, cluster_id=None):
+                 user_agent=None, watch_read_timeout=None, token=None, ca_file=None, client_cert=None,
+                 cluster_id=None):
         self.servers = normalize_servers(servers)
         self.timeout = float(timeout)
         self.retry_deadline = float(retry_deadline)
         self.watch_read_timeout = float(watch_read_timeout or max(15.0, self.timeout))
         self.user_agent = user_agent or "shepherd-client/%s" % __version__
         self._authorization = "Bearer " + token.strip() if token and token.strip() else None
+        self.ca_file = ca_file
+        self.client_cert = tuple(client_cert) if client_cert else None
         self.cluster_id = cluster_id or None
         self._session = session
         self._local = threading.local()
@@ -128,6 +134,9 @@ class Client:
             s = requests.Session()
             # control plane traffic never goes through an HTTP proxy from the environment
             s.trust_env = False
+            s.verify = self.ca_file or True     # https: the cluster CA (a wrong server is refused)
+            if self.client_cert:
+                s.cert = self.client_cert
             self._local.session = s
             with self._sessions_lock:
                 self._sessions.add(s)

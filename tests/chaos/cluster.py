@@ -59,8 +59,9 @@ class ChaosCluster:
         except BaseException:
             self._teardown()
             raise
-        self.say("cluster of %d replicas %s in %s, leader %s" % (
-            self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader))
+        self.say("cluster of %d replicas %s in %s, leader %s, %s" % (
+            self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader,
+            "HTTPS verified against %s" % self.lc.ca_file if self.lc.tls else "plain HTTP"))
         return self
 
     def _create_on_loopback(self):
@@ -93,6 +94,16 @@ class ChaosCluster:
                 self.say("cluster files kept in %s" % self.dir)
             else:
                 shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- TLS: the chaos runs over HTTPS, every client verifying the cluster CA ----
+
+    @property
+    def ca_file(self):
+        return self.lc.ca_file
+
+    @property
+    def verify(self):
+        return self.lc.verify
 
     # ---- replica processes ----
 
@@ -139,7 +150,7 @@ class ChaosCluster:
             # by PID, not lc.pid(): while `ip netns exec` execs, the command line is briefly empty
             while time.monotonic() < deadline and not self.gone(pid):
                 try:
-                    if requests.get(url, timeout=0.5).status_code == 200:
+                    if requests.get(url, timeout=0.5, verify=self.verify).status_code == 200:
                         return pid
                 except requests.RequestException:
                     pass
@@ -226,7 +237,7 @@ class ChaosCluster:
 
     def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
         try:
-            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica",
+            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica", verify=self.verify,
                                  params={"digest": "1"} if digest else None, timeout=timeout,
                                  headers=credentials.HEADERS)
             return reply.json() if reply.status_code == 200 else None
@@ -260,7 +271,7 @@ class ChaosCluster:
     def metric(self, ident, name, timeout=2.0):
         """The value of an unlabelled metric from a replica's /metrics, or None."""
         try:
-            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout,
+            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout, verify=self.verify,
                                 headers=credentials.HEADERS).text
         except requests.RequestException:
             return None

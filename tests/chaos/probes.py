@@ -14,6 +14,7 @@ ControllerProbe: before a leader kill, a deployment is scaled down; right after 
 import bisect
 import http.client
 import json
+import ssl
 import threading
 import time
 import urllib.parse
@@ -32,9 +33,10 @@ CTL_BURST = 12          # pods asked for right before a pause
 
 
 class GapProbe(threading.Thread):
-    def __init__(self, urls, rate=50.0, timeout=0.5):
+    def __init__(self, urls, rate=50.0, timeout=0.5, ca_file=None):
         super().__init__(name="gap-probe", daemon=True)
         self.urls = list(urls)
+        self.ca_file = ca_file
         self.interval = 1.0 / rate if rate > 0 else 0.0
         self.timeout = timeout
         self.acks = []
@@ -57,7 +59,12 @@ class GapProbe(threading.Thread):
             conn = conns.get(url)
             if conn is None:
                 parts = urllib.parse.urlsplit(url)
-                conn = conns[url] = http.client.HTTPConnection(parts.hostname, parts.port, timeout=self.timeout)
+                if parts.scheme == "https":
+                    conn = conns[url] = http.client.HTTPSConnection(
+                        parts.hostname, parts.port, timeout=self.timeout,
+                        context=ssl.create_default_context(cafile=self.ca_file))
+                else:
+                    conn = conns[url] = http.client.HTTPConnection(parts.hostname, parts.port, timeout=self.timeout)
             try:
                 conn.request("PATCH", path, body, headers)
                 resp = conn.getresponse()
@@ -128,15 +135,17 @@ def live_pods(client, namespace, app):
 class PodWatch(threading.Thread):
     """Pod events of one namespace on one replica from `revision`, timestamped on arrival."""
 
-    def __init__(self, url, namespace, revision):
+    def __init__(self, url, namespace, revision, verify=True):
         super().__init__(name="ctl-watch", daemon=True)
         self.url, self.namespace, self.revision = url, namespace, revision
+        self.verify = verify
         self.events = []
         self.resp = None
 
     def run(self):
         try:
             self.resp = requests.get("%s/api/v1/namespaces/%s/pods" % (self.url, self.namespace), stream=True,
+                                     verify=self.verify,
                                      timeout=(2, 70), params={"watch": "1", "resourceVersion": str(self.revision),
                                                               "timeoutSeconds": "60"},
                                      headers=credentials.HEADERS)
@@ -208,7 +217,7 @@ class ControllerProbe:
         survivors = {i: u for i, u in urls.items() if i != victim}
         revisions = [s["revision"] for i, s in self.cluster.states().items() if s and i != victim]
         revision = max(revisions) if revisions else 0
-        watches = [PodWatch(u, CTL_NAMESPACE, revision) for u in survivors.values()]
+        watches = [PodWatch(u, CTL_NAMESPACE, revision, self.cluster.verify) for u in survivors.values()]
         for w in watches:
             w.start()
         time.sleep(0.2)

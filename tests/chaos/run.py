@@ -130,15 +130,16 @@ def run(args):
                       logs_to=os.path.join(out, "logs")) as cluster:
         urls = cluster.urls()
         admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
-                       token=credentials.token())
+                       ca_file=cluster.ca_file, token=credentials.token())
         apps.setup(admin)
         ctl_probe = ControllerProbe(cluster, admin, say=log)
         ctl_probe.setup()
         cluster.add_hollow_agents(args.agents)
         log("namespaces, deployments and %d hollow agents set up" % args.agents)
         recorder = Recorder(history_path)
-        workload = Workload(urls, recorder, clients=args.clients, keys=args.keys, seed=args.seed)
-        gap_probe = GapProbe(list(urls.values()), rate=args.gap_rate)
+        workload = Workload(urls, recorder, clients=args.clients, keys=args.keys, seed=args.seed,
+                            ca_file=cluster.ca_file)
+        gap_probe = GapProbe(list(urls.values()), rate=args.gap_rate, ca_file=cluster.ca_file)
         scaler = apps.Scaler(admin, seed=args.seed)
         nemesis = faults.Nemesis(cluster, gap_probe, ctl_probe, say=log, seed=args.seed)
         t0 = time.monotonic()

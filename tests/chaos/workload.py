@@ -102,8 +102,8 @@ def classify(exc, session):
 class ClientProcess(threading.Thread):
     """One logical process: one operation at a time until stopped."""
 
-    def __init__(self, pid, urls, keys, recorder, stop, seed, mix=DEFAULT_MIX, pace=0.0):
-        """urls: {replica id: API URL}."""
+    def __init__(self, pid, urls, keys, recorder, stop, seed, mix=DEFAULT_MIX, pace=0.0, ca_file=None):
+        """urls: {replica id: API URL}; ca_file: the cluster CA (https)."""
         super().__init__(name="chaos-client-%d" % pid, daemon=True)
         self.pid = pid
         self.rng = random.Random(seed)
@@ -111,6 +111,7 @@ class ClientProcess(threading.Thread):
         self.rng.shuffle(order)
         self.replica_of = {u.rstrip("/"): ident for ident, u in urls.items()}
         self.session = RecordingSession()
+        self.session.verify = ca_file or True
         self.client = Client(order, timeout=REQUEST_TIMEOUT, retry_deadline=OP_DEADLINE, session=self.session,
                              user_agent="shepherd-chaos/p%d" % pid, token=credentials.token())
         self.keys = keys
@@ -228,10 +229,11 @@ class ClientProcess(threading.Thread):
 class Workload:
     """Starts and stops the client processes."""
 
-    def __init__(self, urls, recorder, clients=4, keys=8, seed=0, pace=0.0):
+    def __init__(self, urls, recorder, clients=4, keys=8, seed=0, pace=0.0, ca_file=None):
         self.stop = threading.Event()
         self.keys = key_names(keys)
-        self.processes = [ClientProcess(i, urls, self.keys, recorder, self.stop, seed * 1000 + i, pace=pace)
+        self.processes = [ClientProcess(i, urls, self.keys, recorder, self.stop, seed * 1000 + i, pace=pace,
+                                        ca_file=ca_file)
                           for i in range(clients)]
 
     def start(self):

@@ -76,7 +76,8 @@ def test_every_replica_has_its_own_namespace_and_address(cluster):
 
 def test_api_reachable_from_root_namespace(cluster):
     for url in cluster.api_urls():
-        reply = _get(url + "/readyz")
+        assert url.startswith("https://"), "netns clusters serve TLS: %s" % url
+        reply = _get(url + "/readyz", verify=cluster.verify)
         assert reply is not None and reply.status_code == 200, "%s/readyz from the root namespace: %r" % (
             url, reply and reply.text)
         assert not url.startswith("http://127."), "%s is loopback, not a namespace address" % url
@@ -93,12 +94,12 @@ def test_isolated_leader_loses_and_majority_elects_new_leader_then_heal(cluster)
         # The isolated replica still answers the root namespace but knows no leader any more.
         _wait("isolated %s reports not ready" % old,
               lambda: (lambda r: r is not None and r.status_code == 503)(
-                  _get(cluster.replica(old)["api"] + "/readyz")))
+                  _get(cluster.replica(old)["api"] + "/readyz", verify=cluster.verify)))
         # Writes go on through the majority.
         name = "netns-%s" % uuid.uuid4().hex[:8]
         url = cluster.replica(others[0])["api"] + "/api/v1/namespaces"
         reply = requests.post(url, json={"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-                              timeout=10)
+                              timeout=10, verify=cluster.verify)
         assert reply.status_code == 201, reply.text
     finally:
         removed = cluster.heal(old)
@@ -111,7 +112,7 @@ def test_isolated_leader_loses_and_majority_elects_new_leader_then_heal(cluster)
     # The healed replica catches up with the write made while it was cut off.
     _wait("%s sees the namespace written during the cut" % old,
           lambda: (lambda r: r is not None and r.status_code == 200)(
-              _get(cluster.replica(old)["api"] + "/api/v1/namespaces/" + name)))
+              _get(cluster.replica(old)["api"] + "/api/v1/namespaces/" + name, verify=cluster.verify)))
 
 
 def test_disconnect_cuts_the_root_namespace_too_and_reconnect_restores(cluster):
@@ -119,10 +120,10 @@ def test_disconnect_cuts_the_root_namespace_too_and_reconnect_restores(cluster):
     url = cluster.replica(ident)["api"] + "/healthz"
     cluster.disconnect(ident)
     try:
-        assert _get(url, timeout=1.0) is None, "%s still answers with its link down" % ident
+        assert _get(url, timeout=1.0, verify=cluster.verify) is None, "%s still answers with its link down" % ident
     finally:
         cluster.reconnect(ident)
-    _wait("%s answers after reconnect" % ident, lambda: _get(url, timeout=1.0))
+    _wait("%s answers after reconnect" % ident, lambda: _get(url, timeout=1.0, verify=cluster.verify))
     cluster.wait_ready(WAIT, ids=cluster.ids())
 
 
@@ -132,7 +133,7 @@ def test_agent_runs_in_its_own_namespace_and_registers_its_address(cluster):
     cluster.start_agent(name)
     try:
         node = _wait("node %s registered" % name, lambda: (lambda r: r.json() if r is not None and r.ok else None)(
-            _get(cluster.api_urls()[0] + "/api/v1/nodes/" + name)))
+            _get(cluster.api_urls()[0] + "/api/v1/nodes/" + name, verify=cluster.verify)))
         addresses = [a["address"] for a in (node.get("status") or {}).get("addresses") or []]
         assert cluster.address(name) in addresses, addresses
         assert cluster.address(name) not in [cluster.address(i) for i in cluster.ids()]

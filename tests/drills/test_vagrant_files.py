@@ -28,8 +28,8 @@ def test_layout_matches_the_vagrantfile_rules():
     layout = ClusterLayout.from_env({})
     assert layout.control_planes == ["cp1", "cp2", "cp3"]
     assert layout.workers == ["w1", "w2"]
-    assert layout.api_urls() == ["http://192.168.56.11:8001", "http://192.168.56.12:8001",
-                                 "http://192.168.56.13:8001"]
+    assert layout.api_urls() == ["https://192.168.56.11:8001", "https://192.168.56.12:8001",
+                                 "https://192.168.56.13:8001"]
     assert layout.address("w2") == "192.168.56.52"
     assert layout.replica_id("cp2") == "r2"
     assert layout.host_of_replica("r3") == "cp3"
@@ -60,7 +60,7 @@ def test_sheepctl_config_lists_every_replica(tmp_path):
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     for i in range(1, 6):
-        assert f"- http://192.168.56.{10 + i}:8001" in text
+        assert f"- https://192.168.56.{10 + i}:8001" in text
     assert "namespace: default" in text
 
 
@@ -172,6 +172,29 @@ def test_the_data_plane_keys_provisioned_are_options_of_the_server_and_agent():
         assert key in SERVER_DATA_PLANE and key in AGENT_DATA_PLANE, "servers and agents must agree on %s" % key
 
 
+def test_every_vm_gets_a_certificate_for_its_names_and_none_gets_the_ca_key(tmp_path):
+    from shepherd_ha.tls import pki
+    from cluster_layout import ClusterLayout
+    layout = ClusterLayout.from_env({})
+    ca_path = layout.make_certificates(str(tmp_path))
+    ca = pki.read_certificate(ca_path)
+    for host in layout.hosts:
+        cert = pki.read_certificate(str(tmp_path / (host + ".crt")))
+        assert cert.issuer == ca.subject
+        dns, ips = pki.subject_alt_names(cert)
+        assert host in dns and layout.address(host) in ips, (host, dns, ips)
+        assert os.stat(tmp_path / (host + ".key")).st_mode & 0o777 == 0o600
+    assert "r1" in pki.subject_alt_names(pki.read_certificate(str(tmp_path / "cp1.crt")))[0]
+    for spare in layout.spare_control_planes:     # a drill may add them: they serve TLS like the others
+        dns, ips = pki.subject_alt_names(pki.read_certificate(str(tmp_path / (spare + ".crt"))))
+        assert layout.replica_id(spare) in dns and layout.address(spare) in ips
+    vagrantfile = open(os.path.join(ROOT, "vagrant", "Vagrantfile")).read()
+    assert '"secrets/pki/ca.key"' in vagrantfile
+    assert 'https://#{c[:ip]}:#{API_PORT}' in vagrantfile
+    provision = open(os.path.join(ROOT, "vagrant", "provision", "control-plane.sh")).read()
+    assert "tls_cert_file: /etc/shepherd/pki/tls.crt" in provision and "api_url: https://" in provision
+    worker = open(os.path.join(ROOT, "vagrant", "provision", "worker.sh")).read()
+    assert "ca_file: /etc/shepherd/pki/ca.crt" in worker
 def test_spare_control_planes_join_instead_of_listing_peers():
     layout = ClusterLayout.from_env({})
     assert layout.spare_control_planes == ["cp4", "cp5"]

@@ -168,9 +168,12 @@ def test_local_up_starts_agents_and_down_keeps_or_purges_their_containers(tmp_pa
         import yaml
         with open(config) as fh:
             settings = yaml.safe_load(fh)
+        # `local up` serves HTTPS from the cluster CA its config names
+        ca = os.path.join(directory, settings["certificate-authority"])
+        assert all(url.startswith("https://") for url in settings["servers"])
         # `local up` requires tokens: the agent got the node token, sheepctl's config the admin's
-        assert requests.get(settings["servers"][0] + "/api/v1/nodes", timeout=5).status_code == 401
-        client = Client(settings["servers"], token=settings["token"])
+        assert requests.get(settings["servers"][0] + "/api/v1/nodes", timeout=5, verify=ca).status_code == 401
+        client = Client(settings["servers"], token=settings["token"], ca_file=ca)
         client.create("pods", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
                                "spec": {"nodeName": "%s-1" % prefix, "containers": [SLEEPER]}})
         wait_until(lambda: (client.get("pods", "p").get("status") or {}).get("phase") == "Running", 20,
@@ -178,15 +181,18 @@ def test_local_up_starts_agents_and_down_keeps_or_purges_their_containers(tmp_pa
         # Logs through a replica with the token; the agent itself wants one too.
         from shepherd_ha.api.pod_logs import agent_endpoint
         logs = requests.get(settings["servers"][1] + "/api/v1/namespaces/default/pods/p/log",
-                            headers={"Authorization": "Bearer " + settings["token"]}, timeout=10)
+                            headers={"Authorization": "Bearer " + settings["token"]}, timeout=10, verify=ca)
         assert logs.status_code == 200, logs.text
         ctl = subprocess.run([sys.executable, "-m", "ctl", "--config", config, "logs", "p"], capture_output=True,
                              text=True, timeout=60, env={k: v for k, v in os.environ.items()
                                                          if not k.startswith("SHEPHERD_")})
         assert ctl.returncode == 0, ctl.stdout + ctl.stderr
         host, port = agent_endpoint(client.get("nodes", "%s-1" % prefix))
-        direct = requests.get("http://%s:%d/containerLogs/default/p/%s" % (host, port, SLEEPER["name"]), timeout=10)
+        direct = requests.get("https://%s:%d/containerLogs/default/p/%s" % (host, port, SLEEPER["name"]), timeout=10,
+                              verify=ca)
         assert direct.status_code == 401, direct.text
+        plain = requests.get("http://%s:%d/containerLogs/default/p/%s" % (host, port, SLEEPER["name"]), timeout=10)
+        assert plain.status_code == 400 and "TLS" in plain.text, plain.text     # the agent speaks TLS only
         code, text = run("down")
         assert code == 0, text
         running = docker_engine.api.containers(filters={"label": "shepherd.io/node=%s-1" % prefix})

@@ -113,13 +113,15 @@ def unique(prefix):
 class Cluster:
     """A LocalCluster of real replica processes plus the URLs the tests need."""
 
-    def __init__(self, directory, replicas=3, server_options=None, auth=False):
+    def __init__(self, directory, replicas=3, server_options=None, auth=False, tls=False):
+        """tls=False: plain HTTP (--insecure-http), as these tests talk plain `requests`;
+        tests/integration/test_tls.py runs a TLS cluster."""
         self.lc = LocalCluster(str(directory))
         last = None
         for _ in range(5):     # another process may grab our ports between the check and the bind
             base = free_base_port(replicas)
             try:
-                self.lc.create(replicas, base, server_options=server_options, auth=auth)
+                self.lc.create(replicas, base, server_options=server_options, auth=auth, tls=tls)
                 break
             except LocalClusterError as exc:
                 last = exc
@@ -409,3 +411,15 @@ class Watch:
 def rv_of(event_or_obj):
     obj = event_or_obj.get("object", event_or_obj)
     return int(obj["metadata"]["resourceVersion"])
+
+
+def wait_for(what, check, timeout, interval=0.05):
+    """check()'s first truthy value within `timeout` seconds, else AssertionError naming `what`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError("%s: not within %.0f s" % (what, timeout))
+        time.sleep(interval)

@@ -19,6 +19,7 @@ CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 IDLE_TIMEOUT = 3.0
 WATCHES_PER_USER = 3
 VIEWER_TOKEN = "viewer-" + uuid.uuid4().hex
+OTHER_ADMIN_TOKEN = "admin2-" + uuid.uuid4().hex
 
 
 @pytest.fixture(scope="module")
@@ -28,13 +29,14 @@ def env(tmp_path_factory, request):
                                       "max_watches_per_user": WATCHES_PER_USER})
     with open(cluster.lc.token_file, "a") as fh:           # a third user, who may only read
         fh.write('%s,viewer,viewer,"shepherd:view"\n' % VIEWER_TOKEN)
+        fh.write('%s,admin2,admin2,"system:masters"\n' % OTHER_ADMIN_TOKEN)     # another user who may write
     request.addfinalizer(cluster.stop_all)
     cluster.start()
-    with open(cluster.lc.node_token_file) as fh:
-        node_token = fh.read().strip()
+    node_token = cluster.lc.node_token("limits-node")      # a node's own token (user system:node:NAME)
     return {"cluster": cluster, "admin": {"Authorization": "Bearer " + cluster.lc.token()},
             "node": {"Authorization": "Bearer " + node_token},
-            "viewer": {"Authorization": "Bearer " + VIEWER_TOKEN}}
+            "viewer": {"Authorization": "Bearer " + VIEWER_TOKEN},
+            "other_admin": {"Authorization": "Bearer " + OTHER_ADMIN_TOKEN}}
 
 
 def _replica(env):
@@ -442,7 +444,7 @@ def test_an_idempotency_key_replays_only_the_same_request_of_the_same_user(env):
     assert call("GET", urls[0] + CONFIGMAPS + "/" + other, headers=env["admin"]).status_code == 404
     # Another user with the same key and request: not the first user's answer (and data).
     theirs = call("POST", urls[0] + CONFIGMAPS, json=configmap(name, {"secret": "admin's"}),
-                  headers=dict(env["node"], **{"Idempotency-Key": key}))
+                  headers=dict(env["other_admin"], **{"Idempotency-Key": key}))
     assert_status(theirs, 409, "AlreadyExists")
 
 

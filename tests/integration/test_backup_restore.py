@@ -123,25 +123,28 @@ def test_snapshot_under_writes_is_one_revision_and_restores_into_a_new_cluster(m
         restored.start_all()
         restored.wait_ready(60)
         want_digest = restore.started_digest(snap)
-        states = [expect(call("GET", u + "/shepherd/v1/replica", params={"digest": "1"}), 200)
+        assert all(u.startswith("https://") for u in restored.api_urls()), "a restored cluster serves TLS"
+        tls = {"verify": restored.ca_file}      # its own new CA
+        states = [expect(call("GET", u + "/shepherd/v1/replica", params={"digest": "1"}, **tls), 200)
                   for u in restored.api_urls()]
         assert [(s["revision"], s["digest"]) for s in states] == [(revision, want_digest)] * 3, \
             [(s["id"], s["revision"], s["digest"][:12]) for s in states]
         assert {s["clusterId"] for s in states} == {restored.cluster_id()} and restored.cluster_id() != original_id
         for url in restored.api_urls():
-            listed = expect(call("GET", url + "/api/v1/configmaps"), 200)["items"]
+            listed = expect(call("GET", url + "/api/v1/configmaps", **tls), 200)["items"]
             got = {(o["metadata"]["namespace"], _key(o)): o for o in listed}
             want = {(o["metadata"]["namespace"], _key(o)): o for r, o in snap.objects if r == "configmaps"}
             assert got == want
             for resource, obj in snap.objects:
                 if resource == "namespaces":
-                    assert expect(call("GET", url + "/api/v1/namespaces/" + _key(obj)), 200) == obj
+                    assert expect(call("GET", url + "/api/v1/namespaces/" + _key(obj), **tls), 200) == obj
         # It is a working cluster: writes go on from the restored revision.
         made = expect(call("POST", restored.api_urls()[0] + "/api/v1/namespaces/%s/configmaps" % NS,
-                           json={"metadata": {"name": "after-restore"}}), 201)
+                           json={"metadata": {"name": "after-restore"}}, **tls), 201)
         assert int(made["metadata"]["resourceVersion"]) > revision
         # The old cluster's clients are refused by the new one, and the old one is untouched.
-        wrong = call("GET", restored.api_urls()[0] + "/api/v1/namespaces", headers={"Shepherd-Cluster-Id": original_id})
+        wrong = call("GET", restored.api_urls()[0] + "/api/v1/namespaces", headers={"Shepherd-Cluster-Id": original_id},
+                     **tls)
         assert wrong.status_code == 421 and "another cluster" in wrong.json()["message"]
         assert call("GET", urls[0] + "/api/v1/namespaces/%s/configmaps/after-restore" % NS).status_code == 404
     finally:
@@ -179,7 +182,7 @@ def test_restored_dir_starts_with_local_up(cluster, tmp_path):
         headers = lc.auth_headers()
         assert headers, "a restored cluster has its own tokens by default"
         state = expect(call("GET", lc.api_urls()[2] + "/shepherd/v1/replica", params={"digest": "1"},
-                            headers=headers), 200)
+                            headers=headers, verify=lc.ca_file), 200)
         assert (state["revision"], state["digest"]) == (snap.header["revision"], restore.started_digest(snap))
     finally:
         lc.stop_all(timeout=5.0)

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 
 def test_kill_all_during_frequent_compaction_keeps_every_acknowledged_write(tmp_path):
     cluster = LocalCluster(str(tmp_path / "cluster"))
-    cluster.create(3, find_base_port(3), {"log_compaction_entries": 60})
+    cluster.create(3, find_base_port(3), {"log_compaction_entries": 60}, tls=False)   # plain requests below
     cluster.start_all()
     try:
         cluster.wait_ready(30)

@@ -73,7 +73,8 @@ def test_a_steered_log_request_carries_no_usable_credential(auth_cluster):
     with open(os.path.join(cluster.lc.dir, "raft-password")) as fh:
         password = fh.read().strip()
     credentials = ReplicaCredentials(password, cluster.lc.spec()["raft_salt"])
-    for secret in (cluster.lc.token(), cluster.lc.spec()["node_token"], password, credentials.peer_token):
+    node_token = cluster.lc.node_token(node_name)         # that node's own (user system:node:NAME)
+    for secret in (cluster.lc.token(), node_token, password, credentials.peer_token):
         assert secret not in everything, "the listener received a credential"
     authorization = headers.get("Authorization", "")
     assert authorization.startswith("Shepherd-Log-Grant v1."), authorization
@@ -86,10 +87,10 @@ def test_a_steered_log_request_carries_no_usable_credential(auth_cluster):
                 assert r.status_code == 401, (ident, path, r.status_code)
     # ... and a real agent of that node (its key fetched from the API with its node token)
     # would serve exactly that container with it, nothing else.
-    access = LogAccess(list(cluster.urls.values()), node_name, cluster.lc.spec()["node_token"])
+    access = LogAccess(list(cluster.urls.values()), node_name, node_token)
     assert access.may_read(authorization, "default", pod_name, "app") is None
     assert "pod" in access.may_read(authorization, "default", "another-pod", "app")
-    assert "node" in LogAccess(list(cluster.urls.values()), "another-node", cluster.lc.spec()["node_token"]
+    assert "node" in LogAccess(list(cluster.urls.values()), "another-node", cluster.lc.node_token("another-node")
                                ).may_read(authorization, "default", pod_name, "app")
     # The replicas' own peer token still works for what it is for.
     view = call("GET", url + "/shepherd/v1/cluster", headers=admin).json()

@@ -299,7 +299,7 @@ def test_sheepctl_add_status_remove_and_a_join_under_a_taken_id(tmp_path):
                                "--raft-address", "127.0.0.1:1", "--api-bind", "127.0.0.1:2",
                                "--data-dir", str(tmp_path / "dup"), "--raft-password-file",
                                os.path.join(lc.dir, "raft-password"), "--raft-salt", lc.spec()["raft_salt"],
-                               "--join", run.url("r1")],
+                               "--join", run.url("r1"), "--insecure-http"],     # this cluster is plain HTTP
                               capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and "already a member at Raft %s" % member["raft"] in proc.stderr, proc.stderr
         code, out = _sheepctl(config, "cluster", "remove-replica", "r4")

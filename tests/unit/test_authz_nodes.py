@@ -180,3 +180,14 @@ def test_a_pod_not_yet_seen_here_is_checked_linearizably_before_a_refusal(cluste
     before = replica.consistent_reads
     assert c.get("/api/v1/namespaces/default/pods/mine?resourceVersion=0", headers=bearer(N1)).status_code == 200
     assert replica.consistent_reads == before        # bound here: no barrier on the agent's path
+
+
+def test_a_node_may_fetch_the_log_grant_key_and_no_other_path(cluster):
+    # The agent verifies the replicas' log grants with this key, fetched with its own token
+    # (agent/log_access.py): refused, every `kubectl logs` would be a 503.
+    _, c = cluster
+    resp = c.get("/shepherd/v1/log-grant-key", headers=bearer(N1))
+    assert resp.status_code == 404 and "signs no log grants" in resp.json["message"]     # authorized; no signer here
+    forbidden(c.post("/shepherd/v1/log-grant-key", headers=bearer(N1)))
+    forbidden(c.get("/shepherd/v1/members", headers=bearer(N1)), 'cannot get path "/shepherd/v1/members"')
+    forbidden(c.get("/shepherd/v1/log-grant-key", headers=bearer("shared")), "shepherd-ha token create --node")

@@ -68,6 +68,67 @@ def test_a_cluster_with_auth_gets_private_tokens_wired_to_servers_agents_and_cli
     assert "token" not in yaml.safe_load((tmp_path / "p" / "config").read_text())
 
 
+def test_a_new_cluster_has_a_ca_certificates_for_every_replica_and_agent_and_a_kubeconfig(tmp_path):
+    import yaml
+    from shepherd_ha.tls import pki
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create(2, find_base_port(2), auth=True)
+    agent_config = yaml.safe_load(open(cluster.add_agent("node-1", runtime="hollow")))
+    root = tmp_path / "c"
+    assert cluster.tls and cluster.api_urls()[0].startswith("https://127.0.0.1:")
+    assert stat.S_IMODE(os.stat(root / "ca.key").st_mode) == 0o600
+    for ident in cluster.ids():
+        server = yaml.safe_load(open(root / ident / "server.yaml"))
+        assert stat.S_IMODE(os.stat(server["tls_private_key_file"]).st_mode) == 0o600
+        assert server["client_ca_file"] == server["cluster_ca_file"] == str(root / "ca.crt")
+        assert "insecure_http" not in server
+        assert all("https://" in peer for peer in server["peers"].split(","))
+        dns, ips = pki.subject_alt_names(pki.read_certificate(server["tls_cert_file"]))
+        assert ident in dns and "localhost" in dns and "127.0.0.1" in ips
+    assert agent_config["ca_file"] == str(root / "ca.crt")
+    dns, ips = pki.subject_alt_names(pki.read_certificate(agent_config["tls_cert_file"]))
+    assert "node-1" in dns and "127.0.0.1" in ips
+    config = yaml.safe_load(open(root / "config"))
+    assert config["certificate-authority"] == "ca.crt" and config["servers"] == cluster.api_urls()
+    kube = yaml.safe_load(open(root / "kubeconfig"))
+    assert kube["users"][0]["user"]["token"] == cluster.token()
+    assert stat.S_IMODE(os.stat(root / "kubeconfig").st_mode) == 0o600
+    assert cluster._legacy_flags() == []
+
+
+def test_plain_http_only_when_asked_and_old_clusters_keep_it(tmp_path):
+    import yaml
+    cluster = LocalCluster(str(tmp_path / "plain"))
+    cluster.create(1, find_base_port(1), tls=False)
+    assert not cluster.tls and cluster.ca_file is None and cluster.api_urls()[0].startswith("http://")
+    assert yaml.safe_load(open(tmp_path / "plain" / "r1" / "server.yaml"))["insecure_http"] is True
+    assert not (tmp_path / "plain" / "ca.key").exists() and not (tmp_path / "plain" / "kubeconfig").exists()
+    spec = cluster.spec()
+    del spec["tls"]                        # a cluster made before TLS existed
+    cluster._write_spec(spec)
+    assert cluster._legacy_flags() == ["--insecure-http"]
+
+
+def test_local_certs_issues_new_certificates_from_the_same_ca(tmp_path, capsys):
+    import yaml
+    from shepherd_ha.cli import main as cli_main
+    from shepherd_ha.tls import pki
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create(2, find_base_port(2))
+    agent = yaml.safe_load(open(cluster.add_agent("node-1", runtime="hollow")))
+    server = yaml.safe_load(open(tmp_path / "c" / "r1" / "server.yaml"))
+    before = {p: pki.read_certificate(p).serial_number for p in (server["tls_cert_file"], agent["tls_cert_file"])}
+    ca_before = (tmp_path / "c" / "ca.crt").read_bytes()
+    assert cli_main.main(["local", "certs", "--dir", str(tmp_path / "c")]) == 0
+    assert "r1, r2, node-1" in capsys.readouterr().out
+    assert (tmp_path / "c" / "ca.crt").read_bytes() == ca_before
+    for path, serial in before.items():
+        cert = pki.read_certificate(path)
+        assert cert.serial_number != serial and cert.issuer == pki.read_certificate(str(tmp_path / "c" / "ca.crt")).subject
+    plain = LocalCluster(str(tmp_path / "p"))
+    plain.create(1, find_base_port(1), tls=False)
+    assert cli_main.main(["local", "certs", "--dir", str(tmp_path / "p")]) == 1
+    assert "plain HTTP" in capsys.readouterr().err
 def test_a_cluster_made_before_the_salt_gets_one_on_up(tmp_path):
     import yaml
     cluster = LocalCluster(str(tmp_path / "old"))

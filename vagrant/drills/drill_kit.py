@@ -62,7 +62,7 @@ def replica_state(target, host):
     """/shepherd/v1/replica of control-plane `host`, or None when it does not answer."""
     try:
         reply = requests.get(target.api_url(host) + "/shepherd/v1/replica", headers=target.headers(),
-                             timeout=PROBE_TIMEOUT)
+                             timeout=PROBE_TIMEOUT, verify=target.verify())
         return reply.json() if reply.ok else None
     except (requests.RequestException, ValueError):
         return None
@@ -70,7 +70,8 @@ def replica_state(target, host):
 
 def is_ready(target, host):
     try:
-        return requests.get(target.api_url(host) + "/readyz", timeout=PROBE_TIMEOUT).status_code == 200
+        return requests.get(target.api_url(host) + "/readyz", timeout=PROBE_TIMEOUT,
+                            verify=target.verify()).status_code == 200
     except requests.RequestException:
         return False
 
@@ -102,7 +103,7 @@ def linearizable_read_ok(target, host):
     """True when `host` serves a linearizable read (it needs a leader it can reach)."""
     try:
         return requests.get(target.api_url(host) + "/api/v1/namespaces/" + WRITE_NAMESPACE,
-                            headers=target.headers(), timeout=3.0).status_code == 200
+                            headers=target.headers(), timeout=3.0, verify=target.verify()).status_code == 200
     except requests.RequestException:
         return False
 
@@ -124,7 +125,8 @@ def same_digest(target, hosts, timeout):
         for host in hosts:
             try:
                 state = requests.get(target.api_url(host) + "/shepherd/v1/replica", params={"digest": "1"},
-                                     headers=target.headers(), timeout=PROBE_TIMEOUT).json()
+                                     headers=target.headers(), timeout=PROBE_TIMEOUT,
+                                     verify=target.verify()).json()
             except (requests.RequestException, ValueError):
                 return None
             seen.add((state.get("revision"), state.get("digest")))

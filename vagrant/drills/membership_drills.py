@@ -20,7 +20,7 @@ def _call(target, method, path, body=None, timeout=CHANGE_TIMEOUT):
     for host in target.control_planes:
         try:
             reply = requests.request(method, target.api_url(host) + path, json=body, headers=target.headers(),
-                                     timeout=timeout)
+                                     timeout=timeout, verify=target.verify())
         except requests.RequestException as exc:
             errors.append("%s: %s" % (host, type(exc).__name__))
             continue

@@ -62,6 +62,8 @@ def _save_snapshot(target, path):
     argv = ["--server", ",".join(target.api_urls())]
     if target.token():
         argv += ["--token", target.token()]
+    if target.ca_file():
+        argv += ["--certificate-authority", target.ca_file()]     # the cluster CA: sheepctl verifies it
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = sheepctl(argv + ["cluster", "snapshot", "save", path])
@@ -70,14 +72,15 @@ def _save_snapshot(target, path):
     return out.getvalue().strip()
 
 
-def _objects_of(urls, headers, resources):
+def _objects_of(urls, headers, resources, verify=True):
     """{(resource, namespace, name): object} of a cluster, for the given resources (linearizable lists)."""
     from shepherd_ha.model.resources import RESOURCES
     found = {}
     for resource in resources:
         info = RESOURCES[resource]
         prefix = "/api/v1" if info.api_version == "v1" else "/apis/" + info.api_version
-        reply = requests.get(urls[0] + prefix + "/" + resource, headers=headers, timeout=10 * PROBE_TIMEOUT)
+        reply = requests.get(urls[0] + prefix + "/" + resource, headers=headers, timeout=10 * PROBE_TIMEOUT,
+                             verify=verify)
         if reply.status_code != 200:
             raise DrillFailed("listing %s on the restored cluster: %d %s" % (resource, reply.status_code,
                                                                           reply.text[:200]))
@@ -119,7 +122,7 @@ def restore(target, report):
         report.figure("restore and start of the fresh cluster", time.monotonic() - t1, "s")
         report.step("fresh cluster %s up from the snapshot (%s)" % (fresh.cluster_id(), ", ".join(fresh.api_urls())))
         want = {(r, o["metadata"].get("namespace") or "", o["metadata"]["name"]): o for r, o in snap.objects}
-        got = _objects_of(fresh.api_urls(), fresh.auth_headers(), sorted({r for r, _ in snap.objects}))
+        got = _objects_of(fresh.api_urls(), fresh.auth_headers(), sorted({r for r, _ in snap.objects}), fresh.verify)
         absent = sorted(set(want) - set(got))
         extra = sorted(set(got) - set(want))
         changed = sorted(k for k in set(want) & set(got) if want[k] != got[k])
@@ -129,7 +132,7 @@ def restore(target, report):
         report.step("every one of the %d objects is there and equal, nothing else" % len(want))
         digest = restore_cli.started_digest(snap)
         states = [requests.get(u + "/shepherd/v1/replica", params={"digest": "1"}, headers=fresh.auth_headers(),
-                               timeout=10 * PROBE_TIMEOUT).json() for u in fresh.api_urls()]
+                               timeout=10 * PROBE_TIMEOUT, verify=fresh.verify).json() for u in fresh.api_urls()]
         seen = {(s.get("revision"), s.get("digest")) for s in states}
         if seen != {(snap.header["revision"], digest)}:
             raise DrillFailed("restored replicas report %s, the snapshot is revision %d digest %s"

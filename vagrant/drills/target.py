@@ -130,12 +130,21 @@ class Target:
         """The bearer token the drills use (None: the API wants none)."""
         return None
 
+    def ca_file(self):
+        """The cluster CA the drills verify the replicas with (None: plain HTTP or the system's CAs)."""
+        return None
+
+    def verify(self):
+        """`requests`' verify= for this target's replicas."""
+        return self.ca_file() or True
+
     def headers(self):
         token = self.token()
         return {"Authorization": "Bearer " + token} if token else {}
 
     def client(self, timeout=3.0, retry_deadline=15.0):
-        return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline, token=self.token())
+        return Client(self.api_urls(), timeout=timeout, retry_deadline=retry_deadline, token=self.token(),
+                      ca_file=self.ca_file())
 
     def fresh_cluster_from(self, snapshot_path, directory, replicas=3):
         """A new cluster restored from a snapshot (`shepherd-ha restore`), started: on this

@@ -46,7 +46,7 @@ class NetnsTarget(Target):
         self.cluster = NetnsCluster(self.dir)
         progress("netns target: creating %d replicas and %d workers in %s" % (
             len(self.control_planes), len(self.workers), self.dir))
-        # With tokens, as `local up` and the VM cluster run: the drills must pass them.
+        # With tokens and TLS, as `local up` and the VM cluster run: the drills must pass them and verify the CA.
         self.cluster.create(len(self.control_planes), server_options=SERVER_OPTIONS, auth=True)
         self.subnet = self.cluster.network()["prefix"] + ".0/24"
         for worker in self.workers:
@@ -92,6 +92,9 @@ class NetnsTarget(Target):
     def api_urls(self):
         cluster = self._need_cluster()
         return [cluster.replica(self.replica_id(h))["api"] for h in self.control_planes]
+
+    def ca_file(self):
+        return self._need_cluster().ca_file
 
     def replica_id(self, host):
         """cpN runs rN, also after membership changes (cp4 joins as r4)."""
@@ -150,7 +153,7 @@ class NetnsTarget(Target):
         deadline = time.monotonic() + self.boot_timeout
         while time.monotonic() < deadline:
             try:
-                if requests.get(url, timeout=1.0).ok:
+                if requests.get(url, timeout=1.0, verify=self.verify()).ok:
                     return
             except requests.RequestException:
                 pass

@@ -20,7 +20,7 @@ for path in (HERE, VAGRANT_DIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from cluster_layout import RAFT_PORT, ClusterLayout, admin_token, provisioned_server_options  # noqa: E402
+from cluster_layout import RAFT_PORT, ClusterLayout, admin_token, pki_dir, provisioned_server_options  # noqa: E402
 from shepherd_ha.controllers.settings import ControllerSettings  # noqa: E402
 
 try:  # the drills helper's interface; the class works without it too
@@ -106,6 +106,11 @@ class VagrantTarget(Target):
 
     def token(self):
         return admin_token(self.env)
+
+    def ca_file(self):
+        """The cluster CA prepare-artifacts.sh made (the VMs serve HTTPS from it)."""
+        path = os.path.join(pki_dir(self.env), "ca.crt")
+        return path if os.path.exists(path) else None
 
     def replica_id(self, host):
         return self.layout.replica_id(host)

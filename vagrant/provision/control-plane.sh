@@ -16,15 +16,21 @@ SALT=/opt/shepherd-dist/secrets/raft-salt
 TOKENS=/opt/shepherd-dist/secrets/tokens.csv
 OPTIONS=/opt/shepherd-dist/server-vm.yaml
 DATA_PLANE=/opt/shepherd-dist/data-plane.yaml
+PKI=/opt/shepherd-dist/secrets/pki
+HOST=$(hostname)
 CLUSTER_ID_FILE=/opt/shepherd-dist/cluster-id
 
-for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE"; do
+for f in "$SECRET" "$SALT" "$TOKENS" "$OPTIONS" "$DATA_PLANE" "$CLUSTER_ID_FILE" "$PKI/ca.crt" "$PKI/$HOST.crt" "$PKI/$HOST.key"; do
   [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 done
 install -d -m 755 /etc/shepherd
 install -d -m 700 /var/lib/shepherd
 install -m 600 "$SECRET" /etc/shepherd/raft-password
 install -m 600 "$TOKENS" /etc/shepherd/tokens.csv
+install -d -m 700 /etc/shepherd/pki
+install -m 644 "$PKI/ca.crt" /etc/shepherd/pki/ca.crt
+install -m 644 "$PKI/$HOST.crt" /etc/shepherd/pki/tls.crt
+install -m 600 "$PKI/$HOST.key" /etc/shepherd/pki/tls.key
 
 if [[ $PEERS == join=* ]]; then
   MEMBERS="join: ${PEERS#join=}"
@@ -37,11 +43,15 @@ id: $ID
 raft_address: $RAFT_ADDRESS
 $MEMBERS
 api_bind: 0.0.0.0:${API_ADDRESS##*:}
-api_url: http://$API_ADDRESS
+api_url: https://$API_ADDRESS
 data_dir: /var/lib/shepherd
 raft_password_file: /etc/shepherd/raft-password
 raft_salt: $(tr -d '[:space:]' <"$SALT")
 token_file: /etc/shepherd/tokens.csv
+tls_cert_file: /etc/shepherd/pki/tls.crt
+tls_private_key_file: /etc/shepherd/pki/tls.key
+client_ca_file: /etc/shepherd/pki/ca.crt
+cluster_ca_file: /etc/shepherd/pki/ca.crt
 cluster_id: $(cat "$CLUSTER_ID_FILE")
 EOT
 cat "$OPTIONS" >>/etc/shepherd/server.yaml
@@ -69,4 +79,4 @@ EOT
 systemctl daemon-reload
 systemctl enable shepherd-server.service >/dev/null 2>&1
 systemctl restart shepherd-server.service
-echo "[$ID] shepherd-server started (API http://$API_ADDRESS)"
+echo "[$ID] shepherd-server started (API https://$API_ADDRESS)"

@@ -61,6 +61,14 @@ install -d -m 755 /etc/shepherd
 # This node's own token (user system:node:$NODE): it may write only its own Node and Lease.
 [ -s "$DIST/secrets/nodes/$NODE.token" ] || { echo "error: $DIST/secrets/nodes/$NODE.token is missing; run vagrant/scripts/prepare-artifacts.sh on the host (WORKERS as for vagrant up)" >&2; exit 1; }
 install -m 600 "$DIST/secrets/nodes/$NODE.token" /etc/shepherd/node-token
+PKI=$DIST/secrets/pki
+for f in "$PKI/ca.crt" "$PKI/$NODE.crt" "$PKI/$NODE.key"; do
+  [ -s "$f" ] || { echo "error: $f is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
+done
+install -d -m 700 /etc/shepherd/pki
+install -m 644 "$PKI/ca.crt" /etc/shepherd/pki/ca.crt
+install -m 644 "$PKI/$NODE.crt" /etc/shepherd/pki/tls.crt
+install -m 600 "$PKI/$NODE.key" /etc/shepherd/pki/tls.key
 [ -s "$DIST/cluster-id" ] || { echo "error: $DIST/cluster-id is missing; run vagrant/scripts/prepare-artifacts.sh on the host" >&2; exit 1; }
 cat >/etc/shepherd/agent.yaml <<EOT
 # Written by vagrant/provision/worker.sh
@@ -70,6 +78,9 @@ address: $ADDRESS
 port: $PORT
 runtime: docker
 token_file: /etc/shepherd/node-token
+ca_file: /etc/shepherd/pki/ca.crt
+tls_cert_file: /etc/shepherd/pki/tls.crt
+tls_private_key_file: /etc/shepherd/pki/tls.key
 cluster_id: $(cat "$DIST/cluster-id")
 EOT
 # the servers' CIDRs (--cluster-cidr: what leaves it is masqueraded; --service-cidr) and

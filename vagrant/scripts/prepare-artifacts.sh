@@ -105,6 +105,11 @@ fi
    PYTHONPATH="$PROJECT" "$PYTHON" -m shepherd_ha.cli.node_tokens create --node "$worker" --rotate \
      --token-file "$ARTIFACTS/secrets/tokens.csv" --output "$ARTIFACTS/secrets/nodes/$worker.token"
  done)
+log "the cluster CA and a certificate per VM (made once; FORCE_CERTS=1 issues them again)"
+mkdir -p "$ARTIFACTS/secrets/pki"
+chmod 700 "$ARTIFACTS/secrets" "$ARTIFACTS/secrets/pki"
+if [ "${FORCE_CERTS:-0}" = 1 ]; then rm -f "$ARTIFACTS"/secrets/pki/*.crt "$ARTIFACTS"/secrets/pki/*.key; fi
+PYTHONPATH="$PROJECT${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" "$PROJECT/vagrant/cluster_layout.py" certificates "$ARTIFACTS/secrets/pki" >/dev/null
 if [ ! -s "$ARTIFACTS/cluster-id" ]; then
   # Made once with the cluster (docs/operations.md "Cluster identity"); not a secret: every VM gets it.
   log "generating the cluster id"

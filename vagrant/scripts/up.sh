@@ -65,6 +65,7 @@ done
 record "provisioning (all VMs in parallel): $(( $(date +%s) - t0 )) s"
 
 python3 "$VAGRANT_DIR/cluster_layout.py" sheepctl-config "$SHEEPCTL_CONFIG_FILE"
+python3 "$VAGRANT_DIR/cluster_layout.py" kubeconfig "$STATE_DIR/kubeconfig"
 export SHEPHERD_CONFIG=$SHEEPCTL_CONFIG_FILE
 log "waiting for a leader and Ready nodes (at most $READY_TIMEOUT s)"
 t0=$(date +%s)

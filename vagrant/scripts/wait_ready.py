@@ -9,7 +9,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))        # cluster_layout
 sys.path.insert(0, os.path.join(HERE, "..", ".."))  # the project, when it is not installed
-from cluster_layout import ClusterLayout, admin_token  # noqa: E402
+from cluster_layout import ClusterLayout, admin_token, pki_dir  # noqa: E402
 from shepherd_ha.client import Client  # noqa: E402
 
 
@@ -18,13 +18,19 @@ def node_ready(node):
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
+def ca_file():
+    """The cluster CA prepare-artifacts.sh made: the VMs serve HTTPS from it."""
+    path = os.path.join(pki_dir(), "ca.crt")
+    return path if os.path.exists(path) else None
+
+
 def missing(layout):
     """What is not there yet, as a list of short phrases (empty when ready)."""
     gaps = []
     leaders = set()
     for host, url in zip(layout.control_planes, layout.api_urls()):
         try:
-            with Client([url], timeout=3, retry_deadline=0, token=admin_token()) as one:
+            with Client([url], timeout=3, retry_deadline=0, token=admin_token(), ca_file=ca_file()) as one:
                 view = one.cluster()
             if view.get("leader"):
                 leaders.add(view["leader"])
@@ -35,7 +41,8 @@ def missing(layout):
     if len(leaders) > 1:
         gaps.append(f"replicas disagree on the leader: {sorted(leaders)}")
     if layout.workers and not gaps:
-        with Client(layout.api_urls(), timeout=3, retry_deadline=5, token=admin_token()) as client:
+        with Client(layout.api_urls(), timeout=3, retry_deadline=5, token=admin_token(),
+                    ca_file=ca_file()) as client:
             nodes = {n["metadata"]["name"]: n for n in client.list("nodes").get("items", [])}
         for worker in layout.workers:
             if worker not in nodes:
