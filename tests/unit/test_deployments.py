@@ -11,6 +11,7 @@ from shepherd_ha.controllers.deployment_util import (CHANGE_CAUSE_ANNOTATION, HA
 from shepherd_ha.controllers.deployments import DeploymentController, controllers
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.replica_sets import ReplicaSetController
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.model.defaults import apply_defaults
@@ -38,7 +39,9 @@ class Env:
         self.store = MemoryStore(clock=self.clock, namespaces=namespaces)
         self.recorder = EventRecorder(self.store, "test")
         self.ctl = DeploymentController(self.store, self.recorder, wall=lambda: self.wall)
-        self.informer = Informer(self.store, [self.ctl])
+        # Deployments own ReplicaSets, which own the pods: both controllers run, as on a leader.
+        self.rs_ctl = ReplicaSetController(self.store, self.recorder, wall=lambda: self.wall)
+        self.informer = Informer(self.store, [self.ctl, self.rs_ctl])
         self.informer.start_from_snapshot()
         self.checks = []             # callables run after every controller write
         self.write_many_calls = []   # sizes of the controller's write_many calls
@@ -58,6 +61,7 @@ class Env:
         for _ in range(rounds):
             pumped = self.informer.pump()
             done = self.ctl.run_until_idle()
+            done += self.rs_ctl.run_until_idle()
             if not pumped and not done:
                 return
         raise AssertionError("the controller did not settle in %d rounds" % rounds)
@@ -113,10 +117,12 @@ class Env:
     # ---- agents / scheduler ----
 
     def pods(self, name="web", namespace="default", terminating=False):
-        """Owned pods; those being stopped by their agent (deletionTimestamp) only when asked."""
-        uid = self.deployment(name, namespace)["metadata"]["uid"]
+        """Pods of the deployment's ReplicaSets; those being stopped by their agent
+        (deletionTimestamp) only when asked."""
+        uids = {rs["metadata"]["uid"] for rs in self.replica_sets(name, namespace)}
         return [p for p in self.store.list("pods", namespace)
-                if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+                if any(r.get("uid") in uids and r.get("controller") and r.get("kind") == "ReplicaSet"
+                       for r in p["metadata"].get("ownerReferences") or [])
                 and (terminating or not p["metadata"].get("deletionTimestamp"))]
 
     def set_ready(self, pod, ready=True, at=None):
@@ -146,11 +152,19 @@ class Env:
     def events(self, reason=None):
         return [e for e in self.store.list("events", "default") if reason is None or e["reason"] == reason]
 
-    def revisions(self, name="web"):
-        uid = self.deployment(name)["metadata"]["uid"]
-        revs = [r for r in self.store.list("controllerrevisions", "default")
-                if any(ref.get("uid") == uid for ref in r["metadata"].get("ownerReferences") or [])]
-        return sorted(revs, key=lambda r: r["revision"])
+    def replica_sets(self, name="web", namespace="default"):
+        """The deployment's ReplicaSets (controller reference), oldest revision first."""
+        uid = self.deployment(name, namespace)["metadata"]["uid"]
+        owned = [r for r in self.store.list("replicasets", namespace)
+                 if any(ref.get("uid") == uid and ref.get("controller") and ref.get("kind") == "Deployment"
+                        for ref in r["metadata"].get("ownerReferences") or [])]
+        return sorted(owned, key=revision)
+
+    revisions = replica_sets     # a deployment's revision history is its ReplicaSets
+
+
+def revision(rs):
+    return int(rs["metadata"]["annotations"][REVISION_ANNOTATION])
 
 
 def is_ready(pod):
@@ -178,13 +192,22 @@ def test_creates_owned_named_labelled_pods(env):
     env.settle()
     pods = env.pods()
     h = template_hash(d["spec"]["template"])
+    [rs] = env.replica_sets()
+    assert rs["metadata"]["name"] == "web-" + h
+    assert rs["metadata"]["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                                  "uid": d["metadata"]["uid"], "controller": True,
+                                                  "blockOwnerDeletion": True}]
+    assert rs["metadata"]["labels"] == {"app": "web", HASH_LABEL: h}
+    assert rs["spec"]["selector"] == {"matchLabels": {"app": "web", HASH_LABEL: h}}
+    assert rs["spec"]["replicas"] == 3 and validate_object("replicasets", rs) == []
+    assert rs["status"]["replicas"] == 3 and rs["status"]["fullyLabeledReplicas"] == 3
     assert len(pods) == 3
     for pod in pods:
         meta = pod["metadata"]
         assert re.fullmatch("web-%s-%s{5}" % (h, SAFE), meta["name"]), meta["name"]
         assert meta["labels"] == {"app": "web", HASH_LABEL: h}
-        assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
-                                            "uid": d["metadata"]["uid"], "controller": True,
+        assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-" + h,
+                                            "uid": rs["metadata"]["uid"], "controller": True,
                                             "blockOwnerDeletion": True}]
         assert pod["spec"]["containers"][0]["image"] == "nginx:1.25" and "nodeName" not in pod["spec"]
         assert pod["status"]["phase"] == "Pending"
@@ -192,14 +215,19 @@ def test_creates_owned_named_labelled_pods(env):
     assert len({p["metadata"]["name"] for p in pods}) == 3
     d = env.deployment()
     assert d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
-    [rev] = env.revisions()
-    assert rev["revision"] == 1 and rev["data"]["template"] == d["spec"]["template"]
-    assert rev["metadata"]["name"] == "web-" + h
-    [event] = env.events("ScalingUp")
-    assert re.fullmatch(r"Scaled up deployment web to 3: created web-\S+, web-\S+, web-\S+", event["message"])
-    assert event["involvedObject"]["kind"] == "Deployment" and event["involvedObject"]["name"] == "web"
-    sentence = env.ctl.sentences[0]
-    assert sentence.startswith("deployment default/web: recorded revision 1; created 3 pods (web-")
+    template = copy.deepcopy(d["spec"]["template"])
+    template["metadata"]["labels"][HASH_LABEL] = h
+    assert revision(rs) == 1 and rs["spec"]["template"] == template
+    [created, scaled] = env.events("ScalingReplicaSet")
+    assert created["message"] == "Created new replica set web-" + h
+    assert scaled["message"] == "Scaled up replica set web-%s from 0 to 3" % h
+    assert scaled["involvedObject"]["kind"] == "Deployment" and scaled["involvedObject"]["name"] == "web"
+    [event] = env.events("SuccessfulCreate")
+    assert re.fullmatch(r"Created 3 pods: web-\S+, web-\S+, web-\S+", event["message"])
+    assert event["involvedObject"]["kind"] == "ReplicaSet" and event["involvedObject"]["name"] == "web-" + h
+    assert env.ctl.sentences[0] == ("deployment default/web: created replica set web-%s (revision 1); "
+                                    "scaled up replica set web-%s from 0 to 3; status updated" % (h, h))
+    assert env.rs_ctl.sentences[0].startswith("replicaset default/web-%s: created 3 pods (web-" % h)
 
 
 def test_a_second_pass_changes_nothing(env):
