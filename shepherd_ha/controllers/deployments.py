@@ -101,11 +101,10 @@ class DeploymentController(Controller):
                                    lambda r: owned_by(r, uid) and not r["metadata"].get("deletionTimestamp"))
         by_uid = {rs["metadata"]["uid"]: [] for rs in replica_sets}
         legacy = []
-        for pod in self.store.list("pods", namespace):
-            # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
+        # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
+        for pod in self.select("pods", self.store.list("pods", namespace),
+                               lambda p: controller_ref(p) is not None and not p["metadata"].get("deletionTimestamp")):
             ref = controller_ref(pod)
-            if ref is None or pod["metadata"].get("deletionTimestamp"):
-                continue
             if ref.get("kind") == "ReplicaSet" and ref.get("uid") in by_uid:
                 by_uid[ref["uid"]].append(pod)
             elif ref.get("kind") == "Deployment" and ref.get("uid") == uid:

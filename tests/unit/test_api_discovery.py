@@ -54,7 +54,7 @@ def test_every_registered_kind_and_subresource_is_listed_once_in_its_group_versi
     assert short["namespaces"] == ["ns"] and short["configmaps"] == ["cm"] and short["endpoints"] == ["ep"]
     assert short["events"] == ["ev"]
     in_all = sorted(name for (_, name), e in entries.items() if "all" in e.get("categories", ()))
-    assert in_all == ["deployments", "pods", "services"]
+    assert in_all == ["deployments", "pods", "replicasets", "services"]
 
 
 def test_a_new_kind_in_the_registry_appears_everywhere_without_more_code():
@@ -86,7 +86,8 @@ def test_aggregated_discovery_holds_the_core_group_on_api_and_the_others_on_apis
         {r.api_version.split("/")[0] for r in RESOURCES.values() if "/" in r.api_version})
     apps = [i for i in named["items"] if i["metadata"]["name"] == "apps"][0]
     assert apps["versions"][0]["freshness"] == "Current"
-    assert {r["resource"] for r in apps["versions"][0]["resources"]} == {"deployments", "controllerrevisions"}
+    assert {r["resource"] for r in apps["versions"][0]["resources"]} == {"deployments", "replicasets",
+                                                                          "controllerrevisions"}
 
 
 def test_the_accept_header_chooses_the_shape_and_the_content_type_says_which(client):
