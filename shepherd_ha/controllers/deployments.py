@@ -65,7 +65,6 @@ class DeploymentController(Controller):
         self.max_pods_per_entry = max_pods_per_entry    # None: a whole pass in one write_many
         self._lock = threading.Lock()
         self._trackers = {}                   # key -> _Tracker
-        self._wakeups = {}                    # key -> monotonic time a re-queue is due
 
     # ---- keys ----
 
@@ -94,7 +93,6 @@ class DeploymentController(Controller):
         if deployment is None or deployment["metadata"].get("deletionTimestamp"):
             with self._lock:
                 self._trackers.pop(key, None)
-                self._wakeups.pop(key, None)
             return None
         uid = deployment["metadata"]["uid"]
         replica_sets = self.select("replicasets", self.store.list("replicasets", namespace),
@@ -135,14 +133,10 @@ class DeploymentController(Controller):
         return results
 
     def wake_after(self, key, delay):
-        """Re-queue `key` in `delay` seconds, unless an earlier re-queue is pending."""
-        now = self.store.clock()
-        due = now + max(0.0, delay)
-        with self._lock:
-            pending = self._wakeups.get(key)
-            if pending is not None and now < pending <= due:
-                return
-            self._wakeups[key] = due
+        """Re-queue `key` in `delay` seconds, unless an earlier re-queue is pending: the
+        queue keeps the earliest, and that pass schedules the next. (A record of our own
+        here could believe in a wake the queue dropped for an earlier backoff retry, and
+        lose it: a progress deadline then waited for the next resync.)"""
         self.queue.add_after(key, max(0.0, delay))
 
     def tracker(self, key, deployment, counts, complete, paused):
