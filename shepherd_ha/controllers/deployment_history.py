@@ -33,6 +33,30 @@ def revision_of(rs):
         return 0
 
 
+def _canonical(value):
+    """`value` without None and {} members: what a Go client's round trip adds to a template
+    (`creationTimestamp: null`, `resources: {}`) means nothing."""
+    if isinstance(value, dict):
+        out = {k: _canonical(v) for k, v in value.items()}
+        return {k: v for k, v in out.items() if v is not None and v != {}}
+    if isinstance(value, list):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def has_template(rs, template, spec_hash):
+    """Whether `rs` is the ReplicaSet of a deployment's `template` (of hash `spec_hash`):
+    the same hash, or the same template once the hash label and what means nothing are
+    set aside (kubectl rollout undo sends the ReplicaSet's template through Go structs)."""
+    if hash_of(rs) == spec_hash:
+        return True
+    theirs = copy.deepcopy((rs.get("spec") or {}).get("template") or {})
+    labels = (theirs.get("metadata") or {}).get("labels")
+    if isinstance(labels, dict):
+        labels.pop(HASH_LABEL, None)
+    return _canonical(theirs) == _canonical(template or {})
+
+
 def new_replica_set(store, d, hash_, template, number, replicas, cause):
     """A stamped ReplicaSet of `template` for deployment `d` (not yet written)."""
     name = revision_name(d["metadata"]["name"], hash_)

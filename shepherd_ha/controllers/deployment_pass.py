@@ -4,10 +4,10 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_object_op
 
 from .controller import Retry, WriteFailed
-from .deployment_history import history_to_delete, new_replica_set, revision_of, with_revision
+from .deployment_history import has_template, history_to_delete, new_replica_set, revision_of, with_revision
 from .deployment_plan import Scale, plan_recreate, plan_rolling, plan_scale
 from .deployment_status import DEADLINE_EXCEEDED, NEW_PODS_AVAILABLE, deployment_status, find_condition
-from .deployment_util import (CHANGE_CAUSE_ANNOTATION, REVISION_ANNOTATION, availability, hash_of, is_terminal,
+from .deployment_util import (CHANGE_CAUSE_ANNOTATION, REVISION_ANNOTATION, availability, is_terminal,
                               plural, rolling_bounds, strategy_type, template_hash)
 
 
@@ -82,7 +82,8 @@ class DeploymentPass:
         pruned = history_to_delete(self.spec, after_old)
         writes += [[delete_object_op("replicasets", s.rs)] for s in pruned]
         pods = [p for rs in self.replica_sets for p in self._pods(rs)]
-        updated = [p for rs in self.replica_sets if hash_of(rs) == spec_hash for p in self._pods(rs)]
+        template = self.spec.get("template") or {}
+        updated = [p for rs in self.replica_sets if has_template(rs, template, spec_hash) for p in self._pods(rs)]
         status, outcome = deployment_status(self, pods, updated)
         status_changed = status != (self.d.get("status") or None)
         if status_changed:
@@ -129,9 +130,10 @@ class DeploymentPass:
         """The template's ReplicaSet (created at 0 replicas when new) with the highest
         revision (a template come back takes max + 1), the change cause, and the
         deployment's revision annotation, written atomically."""
-        same = [rs for rs in self.replica_sets if hash_of(rs) == spec_hash]
+        template = self.spec.get("template") or {}
+        same = [rs for rs in self.replica_sets if has_template(rs, template, spec_hash)]
         current = max(same, key=revision_of) if same else None
-        highest_other = max([revision_of(rs) for rs in self.replica_sets if hash_of(rs) != spec_hash] or [0])
+        highest_other = max([revision_of(rs) for rs in self.replica_sets if rs not in same] or [0])
         annotations = self.meta.get("annotations") or {}
         cause = annotations.get(CHANGE_CAUSE_ANNOTATION)
         ops = []

@@ -133,7 +133,7 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
     assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
     by_name = {r["NAME"]: r for r in resources}
     assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
-                            "controllerrevisions", "deployments", "leases"}
+                            "controllerrevisions", "deployments", "replicasets", "leases"}
     assert [by_name["pods"][k] for k in ("SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND")] == \
         ["po", "v1", "true", "Pod"]
     assert by_name["pods"]["CATEGORIES"] == "all"

@@ -179,6 +179,8 @@ def test_kubectl_style_rollback_through_the_replica_sets_template_and_cascade_de
     # kubectl rollout undo: a JSON patch of the template of revision 1's ReplicaSet, hash label removed
     template = copy.deepcopy(first["spec"]["template"])
     del template["metadata"]["labels"][HASH_LABEL]
+    template["metadata"]["creationTimestamp"] = None          # what Go structs add on the way
+    template["spec"]["containers"][0]["resources"] = {}
     d = h.store.get("deployments", "default", "web")
     undone = jsonpatch.apply_patch(d, [{"op": "replace", "path": "/spec/template", "value": template}])
     write(h.store, {"op": "update", "resource": "deployments", "namespace": "default", "name": "web", "object": undone})
