@@ -27,7 +27,8 @@ def _binding(name, role, groups):
 
 
 _VIEW = [{"apiGroups": [""], "resources": _CORE_VIEW, "verbs": READ},
-         {"apiGroups": ["apps"], "resources": _APPS_VIEW, "verbs": READ}]
+         {"apiGroups": ["apps"], "resources": _APPS_VIEW, "verbs": READ},
+         {"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": READ}]
 # edit: view plus writes of workloads and their configuration; reads Secrets (a pod may mount them anyway).
 _EDIT = _VIEW + [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},

@@ -11,6 +11,7 @@ class Resource:
     subresources: tuple = ()
     short_names: tuple = ()
     categories: tuple = ()  # "all": what `kubectl get all` lists
+    verbs: tuple = ()       # () = every verb api/objects.py serves; read-only kinds name theirs
 
     @property
     def group(self):

@@ -128,8 +128,8 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
     assert version["serverVersion"]["gitVersion"].startswith("v1.32.0-shepherd.")
     assert version["serverVersion"]["major"] == "1" and version["serverVersion"]["minor"] == "32"
     assert "Server Version: v1.32.0-shepherd." in kubectl("version").stdout
-    assert kubectl("api-versions").stdout.split() == ["apps/v1", "coordination.k8s.io/v1", "rbac.authorization.k8s.io/v1",
-                                                         "v1"]
+    assert kubectl("api-versions").stdout.split() == ["apps/v1", "coordination.k8s.io/v1", "metrics.k8s.io/v1beta1",
+                                                         "rbac.authorization.k8s.io/v1", "v1"]
     header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
     assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
     by_name = {r["NAME"]: r for r in resources}
@@ -144,7 +144,7 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
     assert by_name["nodes"]["NAMESPACED"] == "false"
     assert kubectl("api-resources", "--namespaced=false", "-o", "name").stdout.split() == [
         "namespaces", "nodes", "clusterrolebindings.rbac.authorization.k8s.io",
-        "clusterroles.rbac.authorization.k8s.io"]
+        "clusterroles.rbac.authorization.k8s.io", "nodes.metrics.k8s.io"]
     info = kubectl("cluster-info").stdout
     assert "Kubernetes control plane is running at %s" % cluster.url(cluster.ids[0]) in info
 

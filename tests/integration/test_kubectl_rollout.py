@@ -177,6 +177,27 @@ def test_cascade_delete_and_orphan(kubectl, client):
                 and not pods_of(client, rs), timeout=60)
 
 
+def test_kubectl_top_nodes_prints_the_usage_agents_post(kubectl, client, cluster):
+    """A node's status as an agent posts it (agent/node.py: capacity, allocatable, usage)."""
+    name = "top-" + NS
+    client.create("nodes", {"metadata": {"name": name}})
+    usage = {"cpuPercent": 37.5, "memoryUsedBytes": 3 * 1024 ** 3, "memoryAvailableBytes": 5 * 1024 ** 3,
+             "memoryPercent": 37.5, "timestamp": now_rfc3339()}
+    client.patch("nodes", name, {"status": {
+        "capacity": {"cpu": "4", "memory": "8388608Ki", "pods": "110"},
+        "allocatable": {"cpu": "4", "memory": "8388608Ki", "pods": "110"},
+        "conditions": [{"type": "Ready", "status": "True", "reason": "AgentReady",
+                        "lastHeartbeatTime": now_rfc3339(), "lastTransitionTime": now_rfc3339()}],
+        "usage": usage}}, subresource="status")
+    header, rows_ = table(kubectl("top", "nodes").stdout)
+    assert header == ["NAME", "CPU(cores)", "CPU(%)", "MEMORY(bytes)", "MEMORY(%)"]
+    row = [r for r in rows_ if r["NAME"] == name][0]
+    assert (row["CPU(cores)"], row["CPU(%)"], row["MEMORY(bytes)"], row["MEMORY(%)"]) == \
+        ("1500m", "37%", "3072Mi", "37%")
+    raw = json.loads(kubectl("get", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes/" + name).stdout)
+    assert raw["kind"] == "NodeMetrics" and raw["usage"] == {"cpu": "1500000000n", "memory": "3145728Ki"}
+
+
 def table(text):
     lines = [line for line in text.splitlines() if line.strip()]
     header = re.split(r"\s{2,}", lines[0].strip())
