@@ -58,10 +58,14 @@ class ControllerHarness:
     def __init__(self, build, store=None, clock=None, namespaces=("default",)):
         self.clock = clock or FakeClock()
         self.store = store or MemoryStore(clock=self.clock, namespaces=namespaces)
-        self.controllers = list(build(self.store))
-        self.controller = self.controllers[0]
+        self.controller, *self.beside = build(self.store)
         self.informer = Informer(self.store, self.controllers)
         self.informer.start_from_snapshot()
+
+    @property
+    def controllers(self):
+        """The one under test (a test may swap it) and those beside it."""
+        return [self.controller] + list(getattr(self, "beside", ()))
 
     def settle(self, rounds=50):
         """Deliver changes and reconcile until a round finds nothing to do."""
