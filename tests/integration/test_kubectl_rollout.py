@@ -198,6 +198,48 @@ def test_kubectl_top_nodes_prints_the_usage_agents_post(kubectl, client, cluster
     assert raw["kind"] == "NodeMetrics" and raw["usage"] == {"cpu": "1500000000n", "memory": "3145728Ki"}
 
 
+def test_python_client_typed_deployment_and_replica_sets(cluster, client):
+    """The official client (kubernetes 37), typed: create, strategic (default) and merge patch,
+    replace, list and read ReplicaSets, watch them (no None event), delete."""
+    import kubernetes
+    config = kubernetes.client.Configuration(host=cluster.url(cluster.ids[1]))
+    with kubernetes.client.ApiClient(config) as api_client:
+        apps = kubernetes.client.AppsV1Api(api_client)
+        body = kubernetes.client.V1Deployment(
+            metadata=kubernetes.client.V1ObjectMeta(name="typed"),
+            spec=kubernetes.client.V1DeploymentSpec(
+                replicas=1, selector=kubernetes.client.V1LabelSelector(match_labels={"app": "typed"}),
+                template=kubernetes.client.V1PodTemplateSpec(
+                    metadata=kubernetes.client.V1ObjectMeta(labels={"app": "typed"}),
+                    spec=kubernetes.client.V1PodSpec(containers=[
+                        kubernetes.client.V1Container(name="app", image="nginx:1.25")]))))
+        created = apps.create_namespaced_deployment(NS, body)
+        assert isinstance(created, kubernetes.client.V1Deployment) and created.metadata.uid
+        patched = apps.patch_namespaced_deployment("typed", NS, {"spec": {"template": {"spec": {"containers": [
+            {"name": "app", "image": "nginx:1.26"}]}}}})
+        assert patched.spec.template.spec.containers[0].image == "nginx:1.26", "strategic merge by name"
+        api_client.set_default_header("Content-Type", "application/merge-patch+json")
+        merged = apps.patch_namespaced_deployment("typed", NS, {"metadata": {"labels": {"tier": "x"}}})
+        assert merged.metadata.labels == {"tier": "x"}
+        api_client.default_headers.pop("Content-Type")
+        current = apps.read_namespaced_deployment("typed", NS)
+        current.spec.replicas = 2
+        assert apps.replace_namespaced_deployment("typed", NS, current).spec.replicas == 2
+        listed = wait_for("two ReplicaSets", lambda: (lambda items: items if len(items) == 2 else None)(
+            [r for r in apps.list_namespaced_replica_set(NS).items if r.metadata.name.startswith("typed-")]),
+            timeout=60)
+        assert all(isinstance(r, kubernetes.client.V1ReplicaSet) for r in listed)
+        assert {r.metadata.owner_references[0].kind for r in listed} == {"Deployment"}
+        one = apps.read_namespaced_replica_set(listed[0].metadata.name, NS)
+        assert one.spec.template.metadata.labels["pod-template-hash"] == one.metadata.labels["pod-template-hash"]
+        events = list(kubernetes.watch.Watch().stream(apps.list_namespaced_replica_set, NS, timeout_seconds=2))
+        assert events and all(e is not None and isinstance(e["object"], kubernetes.client.V1ReplicaSet)
+                              for e in events)
+        apps.delete_namespaced_deployment("typed", NS)
+        wait_for("the typed ReplicaSets collected", lambda: not [
+            r for r in apps.list_namespaced_replica_set(NS).items if r.metadata.name.startswith("typed-")], timeout=60)
+
+
 def table(text):
     lines = [line for line in text.splitlines() if line.strip()]
     header = re.split(r"\s{2,}", lines[0].strip())
