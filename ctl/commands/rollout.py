@@ -9,6 +9,7 @@ owned by the deployment, written by the deployment controller); undo puts a
 revision's template back into the deployment's spec, and the controller rolls it out.
 """
 import argparse
+import copy
 import threading
 
 from shepherd_ha.client import ApiError, WatchExpired
@@ -17,6 +18,7 @@ from .. import printers
 from ..context import UserError, parse_targets
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+HASH_LABEL = "pod-template-hash"
 CHANGE_CAUSE_ANNOTATION = "kubernetes.io/change-cause"
 DEADLINE_EXCEEDED = "ProgressDeadlineExceeded"
 UNDO_ATTEMPTS = 3
@@ -157,14 +159,27 @@ def run_status(args, ctx):
 # ---- history ----
 
 def revisions_of(client, d):
-    """The deployment's ControllerRevisions, by revision number (owned by its uid only)."""
+    """The deployment's revisions, by number: its ReplicaSets (owned by its uid only), each
+    as {"revision": N, "data": {"template": ...}, "metadata": ...}, the template without
+    the pod-template-hash label the ReplicaSet adds (so it compares with the deployment's)."""
     meta = d["metadata"]
-    listed = client.list("controllerrevisions", meta.get("namespace"))
+    listed = client.list("replicasets", meta.get("namespace"))
     out = []
-    for rev in (listed or {}).get("items") or []:
-        refs = (rev.get("metadata") or {}).get("ownerReferences") or []
-        if any(ref.get("uid") == meta.get("uid") and ref.get("controller") for ref in refs):
-            out.append(rev)
+    for rs in (listed or {}).get("items") or []:
+        rs_meta = rs.get("metadata") or {}
+        refs = rs_meta.get("ownerReferences") or []
+        if not any(ref.get("uid") == meta.get("uid") and ref.get("controller") for ref in refs):
+            continue
+        try:
+            number = int((rs_meta.get("annotations") or {}).get(REVISION_ANNOTATION) or 0)
+        except ValueError:
+            continue
+        template = copy.deepcopy((rs.get("spec") or {}).get("template"))
+        if isinstance(template, dict):
+            labels = (template.get("metadata") or {}).get("labels")
+            if isinstance(labels, dict):
+                labels.pop(HASH_LABEL, None)
+        out.append({"revision": number, "data": {"template": template}, "metadata": rs_meta})
     return sorted(out, key=lambda rev: rev.get("revision") or 0)
 
 

@@ -22,7 +22,7 @@ def _pod_spec(plural, obj):
     spec = obj.get("spec") if isinstance(obj, dict) else None
     if plural == "pods":
         return spec
-    if plural == "deployments" and isinstance(spec, dict):
+    if plural in ("deployments", "replicasets") and isinstance(spec, dict):
         template = spec.get("template")
         return template.get("spec") if isinstance(template, dict) else None
     return None
@@ -40,7 +40,7 @@ def admit(replica, target, obj, current=None):
     """Raise ApiError 403 when `obj` (a pod or deployment being written to `target`)
     violates its namespace's enforced level; record warnings for the warn level.
     `current`: the stored object of an update (None on create)."""
-    if target.plural not in ("pods", "deployments") or target.sub is not None:
+    if target.plural not in ("pods", "deployments", "replicasets") or target.sub is not None:
         return
     spec = _pod_spec(target.plural, obj)
     if not isinstance(spec, dict):

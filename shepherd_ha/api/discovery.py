@@ -10,6 +10,8 @@ from flask import Response, request
 
 from shepherd_ha.model.resources import RESOURCES
 
+from . import resource_metrics
+
 from .bodies import dumps
 from .errors import ApiError
 from .media import accepts
@@ -23,6 +25,8 @@ SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "scale": ("get", "pat
 SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale")}
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
+# What discovery lists: the stored kinds, and the read-only metrics.k8s.io ones.
+SERVED = dict(RESOURCES, **resource_metrics.RESOURCES)
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 
 
@@ -33,7 +37,7 @@ def _scope(r):
 def group_versions(resources=None):
     """{group: [version, ...]} of the served resources; "" is the core group."""
     out = {}
-    for r in (resources or RESOURCES).values():
+    for r in (resources or SERVED).values():
         versions = out.setdefault(r.group, [])
         if r.version not in versions:
             versions.append(r.version)
@@ -41,7 +45,7 @@ def group_versions(resources=None):
 
 
 def _of(group, version, resources=None):
-    return sorted((r for r in (resources or RESOURCES).values() if r.group == group and r.version == version),
+    return sorted((r for r in (resources or SERVED).values() if r.group == group and r.version == version),
                   key=lambda r: r.plural)
 
 
@@ -53,7 +57,7 @@ def api_resource_list(group, version, resources=None):
     entries = []
     for r in served:
         entry = {"name": r.plural, "singularName": r.singular, "namespaced": r.namespaced, "kind": r.kind,
-                 "verbs": list(RESOURCE_VERBS)}
+                 "verbs": list(r.verbs or RESOURCE_VERBS)}
         if r.short_names:
             entry["shortNames"] = list(r.short_names)
         if r.categories:
@@ -96,7 +100,7 @@ def api_group_list(resources=None):
 
 def _aggregated_resource(r):
     entry = {"resource": r.plural, "responseKind": {"group": r.group, "version": r.version, "kind": r.kind},
-             "scope": _scope(r), "singularResource": r.singular, "verbs": list(RESOURCE_VERBS)}
+             "scope": _scope(r), "singularResource": r.singular, "verbs": list(r.verbs or RESOURCE_VERBS)}
     if r.short_names:
         entry["shortNames"] = list(r.short_names)
     if r.categories:
@@ -176,6 +180,6 @@ def register(app):
         body = api_resource_list(group, version)
         if body is None:
             raise ApiError(404, "the server does not serve %s/%s (it serves: %s)"
-                           % (group, version, ", ".join(sorted(r.api_version for r in RESOURCES.values()
+                           % (group, version, ", ".join(sorted(r.api_version for r in SERVED.values()
                                                                if r.group))))
         return _json(body)

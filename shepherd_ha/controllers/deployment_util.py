@@ -72,15 +72,16 @@ def controller_ref(obj):
     return None
 
 
-def owned_by(obj, uid):
+def owned_by(obj, uid, kind="Deployment"):
     ref = controller_ref(obj)
-    return ref is not None and ref.get("uid") == uid and ref.get("kind") == "Deployment"
+    return ref is not None and ref.get("uid") == uid and ref.get("kind") == kind
 
 
-def owner_reference(deployment):
-    meta = deployment["metadata"]
-    return {"apiVersion": "apps/v1", "kind": "Deployment", "name": meta["name"], "uid": meta["uid"],
-            "controller": True, "blockOwnerDeletion": True}
+def owner_reference(owner):
+    """The controller ownerReference to a Deployment or a ReplicaSet."""
+    meta = owner["metadata"]
+    return {"apiVersion": "apps/v1", "kind": owner.get("kind") or "Deployment", "name": meta["name"],
+            "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
 def hash_of(obj):
@@ -100,6 +101,20 @@ def pod_prototype(deployment, hash_, template=None):
     labels[HASH_LABEL] = hash_
     pod_meta = {"namespace": meta.get("namespace") or "default", "labels": labels,
                 "ownerReferences": [owner_reference(deployment)]}
+    if tmeta.get("annotations"):
+        pod_meta["annotations"] = dict(tmeta["annotations"])
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,
+           "spec": copy.deepcopy(template.get("spec") or {})}
+    return apply_defaults("pods", pod)
+
+
+def rs_pod_prototype(rs):
+    """The pod a ReplicaSet's template describes, owned by it, defaulted, without name/uid."""
+    meta = rs["metadata"]
+    template = (rs.get("spec") or {}).get("template") or {}
+    tmeta = template.get("metadata") or {}
+    pod_meta = {"namespace": meta.get("namespace") or "default", "labels": dict(tmeta.get("labels") or {}),
+                "ownerReferences": [owner_reference(dict(rs, kind="ReplicaSet"))]}
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta,

@@ -9,7 +9,7 @@ from .settings import ControllerSettings
 
 log = logging.getLogger("shepherd_ha.controllers")
 
-CONTROLLER_MODULES = ("scheduler", "deployments", "endpoints", "node_lifecycle", "pod_gc", "garbage_collector",
+CONTROLLER_MODULES = ("scheduler", "deployments", "replica_sets", "endpoints", "node_lifecycle", "pod_gc", "garbage_collector",
                       "event_pruner", "node_ipam", "service_network")
 
 

@@ -97,6 +97,18 @@ def _deployment(obj):
         default_pod_spec(template.get("spec"))
 
 
+def _replica_set(obj):
+    spec = _dict_at(obj, "spec")
+    if spec is None:
+        return
+    for key, value in (("replicas", 1), ("minReadySeconds", 0)):
+        if spec.get(key) is None:
+            spec[key] = value
+    template = spec.get("template")
+    if isinstance(template, dict):
+        default_pod_spec(template.get("spec"))
+
+
 def _service(obj):
     spec = _dict_at(obj, "spec")
     if spec is None:
@@ -122,7 +134,7 @@ def _namespace(obj):
         status["phase"] = "Active"
 
 
-_DEFAULTERS = {"pods": _pod, "deployments": _deployment, "services": _service,
+_DEFAULTERS = {"pods": _pod, "deployments": _deployment, "replicasets": _replica_set, "services": _service,
                "nodes": _node, "namespaces": _namespace, "secrets": default_secret}
 
 

@@ -113,6 +113,13 @@ SCHEMAS = {
                                "availableReplicas", "unavailableReplicas", "collisionCount")},
         "conditions": [_CONDITION],
     }),
+    "replicasets": dict(_TOP, spec={
+        "replicas": SCALAR, "minReadySeconds": SCALAR, "selector": _LABEL_SELECTOR, "template": _TEMPLATE,
+    }, status={
+        **{k: SCALAR for k in ("observedGeneration", "replicas", "readyReplicas", "availableReplicas",
+                               "fullyLabeledReplicas")},
+        "conditions": [_CONDITION],
+    }),
     "services": dict(_TOP, spec={
         **{k: SCALAR for k in ("type", "clusterIP", "clusterIPs", "sessionAffinity", "externalName",
                                "externalTrafficPolicy", "internalTrafficPolicy", "ipFamilies",

@@ -50,6 +50,7 @@ STRATEGIES = {
                  **{"status.podIPs": MAP("ip")}),
     "deployments": dict(_METADATA, **_under("spec.template.spec", _POD_SPEC),
                         **_under("spec.template", {"metadata.finalizers": SET}), **_CONDITIONS),
+    "replicasets": dict(_METADATA, **_under("spec.template.spec", _POD_SPEC), **_CONDITIONS),
     "nodes": dict(_METADATA, **_CONDITIONS, **{"spec.podCIDRs": SET, "status.addresses": MAP("type")}),
     "services": dict(_METADATA, **{"spec.ports": MAP("port", "protocol")}),
     "namespaces": dict(_METADATA, **{"spec.finalizers": SET}),

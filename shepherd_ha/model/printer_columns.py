@@ -201,6 +201,23 @@ DEPLOYMENT_COLUMNS = (
 )
 
 
+REPLICA_SET_COLUMNS = (
+    NAME,
+    Column("Desired", "integer", "Number of desired pods.", lambda o, now: _int(_spec(o).get("replicas"))),
+    Column("Current", "integer", "Number of pods the replica set has.",
+           lambda o, now: _int(_status(o).get("replicas"))),
+    Column("Ready", "integer", "Number of its pods that are ready.",
+           lambda o, now: _int(_status(o).get("readyReplicas"))),
+    AGE,
+    Column("Containers", "string", "Names of each container in the template.",
+           lambda o, now: ",".join(str(c.get("name", "")) for c in _template_containers(o)), priority=1),
+    Column("Images", "string", "Images referenced by each container in the template.",
+           lambda o, now: ",".join(str(c.get("image", "")) for c in _template_containers(o)), priority=1),
+    Column("Selector", "string", "Label query over the pods of the replica set.",
+           lambda o, now: selector_text(_spec(o).get("selector")), priority=1),
+)
+
+
 # ---- nodes ----
 
 def node_status(node, now=None):
@@ -380,6 +397,7 @@ COLUMNS = {
                 AGE),
     "roles": _ROLE, "clusterroles": _ROLE, "rolebindings": _BINDING, "clusterrolebindings": _BINDING,
     "deployments": DEPLOYMENT_COLUMNS,
+    "replicasets": REPLICA_SET_COLUMNS,
     "nodes": NODE_COLUMNS,
     "services": SERVICE_COLUMNS,
     "namespaces": (NAME, Column("Status", "string", "The phase of the namespace.",

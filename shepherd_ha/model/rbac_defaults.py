@@ -9,7 +9,8 @@ something else, create your own ClusterRole or Role and bind it.
 READ = ["get", "list", "watch"]
 WRITE = ["create", "update", "patch", "delete", "deletecollection"]
 _CORE_VIEW = ["pods", "pods/log", "pods/status", "services", "endpoints", "configmaps", "events", "namespaces"]
-_APPS_VIEW = ["deployments", "deployments/scale", "deployments/status", "controllerrevisions"]
+_APPS_VIEW = ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+              "replicasets/status", "controllerrevisions"]
 
 
 def _cluster_role(name, rules):
@@ -26,12 +27,14 @@ def _binding(name, role, groups):
 
 
 _VIEW = [{"apiGroups": [""], "resources": _CORE_VIEW, "verbs": READ},
-         {"apiGroups": ["apps"], "resources": _APPS_VIEW, "verbs": READ}]
+         {"apiGroups": ["apps"], "resources": _APPS_VIEW, "verbs": READ},
+         {"apiGroups": ["metrics.k8s.io"], "resources": ["pods", "nodes"], "verbs": READ}]
 # edit: view plus writes of workloads and their configuration; reads Secrets (a pod may mount them anyway).
 _EDIT = _VIEW + [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
     {"apiGroups": [""], "resources": ["pods", "services", "endpoints", "configmaps", "secrets"], "verbs": WRITE},
-    {"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale"], "verbs": WRITE},
+    {"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale", "replicasets", "replicasets/scale"],
+     "verbs": WRITE},
 ]
 # admin: edit plus the namespace's own roles and bindings.
 _ADMIN = _EDIT + [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],

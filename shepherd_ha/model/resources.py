@@ -11,6 +11,7 @@ class Resource:
     subresources: tuple = ()
     short_names: tuple = ()
     categories: tuple = ()  # "all": what `kubectl get all` lists
+    verbs: tuple = ()       # () = every verb api/objects.py serves; read-only kinds name theirs
 
     @property
     def group(self):
@@ -58,9 +59,12 @@ RESOURCES = {r.plural: r for r in (
     # encrypted in the Raft log when the server has --encryption-key-file.
     Resource("secrets", "Secret", "v1", True, (), ()),
     Resource("deployments", "Deployment", "apps/v1", True, ("status", "scale"), ("deploy",), ("all",)),
+    # A deployment's pods of one template (`<deployment>-<pod-template-hash>`), and its revision
+    # history (`deployment.kubernetes.io/revision`): what `kubectl rollout history|undo` read.
+    Resource("replicasets", "ReplicaSet", "apps/v1", True, ("status", "scale"), ("rs",), ("all",)),
     # Node heartbeats: one small Lease per node, renewed often (cheap writes).
     Resource("leases", "Lease", "coordination.k8s.io/v1", True, (), ()),
-    # A deployment's revision history: one per distinct pod template, owned by the deployment.
+    # The revision history of older servers (migrated to ReplicaSets by the deployment controller).
     Resource("controllerrevisions", "ControllerRevision", "apps/v1", True, (), ()),
     # Who may do what (api/authz/rbac.py reads them from the replica's copy of the store).
     Resource("roles", "Role", "rbac.authorization.k8s.io/v1", True, (), ()),

@@ -15,7 +15,7 @@ _CONDITION_TIMES = ("lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", 
 _QUANTITIES = {"cpu": parse_cpu, "memory": parse_memory}
 NAMESPACE_PHASES = ("Active", "Terminating")
 _DEPLOYMENT_COUNTS = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
-                      "availableReplicas", "unavailableReplicas", "collisionCount")
+                      "availableReplicas", "unavailableReplicas", "collisionCount", "fullyLabeledReplicas")
 
 
 def object_list(causes, field, value, example=None):
@@ -141,6 +141,7 @@ def no_status_fields(causes, status):
 
 
 STATUS_VALIDATORS = {"pods": pod_status, "nodes": node_status, "deployments": deployment_status,
+                     "replicasets": deployment_status,
                      "namespaces": namespace_status, "services": service_status}
 
 

@@ -143,6 +143,25 @@ def _deployment(causes, obj):
     _strategy(causes, spec.get("strategy"))
 
 
+def _replica_set(causes, obj):
+    """A ReplicaSet: replicas, selector and a template whose labels it selects."""
+    spec = causes.dict("spec", obj.get("spec"), required=True)
+    if spec is None:
+        return
+    causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS)
+    causes.integer("spec.minReadySeconds", spec.get("minReadySeconds"), 0)
+    selector = _deployment_selector(causes, spec.get("selector"))
+    template = causes.dict("spec.template", spec.get("template"), required=True)
+    if template is not None:
+        meta = causes.dict("spec.template.metadata", template.get("metadata"))
+        labels = causes.labels("spec.template.metadata.labels", (meta or {}).get("labels"))
+        if selector is not None and not selector.matches(labels or {}):
+            causes.add("spec.template.metadata.labels",
+                       "do not match spec.selector %s: give the template the selector's "
+                       "labels, or the replica set cannot find its own pods" % show(str(selector)))
+        validate_pod_spec(causes, "spec.template.spec", template.get("spec"))
+
+
 def _deployment_selector(causes, spec):
     if spec is None:
         causes.add("spec.selector", "is required: e.g. {matchLabels: {app: web}}")
@@ -347,8 +366,8 @@ def _controller_revision(causes, obj):
     causes.dict("data", obj.get("data"))
 
 
-_VALIDATORS = {"pods": _pod, "deployments": _deployment, "services": _service,
-               "nodes": _node, "events": _event, "endpoints": _endpoints,
+_VALIDATORS = {"pods": _pod, "deployments": _deployment, "replicasets": _replica_set,
+               "services": _service, "nodes": _node, "events": _event, "endpoints": _endpoints,
                "namespaces": _namespace, "leases": _lease,
                "controllerrevisions": _controller_revision, "configmaps": _config_map,
                "secrets": validate_secret, **RBAC_VALIDATORS}

@@ -26,9 +26,13 @@ TICK_FAILURES = ("failed _onTick", "pickle data was truncated")
 
 
 def owned_pods(url, ns, uid):
+    """Pods of the deployment's ReplicaSets (Deployment -> ReplicaSet -> pods)."""
+    sets = expect(call("GET", url + "/apis/apps/v1/namespaces/%s/replicasets" % ns, timeout=30), 200)
+    owners = {r["metadata"]["uid"] for r in sets["items"]
+              if any(ref.get("uid") == uid and ref.get("controller") for ref in r["metadata"].get("ownerReferences") or [])}
     body = expect(call("GET", url + "/api/v1/namespaces/%s/pods" % ns, timeout=30), 200)
     return [p for p in body["items"]
-            if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
+            if any(r.get("uid") in owners and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])]
 
 
 def tick_failures(cluster):

@@ -74,10 +74,19 @@ class Env:
     def deployment(self, name):
         return self.client.get("deployments", name, self.ns)
 
-    def pods(self, d):
+    def replica_sets(self, d):
+        """The deployment's ReplicaSets (its controller reference), oldest revision first."""
         uid = d["metadata"]["uid"]
+        items = self.client.list("replicasets", self.ns)["items"]
+        owned = [r for r in items if any(ref.get("uid") == uid and ref.get("controller")
+                                         for ref in r["metadata"].get("ownerReferences") or [])]
+        return sorted(owned, key=lambda r: int(r["metadata"]["annotations"]["deployment.kubernetes.io/revision"]))
+
+    def pods(self, d):
+        """Pods of the deployment's ReplicaSets."""
+        uids = {r["metadata"]["uid"] for r in self.replica_sets(d)}
         items = self.client.list("pods", self.ns)["items"]
-        return [p for p in items if any(r.get("uid") == uid and r.get("controller")
+        return [p for p in items if any(r.get("uid") in uids and r.get("controller") and r.get("kind") == "ReplicaSet"
                                         for r in p["metadata"].get("ownerReferences") or [])]
 
     def mark_ready(self, pod):
@@ -135,8 +144,9 @@ def env(cluster):
     e.close()
 
 
-def replay_invariants(initial, events, uid, replicas, surge, unavailable):
-    """Apply the watch events one by one to the listed pods; check the bounds after each."""
+def replay_invariants(initial, events, owner_uids, replicas, surge, unavailable):
+    """Apply the watch events one by one to the listed pods; check the bounds after each
+    (`owner_uids`: the deployment's ReplicaSets)."""
     pods = {p["metadata"]["name"]: p for p in initial}
     worst_ready, most_pods, steps = replicas, 0, 0
     for event in events:
@@ -148,7 +158,7 @@ def replay_invariants(initial, events, uid, replicas, surge, unavailable):
             pods.pop(name, None)
         else:
             pods[name] = obj
-        owned = [p for p in pods.values() if any(r.get("uid") == uid for r in
+        owned = [p for p in pods.values() if any(r.get("uid") in owner_uids for r in
                                                  p["metadata"].get("ownerReferences") or [])]
         ready = sum(1 for p in owned if is_ready(p))
         steps += 1
@@ -183,10 +193,15 @@ def test_six_replicas_then_scaling_keeps_ready_pods(env):
                                           s.get("readyReplicas") == 2 else None)(
         env.deployment("web").get("status") or {}))
     assert st["updatedReplicas"] == 5 and st["availableReplicas"] == 2 and st["unavailableReplicas"] == 3
-    reasons = [(e["reason"], e["message"]) for e in env.client.list("events", env.ns)["items"]
-               if e["involvedObject"].get("name") == "web"]
-    assert any(r == "ScalingUp" and m.startswith("Scaled up deployment web to 6: created web-") for r, m in reasons)
-    assert any(r == "ScalingDown" and m.startswith("Scaled down deployment web to 2: deleted ") for r, m in reasons)
+    events = env.client.list("events", env.ns)["items"]
+    reasons = [(e["reason"], e["message"]) for e in events if e["involvedObject"].get("name") == "web"]
+    rs_name = "web-" + h
+    assert ("ScalingReplicaSet", "Scaled up replica set %s from 0 to 6" % rs_name) in reasons
+    assert ("ScalingReplicaSet", "Scaled down replica set %s from 6 to 2" % rs_name) in reasons
+    rs_reasons = [(e["reason"], e["message"]) for e in events if e["involvedObject"].get("name") == rs_name
+                  and e["involvedObject"].get("kind") == "ReplicaSet"]
+    assert any(r == "SuccessfulCreate" and m.startswith("Created 6 pods: web-") for r, m in rs_reasons)
+    assert any(r == "SuccessfulDelete" and m.startswith("Deleted 4 pods: ") for r, m in rs_reasons)
     # a stranger with matching labels is never adopted nor deleted
     stranger = env.client.create("pods", {"metadata": {"name": "stranger", "labels": {"app": "web"}},
                                           "spec": {"containers": [{"name": "c", "image": "x"}]}}, namespace=env.ns)
@@ -198,7 +213,6 @@ def test_six_replicas_then_scaling_keeps_ready_pods(env):
 def test_rolling_update_bounds_status_history_and_undo(env):
     replicas, surge, unavailable = 4, 1, 1
     d = env.create(deployment_body("web", replicas, surge=surge, unavailable=unavailable, cause="v1"))
-    uid = d["metadata"]["uid"]
     wait_for("4 pods", lambda: len(env.pods(d)) == 4)
     env.finish_rollout("web")
     listed = env.client.list("pods", env.ns)
@@ -226,7 +240,9 @@ def test_rolling_update_bounds_status_history_and_undo(env):
         assert len(lines) >= 2 and all(line.startswith(("Waiting for deployment", "deployment")) for line in lines)
         env.finish_rollout("web")
         time.sleep(0.3)      # the watch catches up
-        worst_ready, most_pods, steps = replay_invariants(listed["items"], watch.changes(), uid, replicas, surge,
+        rs_uids = {r["metadata"]["uid"] for r in env.replica_sets(d)}
+        assert len(rs_uids) == 2, "one ReplicaSet per template"
+        worst_ready, most_pods, steps = replay_invariants(listed["items"], watch.changes(), rs_uids, replicas, surge,
                                                           unavailable)
     finally:
         watch.close()
@@ -345,8 +361,9 @@ def test_leader_killed_mid_rollout_finishes_with_exactly_replicas_pods(make_clus
         assert len(everything) == replicas, "no stray pods left in the namespace"
         d = env.deployment("web")
         assert d["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "2"
-        revisions = [r for r in env.client.list("controllerrevisions", env.ns)["items"]]
-        assert sorted(r["revision"] for r in revisions) == [1, 2], "no revision recorded twice"
+        revisions = [r["metadata"]["annotations"]["deployment.kubernetes.io/revision"] for r in env.replica_sets(d)]
+        assert revisions == ["1", "2"], "no revision recorded twice"
+        assert [r["spec"]["replicas"] for r in env.replica_sets(d)] == [0, replicas]
         st = d["status"]
         assert (st["replicas"], st["updatedReplicas"], st["readyReplicas"], st["availableReplicas"]) == \
             (replicas,) * 4

@@ -86,8 +86,13 @@ def deployment_with_pods(url, name, replicas):
                         json=owned_pod("%s-%d" % (name, i), [owner], {"app": name})), 201)
     found = pods(url, name + "-")
     assert len(found) == replicas
-    assert all(any(r["uid"] == owner["metadata"]["uid"] for r in p["metadata"]["ownerReferences"])
-               for p in found.values())
+    owners = {owner["metadata"]["uid"]}
+    if HAVE_DEPLOYMENTS:     # Deployment -> ReplicaSet -> pods
+        sets = expect(call("GET", url + "/apis/apps/v1/namespaces/default/replicasets"), 200)["items"]
+        owners = {r["metadata"]["uid"] for r in sets
+                  if any(ref["uid"] == owner["metadata"]["uid"] for ref in r["metadata"].get("ownerReferences") or [])}
+        assert len(owners) == 1
+    assert all(any(r["uid"] in owners for r in p["metadata"]["ownerReferences"]) for p in found.values())
     return owner, found
 
 
@@ -108,7 +113,17 @@ def test_orphan_delete_keeps_the_pods(url):
     assert sorted(after) == sorted(before), "orphaned pods must stay"
     for pod_name, p in after.items():
         assert p["metadata"]["uid"] == before[pod_name]["metadata"]["uid"]
-        assert not p["metadata"].get("ownerReferences"), p["metadata"]
+        if HAVE_DEPLOYMENTS:   # the ReplicaSet is orphaned and keeps its pods, as in Kubernetes
+            assert p["metadata"]["ownerReferences"] == before[pod_name]["metadata"]["ownerReferences"]
+            rs = expect(call("GET", url + "/apis/apps/v1/namespaces/default/replicasets/"
+                             + p["metadata"]["ownerReferences"][0]["name"]), 200)
+            assert not rs["metadata"].get("ownerReferences"), rs["metadata"]
+        else:
+            assert not p["metadata"].get("ownerReferences"), p["metadata"]
+    if HAVE_DEPLOYMENTS:      # the orphaned ReplicaSet would replace the pods deleted below
+        rs_name = next(iter(after.values()))["metadata"]["ownerReferences"][0]["name"]
+        expect(call("DELETE", url + "/apis/apps/v1/namespaces/default/replicasets/" + rs_name,
+                    json={"propagationPolicy": "Orphan"}), 200)
     for pod_name in after:
         expect(call("DELETE", url + PODS.format(ns="default") + "/" + pod_name), 200)
 

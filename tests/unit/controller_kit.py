@@ -52,20 +52,26 @@ def delete(store, resource, name, namespace="default", **extra):
 
 
 class ControllerHarness:
-    """`build(store)` -> [controller] over a store on a fake clock, fed by an informer."""
+    """`build(store)` -> [controller, ...] over a store on a fake clock, fed by one informer;
+    `controller` is the first (the one under test), the others work beside it."""
 
     def __init__(self, build, store=None, clock=None, namespaces=("default",)):
         self.clock = clock or FakeClock()
         self.store = store or MemoryStore(clock=self.clock, namespaces=namespaces)
-        [self.controller] = build(self.store)
-        self.informer = Informer(self.store, [self.controller])
+        self.controller, *self.beside = build(self.store)
+        self.informer = Informer(self.store, self.controllers)
         self.informer.start_from_snapshot()
+
+    @property
+    def controllers(self):
+        """The one under test (a test may swap it) and those beside it."""
+        return [self.controller] + list(getattr(self, "beside", ()))
 
     def settle(self, rounds=50):
         """Deliver changes and reconcile until a round finds nothing to do."""
         for _ in range(rounds):
             pumped = self.informer.pump()
-            worked = self.controller.run_until_idle()
+            worked = sum(c.run_until_idle() for c in self.controllers)
             if not pumped and not worked:
                 return
         raise AssertionError("controller %s never settled" % self.controller.name)

@@ -8,7 +8,8 @@ from shepherd_ha.api import discovery
 from shepherd_ha.api.errors import ApiError, error_response
 from shepherd_ha.api.media import accepts
 from shepherd_ha.api.version import version_info
-from shepherd_ha.model.resources import RESOURCES, Resource
+from shepherd_ha.api.discovery import SERVED as RESOURCES  # the stored kinds and metrics.k8s.io
+from shepherd_ha.model.resources import Resource
 
 KUBECTL_DISCOVERY_ACCEPT = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
                             "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,"
@@ -49,12 +50,12 @@ def test_every_registered_kind_and_subresource_is_listed_once_in_its_group_versi
     assert entries[("apps/v1", "deployments/scale")]["group"] == "autoscaling"
     assert entries[("v1", "nodes")]["namespaced"] is False
     # kubectl's short names and the `all` category
-    short = {name: e.get("shortNames") for (_, name), e in entries.items()}
+    short = {name: e.get("shortNames") for (gv, name), e in entries.items() if not gv.startswith("metrics.")}
     assert short["deployments"] == ["deploy"] and short["services"] == ["svc"] and short["nodes"] == ["no"]
     assert short["namespaces"] == ["ns"] and short["configmaps"] == ["cm"] and short["endpoints"] == ["ep"]
     assert short["events"] == ["ev"]
     in_all = sorted(name for (_, name), e in entries.items() if "all" in e.get("categories", ()))
-    assert in_all == ["deployments", "pods", "services"]
+    assert in_all == ["deployments", "pods", "replicasets", "services"]
 
 
 def test_a_new_kind_in_the_registry_appears_everywhere_without_more_code():
@@ -86,7 +87,8 @@ def test_aggregated_discovery_holds_the_core_group_on_api_and_the_others_on_apis
         {r.api_version.split("/")[0] for r in RESOURCES.values() if "/" in r.api_version})
     apps = [i for i in named["items"] if i["metadata"]["name"] == "apps"][0]
     assert apps["versions"][0]["freshness"] == "Current"
-    assert {r["resource"] for r in apps["versions"][0]["resources"]} == {"deployments", "controllerrevisions"}
+    assert {r["resource"] for r in apps["versions"][0]["resources"]} == {"deployments", "replicasets",
+                                                                          "controllerrevisions"}
 
 
 def test_the_accept_header_chooses_the_shape_and_the_content_type_says_which(client):
@@ -109,7 +111,7 @@ def test_the_accept_header_chooses_the_shape_and_the_content_type_says_which(cli
     assert groups["kind"] == "APIGroupList"
     assert {g["name"]: g["preferredVersion"]["groupVersion"] for g in groups["groups"]} == \
         {"apps": "apps/v1", "coordination.k8s.io": "coordination.k8s.io/v1",
-         "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1"}
+         "rbac.authorization.k8s.io": "rbac.authorization.k8s.io/v1", "metrics.k8s.io": "metrics.k8s.io/v1beta1"}
 
 
 def test_group_and_group_version_documents_and_their_404s(client):

@@ -215,7 +215,9 @@ def test_the_endpoints_of_a_pod_without_status_object_are_skipped_cleanly():
 
 def test_a_poisoned_pod_beside_a_deployments_pods_does_not_stop_it():
     from shepherd_ha.controllers.deployments import DeploymentController
-    h = ControllerHarness(lambda store: [DeploymentController(store, EventRecorder(store, "test"))])
+    from shepherd_ha.controllers.replica_sets import ReplicaSetController
+    h = ControllerHarness(lambda store: [DeploymentController(store, EventRecorder(store, "test")),
+                                         ReplicaSetController(store, EventRecorder(store, "test"))])
     plant(h.store, "pods", {"apiVersion": "v1", "kind": "Pod",
                             "metadata": {"name": "junk", "namespace": "default", "ownerReferences": 1},
                             "spec": 1})
@@ -229,6 +231,7 @@ def test_a_poisoned_pod_beside_a_deployments_pods_does_not_stop_it():
     assert len(owned) == 2
     assert h.store.get("deployments", "default", "web")["status"]["replicas"] == 2
     assert ("deployments", "pods", "default", "junk") in failed_objects(h.controller.faults)
+    assert ("replicasets", "pods", "default", "junk") in failed_objects(h.controllers[1].faults)
 
 
 def test_garbage_collection_resyncs_past_unreadable_owner_references():

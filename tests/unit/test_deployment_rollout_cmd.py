@@ -61,19 +61,25 @@ def deployment(image="nginx:1.26", revision="2", generation=2, observed=2, repli
 
 
 def revision(number, image, cause=None, owner=UID):
-    meta = {"name": "web-%d" % number, "labels": {"app": "web"},
+    """A ReplicaSet of the deployment, as the controller keeps one per revision."""
+    annotations = {"deployment.kubernetes.io/revision": str(number)}
+    if cause:
+        annotations["kubernetes.io/change-cause"] = cause
+    meta = {"name": "web-%d" % number, "labels": {"app": "web", "pod-template-hash": "h%d" % number},
+            "annotations": annotations,
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": owner,
                                  "controller": True}]}
-    if cause:
-        meta["annotations"] = {"kubernetes.io/change-cause": cause}
-    return {"metadata": meta, "revision": number, "data": {"template": template(image)}}
+    rs_template = template(image)
+    rs_template["metadata"]["labels"]["pod-template-hash"] = "h%d" % number
+    return {"metadata": meta, "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "web"}},
+                                       "template": rs_template}}
 
 
 def seed(store, **kw):
     store.put("deployments", deployment(**kw))
-    store.put("controllerrevisions", revision(1, "nginx:1.25", "first"))
-    store.put("controllerrevisions", revision(2, "nginx:1.26", "bump to 1.26"))
-    store.put("controllerrevisions", revision(9, "evil:1", "not ours", owner="someone-else"))
+    store.put("replicasets", revision(1, "nginx:1.25", "first"))
+    store.put("replicasets", revision(2, "nginx:1.26", "bump to 1.26"))
+    store.put("replicasets", revision(9, "evil:1", "not ours", owner="someone-else"))
 
 
 # ---- status ----
@@ -194,7 +200,7 @@ def test_undo_without_history(ctl, store):
     store.put("deployments", deployment(revision="1"))
     rc, out, err = ctl("rollout", "undo", "deployment/web")
     assert rc == 1 and 'no rollout history found for deployment "web"' in err
-    store.put("controllerrevisions", revision(1, "nginx:1.26"))
+    store.put("replicasets", revision(1, "nginx:1.26"))
     rc, out, err = ctl("rollout", "undo", "deployment/web")
     assert rc == 1 and "no revision to roll back to" in err
 

@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from shepherd_ha.controllers.deployment_plan import plan_recreate, plan_rolling, plan_scale
+from shepherd_ha.controllers.deployment_plan import Scale, plan_recreate, plan_rolling, plan_scale
 from shepherd_ha.controllers.deployment_util import (HASH_LABEL, availability, deletion_order, format_time,
                                                      pod_name, pod_prototype, resolve_bound, revision_name,
                                                      rolling_bounds, template_hash)
@@ -109,62 +109,65 @@ def test_availability_counts_min_ready_seconds_from_the_ready_transition():
 
 
 def _rand_state(rng):
+    """A rollout in some state: the new ReplicaSet and 0-2 old ones, each with as many pods
+    as it asks for, some of them available."""
     replicas = rng.randint(0, 12)
     surge, unavailable = rng.randint(0, 4), rng.randint(0, 4)
     if surge == unavailable == 0:
         unavailable = 1
     unavailable = min(unavailable, replicas)
-    new = [_pod("n%d" % i, ready=rng.random() < 0.5, hash_="new") for i in range(rng.randint(0, replicas + 2))]
-    old = [_pod("o%d" % i, ready=rng.random() < 0.7, hash_="old") for i in range(rng.randint(0, replicas + 2))]
-    return replicas, surge, unavailable, new, old
+
+    def scale(revision):
+        n = rng.randint(0, replicas + 2)
+        return Scale(n, n, sum(rng.random() < 0.6 for _ in range(n)), revision)
+    return replicas, surge, unavailable, scale(9), [scale(r) for r in range(rng.randint(0, 2))]
+
+
+def _available_after(s, target):
+    """Pods a ReplicaSet keeps available once scaled to `target` (it deletes not-ready pods first)."""
+    return min(s.available, target)
 
 
 def test_plan_rolling_never_exceeds_its_bounds():
     rng = random.Random(7)
-    is_available = lambda p: p["status"]["conditions"][0]["status"] == "True"   # noqa: E731
     for _ in range(3000):
-        replicas, surge, unavailable, new, old = _rand_state(rng)
-        create, delete = plan_rolling(new, old, replicas, surge, unavailable, is_available)
-        total_before = len(new) + len(old)
-        available_before = sum(map(is_available, new + old))
-        total_after = total_before + create - len(delete)
-        available_after = available_before - sum(map(is_available, delete))
-        if create:
-            assert total_before + create <= replicas + surge, "creation above replicas + maxSurge"
-        assert available_after >= min(available_before, replicas - unavailable), "deleted below the minimum"
-        assert len({id(p) for p in delete}) == len(delete)
-        assert len(new) + create - sum(1 for p in delete if p in new) <= replicas
-        assert total_after >= 0
+        replicas, surge, unavailable, new, olds = _rand_state(rng)
+        target, old_targets = plan_rolling(new, olds, replicas, surge, unavailable)
+        total_before = new.replicas + sum(o.replicas for o in olds)
+        available_before = new.available + sum(o.available for o in olds)
+        if target > new.replicas:
+            assert total_before + target - new.replicas <= replicas + surge, "growth above replicas + maxSurge"
+        assert target <= max(replicas, 0) and target >= 0
+        assert all(0 <= t <= o.replicas for t, o in zip(old_targets, olds)), "old ReplicaSets only shrink"
+        available_after = _available_after(new, target) + sum(
+            _available_after(o, t) for o, t in zip(olds, old_targets))
+        assert available_after >= min(available_before, replicas - unavailable), "shrunk below the minimum"
 
 
 def test_plan_rolling_converges_when_pods_become_ready():
-    """Simulated rollout: new pods turn ready after each pass; ends with only new pods."""
-    is_available = lambda p: p["status"]["conditions"][0]["status"] == "True"   # noqa: E731
+    """Simulated rollout: the ReplicaSets follow their targets, new pods turn ready after
+    each pass; it ends with only the new ReplicaSet."""
     for replicas, surge, unavailable in ((4, 1, 1), (3, 1, 0), (5, 0, 2), (10, 3, 2), (1, 1, 0), (2, 0, 1)):
-        new, old = [], [_pod("o%d" % i, ready=True, hash_="old") for i in range(replicas)]
+        new, old = Scale(0), Scale(replicas, replicas, replicas, 1)
         for step in range(100):
-            create, delete = plan_rolling(new, old, replicas, surge, unavailable, is_available)
-            gone = {id(p) for p in delete}
-            old = [p for p in old if id(p) not in gone]
-            new = [p for p in new if id(p) not in gone] + [_pod("s%d-%d" % (step, i), hash_="new")
-                                                            for i in range(create)]
-            assert len(new) + len(old) <= replicas + surge
-            assert sum(map(is_available, new + old)) >= replicas - unavailable
-            if not old and len(new) == replicas and all(map(is_available, new)):
+            target, [old_target] = plan_rolling(new, [old], replicas, surge, unavailable)
+            old = Scale(old_target, old_target, min(old.available, old_target), 1)
+            new = Scale(target, target, min(new.available, target), 2)      # created pods are not ready yet
+            assert new.pods + old.pods <= replicas + surge
+            assert new.available + old.available >= replicas - unavailable
+            if old.replicas == 0 and new.available == replicas:
                 break
-            for p in new:
-                p["status"]["conditions"][0]["status"] = "True"
+            new.available = new.pods
         else:
             raise AssertionError("rollout %s did not converge" % ((replicas, surge, unavailable),))
 
 
 def test_plan_recreate_and_scale():
-    old = [_pod("o1"), _pod("o2")]
-    assert plan_recreate([], old, 3) == (0, old)
-    assert plan_recreate([_pod("n1")], [], 3) == (2, [])
-    create, delete = plan_recreate([_pod("n1", node="x", ready=True), _pod("n2")], [], 1)
-    assert create == 0 and [p["metadata"]["name"] for p in delete] == ["n2"]
-    assert plan_scale([_pod("a")], 3, True) == (2, [])
-    assert plan_scale([_pod("a")], 3, False) == (0, [])
-    assert [p["metadata"]["name"] for p in plan_scale([_pod("a", node="n", ready=True), _pod("b")], 1, True)[1]] \
-        == ["b"]
+    assert plan_recreate(Scale(0), [Scale(2, 2, 2)], 3) == (0, [0]), "old ones first"
+    assert plan_recreate(Scale(0), [Scale(0, 1, 0)], 3) == (0, [0]), "until their last pod is gone"
+    assert plan_recreate(Scale(1, 1), [Scale(0)], 3) == (3, [0])
+    assert plan_recreate(Scale(2, 2), [], 1) == (1, [])
+    assert plan_scale(Scale(1), [], 3) == (3, [])
+    assert plan_scale(None, [Scale(1)], 3) == (None, [1]), "paused before any revision: nothing created"
+    assert plan_scale(Scale(2), [Scale(1), Scale(2)], 3) == (2, [0, 1]), "older revisions shrink first"
+    assert plan_scale(Scale(3), [Scale(1)], 1) == (1, [0])

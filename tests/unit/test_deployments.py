@@ -11,6 +11,7 @@ from shepherd_ha.controllers.deployment_util import (CHANGE_CAUSE_ANNOTATION, HA
 from shepherd_ha.controllers.deployments import DeploymentController, controllers
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.informer import Informer
+from shepherd_ha.controllers.replica_sets import ReplicaSetController
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.model.defaults import apply_defaults
@@ -38,7 +39,9 @@ class Env:
         self.store = MemoryStore(clock=self.clock, namespaces=namespaces)
         self.recorder = EventRecorder(self.store, "test")
         self.ctl = DeploymentController(self.store, self.recorder, wall=lambda: self.wall)
-        self.informer = Informer(self.store, [self.ctl])
+        # Deployments own ReplicaSets, which own the pods: both controllers run, as on a leader.
+        self.rs_ctl = ReplicaSetController(self.store, self.recorder, wall=lambda: self.wall)
+        self.informer = Informer(self.store, [self.ctl, self.rs_ctl])
         self.informer.start_from_snapshot()
         self.checks = []             # callables run after every controller write
         self.write_many_calls = []   # sizes of the controller's write_many calls
@@ -58,6 +61,7 @@ class Env:
         for _ in range(rounds):
             pumped = self.informer.pump()
             done = self.ctl.run_until_idle()
+            done += self.rs_ctl.run_until_idle()
             if not pumped and not done:
                 return
         raise AssertionError("the controller did not settle in %d rounds" % rounds)
@@ -113,10 +117,12 @@ class Env:
     # ---- agents / scheduler ----
 
     def pods(self, name="web", namespace="default", terminating=False):
-        """Owned pods; those being stopped by their agent (deletionTimestamp) only when asked."""
-        uid = self.deployment(name, namespace)["metadata"]["uid"]
+        """Pods of the deployment's ReplicaSets; those being stopped by their agent
+        (deletionTimestamp) only when asked."""
+        uids = {rs["metadata"]["uid"] for rs in self.replica_sets(name, namespace)}
         return [p for p in self.store.list("pods", namespace)
-                if any(r.get("uid") == uid and r.get("controller") for r in p["metadata"].get("ownerReferences") or [])
+                if any(r.get("uid") in uids and r.get("controller") and r.get("kind") == "ReplicaSet"
+                       for r in p["metadata"].get("ownerReferences") or [])
                 and (terminating or not p["metadata"].get("deletionTimestamp"))]
 
     def set_ready(self, pod, ready=True, at=None):
@@ -146,11 +152,27 @@ class Env:
     def events(self, reason=None):
         return [e for e in self.store.list("events", "default") if reason is None or e["reason"] == reason]
 
-    def revisions(self, name="web"):
-        uid = self.deployment(name)["metadata"]["uid"]
-        revs = [r for r in self.store.list("controllerrevisions", "default")
-                if any(ref.get("uid") == uid for ref in r["metadata"].get("ownerReferences") or [])]
-        return sorted(revs, key=lambda r: r["revision"])
+    def replica_sets(self, name="web", namespace="default"):
+        """The deployment's ReplicaSets (controller reference), oldest revision first."""
+        uid = self.deployment(name, namespace)["metadata"]["uid"]
+        owned = [r for r in self.store.list("replicasets", namespace)
+                 if any(ref.get("uid") == uid and ref.get("controller") and ref.get("kind") == "Deployment"
+                        for ref in r["metadata"].get("ownerReferences") or [])]
+        return sorted(owned, key=revision)
+
+    revisions = replica_sets     # a deployment's revision history is its ReplicaSets
+
+
+def revision(rs):
+    return int(rs["metadata"]["annotations"][REVISION_ANNOTATION])
+
+
+def template_of(rs):
+    """A ReplicaSet's template as the deployment had it (without pod-template-hash), as
+    `kubectl rollout undo` copies it back."""
+    template = copy.deepcopy(rs["spec"]["template"])
+    del template["metadata"]["labels"][HASH_LABEL]
+    return template
 
 
 def is_ready(pod):
@@ -178,13 +200,22 @@ def test_creates_owned_named_labelled_pods(env):
     env.settle()
     pods = env.pods()
     h = template_hash(d["spec"]["template"])
+    [rs] = env.replica_sets()
+    assert rs["metadata"]["name"] == "web-" + h
+    assert rs["metadata"]["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
+                                                  "uid": d["metadata"]["uid"], "controller": True,
+                                                  "blockOwnerDeletion": True}]
+    assert rs["metadata"]["labels"] == {"app": "web", HASH_LABEL: h}
+    assert rs["spec"]["selector"] == {"matchLabels": {"app": "web", HASH_LABEL: h}}
+    assert rs["spec"]["replicas"] == 3 and validate_object("replicasets", rs) == []
+    assert rs["status"]["replicas"] == 3 and rs["status"]["fullyLabeledReplicas"] == 3
     assert len(pods) == 3
     for pod in pods:
         meta = pod["metadata"]
         assert re.fullmatch("web-%s-%s{5}" % (h, SAFE), meta["name"]), meta["name"]
         assert meta["labels"] == {"app": "web", HASH_LABEL: h}
-        assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web",
-                                            "uid": d["metadata"]["uid"], "controller": True,
+        assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-" + h,
+                                            "uid": rs["metadata"]["uid"], "controller": True,
                                             "blockOwnerDeletion": True}]
         assert pod["spec"]["containers"][0]["image"] == "nginx:1.25" and "nodeName" not in pod["spec"]
         assert pod["status"]["phase"] == "Pending"
@@ -192,14 +223,19 @@ def test_creates_owned_named_labelled_pods(env):
     assert len({p["metadata"]["name"] for p in pods}) == 3
     d = env.deployment()
     assert d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
-    [rev] = env.revisions()
-    assert rev["revision"] == 1 and rev["data"]["template"] == d["spec"]["template"]
-    assert rev["metadata"]["name"] == "web-" + h
-    [event] = env.events("ScalingUp")
-    assert re.fullmatch(r"Scaled up deployment web to 3: created web-\S+, web-\S+, web-\S+", event["message"])
-    assert event["involvedObject"]["kind"] == "Deployment" and event["involvedObject"]["name"] == "web"
-    sentence = env.ctl.sentences[0]
-    assert sentence.startswith("deployment default/web: recorded revision 1; created 3 pods (web-")
+    template = copy.deepcopy(d["spec"]["template"])
+    template["metadata"]["labels"][HASH_LABEL] = h
+    assert revision(rs) == 1 and rs["spec"]["template"] == template
+    [created, scaled] = env.events("ScalingReplicaSet")
+    assert created["message"] == "Created new replica set web-" + h
+    assert scaled["message"] == "Scaled up replica set web-%s from 0 to 3" % h
+    assert scaled["involvedObject"]["kind"] == "Deployment" and scaled["involvedObject"]["name"] == "web"
+    [event] = env.events("SuccessfulCreate")
+    assert re.fullmatch(r"Created 3 pods: web-\S+, web-\S+, web-\S+", event["message"])
+    assert event["involvedObject"]["kind"] == "ReplicaSet" and event["involvedObject"]["name"] == "web-" + h
+    assert env.ctl.sentences[0] == ("deployment default/web: created replica set web-%s (revision 1); "
+                                    "scaled up replica set web-%s from 0 to 3; status updated" % (h, h))
+    assert env.rs_ctl.sentences[0].startswith("replicaset default/web-%s: created 3 pods (web-" % h)
 
 
 def test_a_second_pass_changes_nothing(env):
@@ -303,12 +339,18 @@ def test_scale_up_and_down(env):
     env.scale(5)
     env.settle()
     assert len(env.pods()) == 5
-    assert env.events("ScalingUp")[-1]["message"].startswith("Scaled up deployment web to 5: created ")
+    [rs] = env.replica_sets()
+    assert env.events("ScalingReplicaSet")[-1]["message"] == "Scaled up replica set %s from 2 to 5" \
+        % rs["metadata"]["name"]
+    assert env.events("SuccessfulCreate")[-1]["message"].startswith("Created 3 pods: ")
     env.scale(1)
     env.settle()
     assert len(env.pods()) == 1
-    [down] = env.events("ScalingDown")
-    assert down["message"].startswith("Scaled down deployment web to 1: deleted ")
+    assert env.events("ScalingReplicaSet")[-1]["message"] == "Scaled down replica set %s from 5 to 1" \
+        % rs["metadata"]["name"]
+    [down] = env.events("SuccessfulDelete")
+    assert down["message"].startswith("Deleted 4 pods: ")
+    assert env.replica_sets()[0]["status"]["replicas"] == 1
     assert env.deployment()["status"]["replicas"] == 1
 
 
@@ -344,29 +386,34 @@ def test_scale_down_prefers_unscheduled_then_not_ready_then_newest(env):
     assert sorted(map(name, env.pods())) == sorted(map(name, (a, b))), "then the newest"
 
 
+def pod_passes(env):
+    """Sizes of the write_many calls that created pods: the deployment controller's own
+    (a ReplicaSet's scale and the status) and status-only ones take at most 2 writes."""
+    return [n for n in env.write_many_calls if n > 2]
+
+
 def test_one_write_many_creates_many_pods(env):
     env.create_deployment(replicas=1000)
     env.settle()
     assert len(env.pods()) == 1000
-    assert env.write_many_calls[0] == 1001, "1000 pod creations and the status in one write_many"
-    assert len(env.write_many_calls) == 1, "one pass created every pod"
+    assert pod_passes(env) == [1001], "1000 pod creations and the status in one write_many: one pass"
 
 
 def test_creations_per_pass_are_capped_and_the_next_pass_follows(env):
-    env.ctl.max_creates_per_pass = 300
+    env.rs_ctl.max_creates_per_pass = 300
     env.create_deployment(replicas=1000)
     env.settle()
     assert len(env.pods()) == 1000
-    assert env.write_many_calls == [301, 301, 301, 101]
+    assert pod_passes(env) == [301, 301, 301, 101]
 
 
 def test_max_pods_per_entry_splits_big_passes():
     env = Env()
-    env.ctl.max_pods_per_entry = 400
+    env.rs_ctl.max_pods_per_entry = 400
     env.create_deployment(replicas=1000)
     env.settle()
     assert len(env.pods()) == 1000
-    assert env.write_many_calls == [400, 400, 201]
+    assert pod_passes(env) == [400, 400, 201]
 
 
 # ---- rolling update ----
@@ -515,7 +562,7 @@ def test_rollback_reuses_the_old_template_as_a_new_revision(env):
     env.settle()
     env.ready_all()
     env.ready_all()
-    assert [(r["revision"], r["metadata"]["annotations"][CHANGE_CAUSE_ANNOTATION]) for r in env.revisions()] == \
+    assert [(revision(r), r["metadata"]["annotations"][CHANGE_CAUSE_ANNOTATION]) for r in env.revisions()] == \
         [(1, "first"), (2, "bump")]
     # what `sheepctl rollout undo` does: the old template (and its change cause) back in the spec
     env.update_deployment(lambda d: (d["spec"].update(template=first_template),
@@ -524,8 +571,8 @@ def test_rollback_reuses_the_old_template_as_a_new_revision(env):
         env.ready_all()
     d = env.deployment()
     assert d["metadata"]["annotations"][REVISION_ANNOTATION] == "3"
-    assert [r["revision"] for r in env.revisions()] == [2, 3]
-    assert env.revisions()[1]["data"]["template"] == first_template
+    assert [revision(r) for r in env.revisions()] == [2, 3]
+    assert template_of(env.revisions()[1]) == first_template
     assert hashes(env.pods()) == [template_hash(first_template)] * 2
     assert any("template of revision 1 is back as revision 3" in s for s in env.ctl.sentences)
 
@@ -539,7 +586,7 @@ def test_revision_history_limit(env):
         for _ in range(5):
             env.ready_all()
     revs = env.revisions()
-    assert [r["revision"] for r in revs] == [3, 4, 5], "current plus 2 old"
+    assert [revision(r) for r in revs] == [3, 4, 5], "current plus 2 old"
     assert any("removed revision 1 from history" in s for s in env.ctl.sentences)
 
 
@@ -550,10 +597,10 @@ def test_history_keeps_revisions_that_still_have_pods(env):
     env.ready_all()
     env.set_image("nginx:1.26")
     env.settle()
-    assert [r["revision"] for r in env.revisions()] == [1, 2], "revision 1 still has pods"
+    assert [revision(r) for r in env.revisions()] == [1, 2], "revision 1 still has pods"
     for _ in range(5):
         env.ready_all()
-    assert [r["revision"] for r in env.revisions()] == [2]
+    assert [revision(r) for r in env.revisions()] == [2]
 
 
 def test_change_cause_follows_the_deployment(env):
@@ -568,15 +615,18 @@ def test_change_cause_follows_the_deployment(env):
 def test_revision_name_taken_by_a_stranger(env):
     d = env.create_deployment(replicas=1)
     h = template_hash(d["spec"]["template"])
-    env.apply([{"op": "create", "resource": "controllerrevisions", "object": stamp_new({
-        "apiVersion": "apps/v1", "kind": "ControllerRevision",
+    stranger = env.apply([{"op": "create", "resource": "replicasets", "object": stamp_new({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
         "metadata": {"name": "web-" + h, "namespace": "default",
                      "ownerReferences": [{"kind": "Deployment", "name": "web", "uid": "old", "controller": True}]},
-        "revision": 7, "data": {}})}])
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "other"}},
+                 "template": {"metadata": {"labels": {"app": "other"}},
+                              "spec": {"containers": [{"name": "c", "image": "x"}]}}}})}])
     env.settle()
     [rev] = env.revisions()
-    assert rev["revision"] == 1 and rev["metadata"]["name"].startswith("web-%s-" % h)
+    assert revision(rev) == 1 and rev["metadata"]["name"].startswith("web-%s-" % h)
     assert len(env.pods()) == 1
+    assert env.store.get("replicasets", "default", "web-" + h)["spec"] == stranger["spec"], "left alone"
 
 
 # ---- status and conditions ----
@@ -699,7 +749,7 @@ def test_module_entry_point():
     store = MemoryStore()
     [ctl] = controllers(store, EventRecorder(store, "t"), ControllerSettings(resync_period=12.0))
     assert isinstance(ctl, DeploymentController) and ctl.resync_period == 12.0
-    assert ctl.watches == ("deployments", "pods", "controllerrevisions")
+    assert ctl.watches == ("deployments", "replicasets", "pods", "controllerrevisions")
 
 
 def test_fenced_controller_writes_nothing(env):
@@ -711,18 +761,17 @@ def test_fenced_controller_writes_nothing(env):
 
 
 def test_pod_names_never_clash_with_pods_in_use(env, monkeypatch):
-    import shepherd_ha.controllers.deployments as module
+    import shepherd_ha.controllers.replica_sets as module
     d = env.create_deployment(replicas=3)
     h = template_hash(d["spec"]["template"])
     env.apply([{"op": "create", "resource": "pods", "object": stamp_new(apply_defaults("pods", {
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web-%s-bbbbb" % h, "namespace": "default"},
         "spec": {"containers": [{"name": "c", "image": "x"}]}}))}])
     suffixes = iter(["bbbbb", "ccccc", "ccccc", "ddddd", "ccccc", "fffff"])
-    real = module.pod_name
-    monkeypatch.setattr(module, "pod_name", lambda name, hash_: real(name, hash_, next(suffixes)))
+    monkeypatch.setattr(module, "random_suffix", lambda: next(suffixes))
     env.settle()
     assert sorted(p["metadata"]["name"][-5:] for p in env.pods()) == ["ccccc", "ddddd", "fffff"]
-    assert len(env.write_many_calls) == 1, "no create failed"
+    assert pod_passes(env) == [4], "no create failed: one pass of 3 creations and the status"
 
 
 def test_a_recreated_namesake_starts_afresh(env):
@@ -740,7 +789,7 @@ def test_a_recreated_namesake_starts_afresh(env):
     d = env.deployment()
     assert condition(d, "Progressing")["reason"] == "PodsUpdating", "not the old deployment's rollout"
     [rev] = env.revisions()
-    assert rev["revision"] == 1 and d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
+    assert revision(rev) == 1 and d["metadata"]["annotations"][REVISION_ANNOTATION] == "1"
 
 
 def test_a_deployment_created_paused_waits_for_resume(env):
@@ -750,4 +799,4 @@ def test_a_deployment_created_paused_waits_for_resume(env):
     assert condition(env.deployment(), "Progressing")["reason"] == "DeploymentPaused"
     env.update_deployment(lambda d: d["spec"].update(paused=False))
     env.settle()
-    assert len(env.pods()) == 2 and [r["revision"] for r in env.revisions()] == [1]
+    assert len(env.pods()) == 2 and [revision(r) for r in env.revisions()] == [1]
