@@ -110,6 +110,6 @@ def test_everything_the_controllers_write_is_known():
             seen.add(plural)
             assert_all_known(plural, obj, "stored %s %s" % (plural, obj["metadata"]["name"]))
     # the writers really ran: pods, revisions, endpoints with addresses, events
-    assert {"pods", "controllerrevisions", "endpoints", "events", "deployments", "services", "nodes"} <= seen
+    assert {"pods", "replicasets", "endpoints", "events", "deployments", "services", "nodes"} <= seen
     [ep] = [e for e in store.list("endpoints") if e["metadata"]["name"] == "web"]
     assert ep["subsets"][0]["addresses"]
