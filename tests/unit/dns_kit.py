@@ -3,6 +3,7 @@ import random
 import socket
 import struct
 import threading
+import time
 
 from dnslib import QTYPE, RCODE, RR, A, DNSRecord
 
@@ -21,6 +22,16 @@ def endpoints(name, ready, not_ready=(), ns="default", port=8080, port_name="htt
     if not_ready:
         subset["notReadyAddresses"] = [{"ip": ip} for ip in not_ready]
     return {"kind": "Endpoints", "metadata": {"name": name, "namespace": ns}, "subsets": [subset]}
+
+
+def wait(predicate, timeout=5.0):
+    """True once predicate() is, False if not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def loopback_ip():

@@ -4,7 +4,6 @@ attach; the node DNS waits for that gateway, then serves there (again elsewhere 
 block changes); pods asking meanwhile are refused with the reason, and a hostNetwork pod
 on the Default policy does not wait for it."""
 import threading
-import time
 
 import pytest
 from dnslib import DNSRecord
@@ -14,18 +13,9 @@ from agent.dns.pod_dns import resolver_config
 from agent.network.bridge import gateway_of
 from agent.network.pod_network import PodNetwork
 from agent.runtime.base import CreateError
-from dns_kit import loopback_ip, service
+from dns_kit import loopback_ip, service, wait
 from shepherd_ha.client import Client
 from test_agent_pod_network import FakeIptables
-
-
-def wait(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 class FakeBridge:

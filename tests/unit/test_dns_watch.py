@@ -9,17 +9,8 @@ from dnslib import DNSRecord
 from agent.dns import node_dns
 from agent.dns.records import Zone
 from agent.dns.watch import ZoneWatch
-from dns_kit import endpoints, loopback_ip, service
+from dns_kit import endpoints, loopback_ip, service, wait
 from shepherd_ha.client import Client
-
-
-def wait(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def addresses(zone, name):
