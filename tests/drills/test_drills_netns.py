@@ -4,41 +4,17 @@ against the Vagrant VMs (VagrantTarget); here CI checks its logic on every chang
 
 Needs root and `ip netns`: without them the test FAILS (never skips).
 """
-import os
-import sys
 
 import pytest
 
 from shepherd_ha.cli import netns
 
-from .conftest import netns_or_fail
-
-DRILLS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                          "vagrant", "drills")
-
-
-def _import_runner():
-    if DRILLS_DIR not in sys.path:
-        sys.path.insert(0, DRILLS_DIR)
-    import run_drills
-    from target_netns import NetnsTarget
-    return run_drills, NetnsTarget
-
+from .conftest import import_runner, run_netns_drills
 
 def test_every_drill_passes_on_netns_target(tmp_path):
-    netns_or_fail()
-    run_drills, NetnsTarget = _import_runner()
-    lines = []
-
-    def out(line):
-        lines.append(line)
-        print(line, flush=True)
-
-    target = NetnsTarget(str(tmp_path / "cluster"))
-    reports = run_drills.run(target, run_drills.ORDER, out=out)
+    run_drills, _ = import_runner()
+    target, reports, text = run_netns_drills(tmp_path, run_drills.ORDER)
     assert [r.drill for r in reports] == run_drills.ORDER
-    failed = ["%s: %s" % (r.drill, r.verdict) for r in reports if r.verdict != "PASS"]
-    assert not failed, "drills failed: %s\n%s" % ("; ".join(failed), "\n".join(lines))
     # Each drill measured what it is about (the figures are printed, not judged: the machine is shared).
     figures = {r.drill: r.figures for r in reports}
     assert "power-off to new ready leader" in figures["kill-leader"]
@@ -85,7 +61,7 @@ class _DeadTarget:
 
 
 def test_drills_fail_with_a_reason_when_the_cluster_does_not_answer():
-    run_drills, _ = _import_runner()
+    run_drills, _ = import_runner()
     lines = []
     reports = run_drills.run(_DeadTarget(), run_drills.ORDER, out=lines.append)
     for report in reports:
@@ -94,7 +70,7 @@ def test_drills_fail_with_a_reason_when_the_cluster_does_not_answer():
 
 
 def test_runner_rejects_unknown_target_and_drill():
-    run_drills, _ = _import_runner()
+    run_drills, _ = import_runner()
     for argv in (["--target", "nowhere"], ["--target", "netns", "--drill", "no-such"]):
         with pytest.raises(SystemExit) as exc:
             run_drills.main(argv)
@@ -115,7 +91,7 @@ class _StoreClient:
 
 
 def test_writer_check_catches_a_lost_and_a_changed_write():
-    _import_runner()
+    import_runner()
     from drill_kit import DrillFailed, Report, Writer
 
     class FakeTarget:

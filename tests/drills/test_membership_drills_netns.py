@@ -3,24 +3,12 @@ against NetnsTarget: every replica in its own network namespace, new ones joinin
 --join at new addresses. Needs root and `ip netns`: without them the test FAILS."""
 from shepherd_ha.cli import netns
 
-from .conftest import netns_or_fail
-from .test_drills_netns import _import_runner
+from .conftest import import_runner, run_netns_drills
 
 
 def test_membership_drills_pass_on_netns_target(tmp_path):
-    netns_or_fail()
-    run_drills, NetnsTarget = _import_runner()
-    lines = []
-
-    def out(line):
-        lines.append(line)
-        print(line, flush=True)
-
-    target = NetnsTarget(str(tmp_path / "cluster"))
-    reports = run_drills.run(target, run_drills.MEMBERSHIP, out=out)
-    failed = ["%s: %s" % (r.drill, r.verdict) for r in reports if r.verdict != "PASS"]
-    assert not failed, "drills failed: %s\n%s" % ("; ".join(failed), "\n".join(lines))
-    text = "\n".join(lines)
+    run_drills, _ = import_runner()
+    target, reports, text = run_netns_drills(tmp_path, run_drills.MEMBERSHIP)
     assert "add before remove refused as it should: 503" in text, text
     assert "members r1, r2, r4: quorum 2 of 3" in text, text
     assert "quorum 3 of 5" in text, text

@@ -414,12 +414,13 @@ def rv_of(event_or_obj):
 
 
 def wait_for(what, check, timeout, interval=0.05):
-    """check()'s first truthy value within `timeout` seconds, else AssertionError naming `what`."""
+    """check()'s first truthy value within `timeout` seconds, else AssertionError naming `what`
+    and check()'s last answer."""
     deadline = time.monotonic() + timeout
     while True:
         value = check()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError("%s: not within %.0f s" % (what, timeout))
+            raise AssertionError("%s: not within %.0f s (last: %r)" % (what, timeout, value))
         time.sleep(interval)

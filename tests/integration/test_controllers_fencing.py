@@ -36,20 +36,9 @@ from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.replica import Peer, Replica, now_rfc3339
 from shepherd_ha.store.watch_log import WatchLog
 
-from .helpers import POD, PODS, call, expect, start_cluster
+from .helpers import POD, PODS, call, expect, start_cluster, wait_for
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(what, check, timeout, interval=0.02):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("%s did not happen within %.1fs (last: %r)" % (what, timeout, last))
 
 
 def wait_quiet(replica, quiet_for=0.5, timeout=15.0):

@@ -25,6 +25,7 @@ from shepherd_ha.client import ApiError, Client
 from shepherd_ha.controllers.deployment_util import HASH_LABEL, template_hash
 from shepherd_ha.store.stamping import now_rfc3339
 
+from . import helpers
 from .helpers import Watch, ensure_namespace, unique
 
 pytestmark = pytest.mark.integration
@@ -35,14 +36,7 @@ WAIT = 30.0      # seconds any controller outcome may take to show up
 # ---- helpers ----
 
 def wait_for(what, predicate, timeout=WAIT, interval=0.05):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = predicate()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %.0fs waiting for %s (last: %r)" % (timeout, what, last))
+    return helpers.wait_for(what, predicate, timeout, interval)
 
 
 def deployment_body(name, replicas, image="nginx:1.25", surge=1, unavailable=1, cause=None, **spec):

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from .helpers import PODS, Watch, call, collection_revision, ensure_namespace, expect, rv_of, start_cluster, unique
+from .helpers import PODS, Watch, call, collection_revision, ensure_namespace, expect, rv_of, start_cluster, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -33,17 +33,6 @@ def url(tmp_path_factory):
         yield cluster.url(cluster.ids[1])
     finally:
         cluster.stop_all()
-
-
-def wait_for(what, check, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("%s did not happen within %.0fs (last: %r)" % (what, timeout, last))
 
 
 def ref(owner):

@@ -17,7 +17,7 @@ import uuid
 
 import pytest
 
-from .helpers import POD, PODS, call, describe, expect, start_cluster, unique
+from .helpers import POD, PODS, call, describe, expect, start_cluster, unique, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -32,17 +32,6 @@ ENDPOINTS = "/api/v1/namespaces/default/endpoints"
 EVENTS = "/api/v1/namespaces/default/events"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"
 HAVE_DEPLOYMENTS = importlib.util.find_spec("shepherd_ha.controllers.deployments") is not None
-
-
-def wait_for(what, check, timeout, interval=0.05):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("%s did not happen within %.0fs (last: %r)" % (what, timeout, last))
 
 
 def node_body(name):

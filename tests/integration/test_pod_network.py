@@ -25,21 +25,16 @@ from agent.network.bridge import LABEL_NETWORK
 from agent.network.routes import IpCommand, RouteTable
 from shepherd_ha.client import ApiError, Client
 
+from . import helpers
 from .helpers import start_cluster
 from bench.netns_nodes import IMAGE, NodePair
 
 CLUSTER = "10.244.0.0/16"
 
 
-def wait_for(check, what, timeout=60.0, interval=0.2):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(interval)
-    raise AssertionError("timed out after %.0f s waiting for %s (last: %r)" % (timeout, what, last))
+def wait_for(check, what, timeout=60.0):
+    """helpers.wait_for with the check first (as test_pod_network_dns calls it too), polled gently."""
+    return helpers.wait_for(what, check, timeout, interval=0.2)
 
 
 def make_agent(url, netns_node, name, state_root, extra=()):

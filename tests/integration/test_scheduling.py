@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from . import helpers
 from .helpers import PODS, call, describe, ensure_namespace, expect, pod, unique
 
 pytestmark = pytest.mark.integration
@@ -103,14 +104,7 @@ def get_pod(url, ns, name):
 
 
 def wait_for(what, check, timeout=WAIT):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.1)
-    raise AssertionError("%s did not happen within %.0fs (last: %r)" % (what, timeout, last))
+    return helpers.wait_for(what, check, timeout, interval=0.1)
 
 
 def scheduled_condition(p):

@@ -23,3 +23,28 @@ def replicas(store):
     yield make
     for s in started:
         s.stop()
+
+
+@pytest.fixture(scope="module")
+def single_replica(tmp_path_factory):
+    """A real one-replica store (PySyncObj on loopback) that leads, for a module's API tests;
+    closed after the module. Imports here keep the client tests above free of the store."""
+    import time
+
+    from shepherd_ha.cli.local_cluster import find_base_port
+    from shepherd_ha.store.raft_node import RaftSettings
+    from shepherd_ha.store.replica import Replica
+
+    port = find_base_port(1)
+    settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
+                            data_dir=str(tmp_path_factory.mktemp("single-replica")), password="x",
+                            salt="00112233445566778899aabbccddeeff")
+    replica = Replica("r1", settings, [])
+    try:
+        deadline = time.monotonic() + 20
+        while replica.node.leader_address() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert replica.node.leader_address() is not None, "the single replica never led"
+        yield replica
+    finally:
+        replica.close()

@@ -3,8 +3,11 @@ import random
 import socket
 import struct
 import threading
+import time
 
 from dnslib import QTYPE, RCODE, RR, A, DNSRecord
+
+from shepherd_ha.client import Client
 
 
 def service(name, ns="default", cluster_ip="10.96.0.10", ports=None, **spec):
@@ -21,6 +24,25 @@ def endpoints(name, ready, not_ready=(), ns="default", port=8080, port_name="htt
     if not_ready:
         subset["notReadyAddresses"] = [{"ip": ip} for ip in not_ready]
     return {"kind": "Endpoints", "metadata": {"name": name, "namespace": ns}, "subsets": [subset]}
+
+
+def web_client_and_resolv(api, tmp_path):
+    """A client of `api` with Service "web" created, and a host resolv.conf naming 127.0.0.1."""
+    client = Client([api.url], timeout=2.0, retry_deadline=5.0)
+    client.create("services", service("web"), namespace="default")
+    resolv = tmp_path / "resolv.conf"
+    resolv.write_text("nameserver 127.0.0.1\n")
+    return client, resolv
+
+
+def wait(predicate, timeout=5.0):
+    """True once predicate() is, False if not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def loopback_ip():

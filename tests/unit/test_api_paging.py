@@ -2,41 +2,25 @@
 page comes from the first page's revision (changes made between pages are undone
 from the watch log), tokens are checked, an expired token is a 410 with a fresh
 token, resourceVersionMatch=Exact rebuilds an older state; Tables page too."""
-import time
 
 import pytest
 
 from shepherd_ha.api import paging
 from shepherd_ha.api.app import create_app
-from shepherd_ha.cli.local_cluster import find_base_port
-from shepherd_ha.store.raft_node import RaftSettings
-from shepherd_ha.store.replica import Replica
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 NS = "paging"
 
 
 @pytest.fixture(scope="module")
-def api(tmp_path_factory):
-    port = find_base_port(1)
-    settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                            data_dir=str(tmp_path_factory.mktemp("paging")), password="x",
-                            salt="00112233445566778899aabbccddeeff")
-    replica = Replica("r1", settings, [])
-    try:
-        deadline = time.monotonic() + 20
-        while replica.node.leader_address() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert replica.node.leader_address() is not None, "the single replica never led"
-        client = create_app(replica).test_client()
-        assert client.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).status_code == 201
-        for i in range(25):
-            resp = client.post("/api/v1/namespaces/%s/configmaps" % NS,
-                               json={"metadata": {"name": "cm-%02d" % i}, "data": {"v": "0"}})
-            assert resp.status_code == 201, resp.get_json()
-        yield client, replica
-    finally:
-        replica.close()
+def api(single_replica):
+    client = create_app(single_replica).test_client()
+    assert client.post("/api/v1/namespaces", json={"metadata": {"name": NS}}).status_code == 201
+    for i in range(25):
+        resp = client.post("/api/v1/namespaces/%s/configmaps" % NS,
+                           json={"metadata": {"name": "cm-%02d" % i}, "data": {"v": "0"}})
+        assert resp.status_code == 201, resp.get_json()
+    return client, single_replica
 
 
 def url(query=""):

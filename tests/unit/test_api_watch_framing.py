@@ -13,36 +13,21 @@ import requests
 
 from shepherd_ha.api import watch as watch_module
 from shepherd_ha.api.app import create_app
-from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.client import Client
-from shepherd_ha.store.raft_node import RaftSettings
-from shepherd_ha.store.replica import Replica
 from test_api_pod_logs import Served
 
 TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
 
 
 @pytest.fixture(scope="module")
-def served_replica(tmp_path_factory):
-    port = find_base_port(1)
-    settings = RaftSettings(self_address="127.0.0.1:%d" % (port + 100), peer_addresses=[],
-                            data_dir=str(tmp_path_factory.mktemp("watch-framing")), password="x",
-                            salt="00112233445566778899aabbccddeeff")
-    replica = Replica("r1", settings, [])
-    served = None
+def served_replica(single_replica):
+    served = Served(create_app(single_replica))
     try:
-        deadline = time.monotonic() + 20
-        while replica.node.leader_address() is None and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert replica.node.leader_address() is not None, "the single replica never led"
-        served = Served(create_app(replica))
         ns = requests.post(served.url + "/api/v1/namespaces", json={"metadata": {"name": "default"}}, timeout=10)
         assert ns.status_code in (201, 409), ns.text
-        yield served.url, replica
+        yield served.url, single_replica
     finally:
-        if served is not None:
-            served.stop()
-        replica.close()
+        served.stop()
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ attach; the node DNS waits for that gateway, then serves there (again elsewhere 
 block changes); pods asking meanwhile are refused with the reason, and a hostNetwork pod
 on the Default policy does not wait for it."""
 import threading
-import time
 
 import pytest
 from dnslib import DNSRecord
@@ -14,18 +13,8 @@ from agent.dns.pod_dns import resolver_config
 from agent.network.bridge import gateway_of
 from agent.network.pod_network import PodNetwork
 from agent.runtime.base import CreateError
-from dns_kit import loopback_ip, service
-from shepherd_ha.client import Client
+from dns_kit import loopback_ip, wait, web_client_and_resolv
 from test_agent_pod_network import FakeIptables
-
-
-def wait(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 class FakeBridge:
@@ -74,10 +63,7 @@ def test_the_pod_network_tells_its_listeners_the_block_and_gateway_before_pods_m
 
 def test_auto_dns_waits_for_the_bridge_gateway_then_serves_there_and_follows_a_new_block(replicas, tmp_path):
     api = replicas()
-    client = Client([api.url], timeout=2.0, retry_deadline=5.0)
-    client.create("services", service("web"), namespace="default")
-    resolv = tmp_path / "resolv.conf"
-    resolv.write_text("nameserver 127.0.0.1\n")
+    client, resolv = web_client_and_resolv(api, tmp_path)
 
     class Settings:     # port 0: the loopback stands for the bridge, no root needed
         dns_address, dns_port, cluster_domain, dns_resolv_conf = "auto", 0, "cluster.local", str(resolv)

@@ -9,17 +9,8 @@ from dnslib import DNSRecord
 from agent.dns import node_dns
 from agent.dns.records import Zone
 from agent.dns.watch import ZoneWatch
-from dns_kit import endpoints, loopback_ip, service
+from dns_kit import endpoints, loopback_ip, service, wait, web_client_and_resolv
 from shepherd_ha.client import Client
-
-
-def wait(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def addresses(zone, name):
@@ -57,10 +48,7 @@ def test_zone_follows_services_and_endpoints(replicas):
 
 def test_agent_wiring_serves_on_an_explicit_address(replicas, tmp_path):
     api = replicas()
-    client = Client([api.url], timeout=2.0, retry_deadline=5.0)
-    client.create("services", service("web"), namespace="default")
-    resolv = tmp_path / "resolv.conf"
-    resolv.write_text("nameserver 127.0.0.1\n")
+    client, resolv = web_client_and_resolv(api, tmp_path)
     host = loopback_ip()
 
     class Settings:

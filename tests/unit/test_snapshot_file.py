@@ -74,28 +74,27 @@ def test_every_single_bit_flip_in_an_object_or_the_checksum_is_refused(tmp_path)
                 snapshot_file.read(str(bad))
 
 
-def test_a_changed_value_that_still_parses_fails_the_checksum(tmp_path):
-    body = write(tmp_path, ITEMS).read_bytes()
+def assert_edit_refused(tmp_path, items, old, new, match):
+    """A snapshot of `items` with its first `old` bytes replaced by `new` is refused, naming `match`."""
+    body = write(tmp_path, items).read_bytes()
     bad = tmp_path / "bad.snap"
-    bad.write_bytes(body.replace(b'"xxxx"', b'"xxxy"', 1))
-    with pytest.raises(SnapshotError, match="corrupted: its sha256 is [0-9a-f]{64}, its checksum line says"):
+    bad.write_bytes(body.replace(old, new, 1))
+    with pytest.raises(SnapshotError, match=match):
         snapshot_file.read(str(bad))
+
+
+def test_a_changed_value_that_still_parses_fails_the_checksum(tmp_path):
+    assert_edit_refused(tmp_path, ITEMS, b'"xxxx"', b'"xxxy"',
+                        "corrupted: its sha256 is [0-9a-f]{64}, its checksum line says")
 
 
 def test_header_tampering_fails_the_checksum(tmp_path):
-    body = write(tmp_path, ITEMS).read_bytes()
-    bad = tmp_path / "bad.snap"
-    bad.write_bytes(body.replace(b'"revision":9', b'"revision":8', 1))
-    with pytest.raises(SnapshotError, match="sha256"):
-        snapshot_file.read(str(bad))
+    assert_edit_refused(tmp_path, ITEMS, b'"revision":9', b'"revision":8', "sha256")
 
 
 def test_wrong_version_and_foreign_files_are_named(tmp_path):
-    body = write(tmp_path, ITEMS[:2]).read_bytes()
-    newer = tmp_path / "newer.snap"
-    newer.write_bytes(body.replace(b'"version":1', b'"version":2', 1))
-    with pytest.raises(SnapshotError, match="format version 2; this shepherd-ha reads version 1"):
-        snapshot_file.read(str(newer))
+    assert_edit_refused(tmp_path, ITEMS[:2], b'"version":1', b'"version":2',
+                        "format version 2; this shepherd-ha reads version 1")
     other = tmp_path / "other.snap"
     other.write_bytes(b'{"hello": "world"}\n')
     with pytest.raises(SnapshotError, match="is not a shepherd-ha snapshot"):
