@@ -1,23 +1,23 @@
-"""Fixtures shared by the client tests: replicas are the real API's fake server
-(shepherd_ha/client/testing.py) over one shared store. A test module's own fixture of
-the same name takes precedence."""
+"""Fixtures shared by the client tests: replicas are the real API app
+(tests/unit/real_api.py) over one shared in-memory store. A test module's own fixture
+of the same name takes precedence."""
 import pytest
 
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
+from real_api import ApiServer, ApiStore
 
 
 @pytest.fixture
 def store():
-    return FakeStore()
+    return ApiStore()
 
 
 @pytest.fixture
 def replicas(store):
-    """make(name=None, **server_options) -> a started FakeApiServer; all stopped at the end."""
+    """make(name=None, **server_options) -> a started ApiServer; all stopped at the end."""
     started = []
 
     def make(name=None, **kw):
-        s = FakeApiServer(store, name or "r%d" % (len(started) + 1), **kw).start()
+        s = ApiServer(store, name or "r%d" % (len(started) + 1), **kw).start()
         started.append(s)
         return s
     yield make

@@ -13,7 +13,7 @@ from agent.pods import PodManager
 from agent.runtime.base import CreateError
 from agent.runtime.hollow_runtime import HollowRuntime
 from shepherd_ha.client import Client
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
+from real_api import ApiServer, ApiStore
 from shepherd_ha.model.validation import validate_object
 
 NODE = "node-ev"
@@ -40,8 +40,8 @@ class Clock:
 
 @pytest.fixture
 def api():
-    store = FakeStore()
-    server = FakeApiServer(store).start()
+    store = ApiStore()
+    server = ApiServer(store).start()
     client = Client([server.url], timeout=2.0, retry_deadline=1.0)
     yield server, store, client
     client.close()
@@ -49,7 +49,7 @@ def api():
 
 
 def events_in(store, namespace="default"):
-    return sorted((obj for (plural, ns, _), obj in store.objects.items() if plural == "events" and ns == namespace),
+    return sorted(store.list("events", namespace),
                   key=lambda e: e["metadata"]["name"])
 
 
@@ -57,6 +57,7 @@ def test_an_event_has_the_kubelet_shape_and_validates(api):
     server, store, client = api
     sink = EventSink(client, NODE, threading.Event(), now=Clock())
     pod = make_pod(namespace="team-a")
+    store.put("namespaces", {"metadata": {"name": "team-a"}})    # the real API refuses events of a missing one
     sink.emit(pod, "Started", "Started container main", "Normal", "main")
     sink.flush()
     [ev] = events_in(store, "team-a")

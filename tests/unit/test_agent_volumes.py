@@ -15,7 +15,7 @@ from agent.runtime.base import ContainerConfig, Mount
 from agent.runtime.docker_runtime import create_kwargs
 from agent.runtime.hollow_runtime import HollowRuntime
 from shepherd_ha.client import Client
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
+from real_api import ApiServer, ApiStore
 from shepherd_ha.model.validation import validate_object
 
 NODE = "node-vol"
@@ -274,8 +274,8 @@ class Runtime(HollowRuntime):
 
 @pytest.fixture
 def cluster(tmp_path):
-    store = FakeStore()
-    server = FakeApiServer(store).start()
+    store = ApiStore()
+    server = ApiServer(store).start()
     client = Client([server.url], timeout=2.0, retry_deadline=1.0)
     runtime = Runtime()
     stop = threading.Event()
@@ -306,7 +306,7 @@ def test_a_missing_configmap_waits_then_the_container_starts_with_it(cluster):
     status = manager.container_statuses(manager.states[uid], pod)[0]
     assert status["state"]["waiting"]["reason"] == "CreateContainerConfigError"
     manager.events.flush()
-    [ev] = [e for (p, _, _), e in store.objects.items() if p == "events" and e["type"] == "Warning"]
+    [ev] = [e for e in store.list("events") if e["type"] == "Warning"]
     assert ev["reason"] == "Failed" and 'configmap "cfg" not found' in ev["message"]
 
     store.put("configmaps", {"metadata": {"name": "cfg", "namespace": "default"},

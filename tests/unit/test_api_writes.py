@@ -1,11 +1,11 @@
-"""kubectl's write path through the real API app over a real FSM (tests/unit/fsm_api.py),
+"""kubectl's write path through the real API app over a real FSM (tests/unit/real_api.py),
 with requests shaped as kubectl 1.32 sends them: the three patch types, server-side
 apply, dryRun=All on every write, fieldValidation, managedFields."""
 import json
 
 import pytest
 
-from fsm_api import api_client
+from real_api import flask_client as api_client
 
 NS = "/api/v1/namespaces/default"
 DEPLOYMENTS = "/apis/apps/v1/namespaces/default/deployments"

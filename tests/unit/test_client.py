@@ -12,7 +12,7 @@ import requests
 from shepherd_ha.client import (ApiError, Client, NoReplicaReachable, OutcomeUnknown,
                                 WatchExpired, normalize_servers)
 from shepherd_ha.client.errors import error_from_response
-from shepherd_ha.client.testing import free_port
+from real_api import free_port
 
 
 @pytest.fixture
@@ -52,7 +52,7 @@ def test_crud_round_trip(server, store):
 
     listed = c.list("pods", "default", label_selector="app=web")
     assert [i["metadata"]["name"] for i in listed["items"]] == ["web"]
-    assert listed["metadata"]["resourceVersion"] == str(store.revision)
+    assert listed["metadata"]["resourceVersion"] == str(store.revision())
     assert c.list("pods", label_selector="app=db")["items"] == []
     assert server.requests[-1]["path"] == "/api/v1/pods"
 
@@ -78,7 +78,7 @@ def test_crud_round_trip(server, store):
                     "propagationPolicy": "Orphan"}
     with pytest.raises(ApiError) as ei:
         c.get("pods", "web")
-    assert (ei.value.code, ei.value.reason, str(ei.value)) == (404, "NotFound", 'pods "web" not found')
+    assert (ei.value.code, ei.value.reason, str(ei.value)) == (404, "NotFound", 'pods "web" in namespace default not found')
     assert ei.value.status["kind"] == "Status"
 
 
@@ -87,20 +87,24 @@ def test_paths_for_cluster_scoped_apps_and_subresources(server):
     c.create("namespaces", {"metadata": {"name": "team-a"}})
     assert server.requests[-1]["path"] == "/api/v1/namespaces"
     c.create("deployments", {"metadata": {"name": "web", "namespace": "team-a"},
-                             "spec": {"replicas": 1}})
+                             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                                      "template": {"metadata": {"labels": {"app": "web"}},
+                                                   "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
     assert server.requests[-1]["path"] == "/apis/apps/v1/namespaces/team-a/deployments"
     scale = c.scale("deployments", "web", 4, "team-a")
     assert server.requests[-1]["path"] == "/apis/apps/v1/namespaces/team-a/deployments/web/scale"
     assert scale["spec"]["replicas"] == 4
     assert c.get("deploy", "web", "team-a")["spec"]["replicas"] == 4
     assert c.cluster()["leader"] == "r1"
-    assert c.version() == {"version": "0.1.0", "replica": "r1"}
+    assert c.version()["replica"] == "r1" and c.version()["gitVersion"].startswith("v1.")
     with pytest.raises(ValueError):
         c.get("widgets", "x")
 
 
 def test_create_defaults_namespace_from_object(server):
     c = Client(server.url)
+    for ns in ("ns1", "ns2"):
+        c.create("namespaces", {"metadata": {"name": ns}})
     c.create("pods", dict(POD, metadata={"name": "a", "namespace": "ns1"}))
     assert server.requests[-1]["path"] == "/api/v1/namespaces/ns1/pods"
     c.create("pods", dict(POD, metadata={"name": "b"}), namespace="ns2")

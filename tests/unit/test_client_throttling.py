@@ -67,7 +67,7 @@ def test_a_write_without_idempotency_key_is_retried_after_a_429(replicas, store)
 def test_a_watch_refused_with_429_starts_after_retry_after(replicas, store):
     server = replicas()
     store.put("pods", dict(POD, metadata={"name": "before"}))
-    rv = store.revision
+    rv = store.revision()
     server.fail_next(1, code=429, retry_after="0.2", methods=["GET"])
     c = Client(server.url)
     stop = threading.Event()

@@ -5,7 +5,26 @@ import time
 import pytest
 
 from shepherd_ha.client import Client, NoReplicaReachable, WatchExpired
-from shepherd_ha.client.testing import free_port
+from shepherd_ha.client.testing import FakeApiServer, FakeStore, free_port
+
+
+# Not yet moved to the real app (tests/unit/real_api.py): these still run against the fake.
+@pytest.fixture
+def store():
+    return FakeStore()
+
+
+@pytest.fixture
+def replicas(store):
+    started = []
+
+    def make(name=None, **kw):
+        s = FakeApiServer(store, name or "r%d" % (len(started) + 1), **kw).start()
+        started.append(s)
+        return s
+    yield make
+    for s in started:
+        s.stop()
 
 
 def pod(name, **labels):

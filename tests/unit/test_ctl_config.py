@@ -6,7 +6,7 @@ import yaml
 from ctl import config
 from ctl.config import ConfigError, resolve
 from ctl.main import main
-from shepherd_ha.client.testing import FakeApiServer
+from real_api import ApiServer
 
 
 def write(path, servers=None, namespace=None, text=None):
@@ -80,7 +80,7 @@ def test_bad_config_files(tmp_path):
 
 @pytest.fixture
 def server():
-    s = FakeApiServer().start()
+    s = ApiServer().start()
     yield s
     s.stop()
 

@@ -28,6 +28,7 @@ def test_zone_follows_services_and_endpoints(replicas):
         assert zone.synced
         assert addresses(zone, "web.default.svc.cluster.local") == ["10.96.0.10"]
         # after the list: through the watch
+        client.create("namespaces", {"metadata": {"name": "shop"}})     # the real API needs it first
         client.create("services", service("db", ns="shop", cluster_ip="None"), namespace="shop")
         client.create("endpoints", endpoints("db", ["10.244.1.5", "10.244.2.6"], ns="shop"), namespace="shop")
         assert wait(lambda: addresses(zone, "db.shop.svc.cluster.local") == ["10.244.1.5", "10.244.2.6"])

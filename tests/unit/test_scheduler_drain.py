@@ -2,7 +2,7 @@
 import pytest
 
 from ctl.main import main
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
+from real_api import ApiServer, ApiStore
 
 OWNER = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d-1", "controller": True}]
 
@@ -16,7 +16,7 @@ def isolated_env(monkeypatch, tmp_path):
 
 @pytest.fixture
 def store():
-    s = FakeStore()
+    s = ApiStore()
     for name in ("n1", "n2"):
         s.put("nodes", {"metadata": {"name": name}, "spec": {"unschedulable": False}, "status": {}})
     return s
@@ -24,7 +24,7 @@ def store():
 
 @pytest.fixture
 def ctl(store, capsys):
-    server = FakeApiServer(store).start()
+    server = ApiServer(store).start()
 
     def run(*argv):
         capsys.readouterr()
@@ -44,7 +44,8 @@ def put_pod(store, name, node, owned=True, namespace="default", phase="Running")
 
 
 def pods_left(store):
-    return sorted("%s/%s" % (k[1], k[2]) for k in store.objects if k[0] == "pods")
+    return sorted("%s/%s" % (p["metadata"]["namespace"], p["metadata"]["name"]) for p in store.list("pods")
+                  if not p["metadata"].get("deletionTimestamp"))   # the real API deletes a bound pod gracefully
 
 
 def test_drain_cordons_and_evicts_owned_pods(ctl, store):
