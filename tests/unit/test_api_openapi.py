@@ -10,7 +10,7 @@ from openapi_spec_validator import validate
 from shepherd_ha.api import openapi
 from shepherd_ha.model import known_fields
 from shepherd_ha.model.resources import RESOURCES
-from fsm_api import api_client
+from real_api import flask_client as api_client
 
 
 def document(gv):

@@ -2,7 +2,7 @@
 of the wire format with Kubernetes' field numbers (the real kubectl's bytes are
 tested in tests/integration/test_kubectl_openapi.py)."""
 from shepherd_ha.api.protobuf_bodies import MAGIC, MEDIA_TYPE
-from fsm_api import api_client
+from real_api import flask_client as api_client
 
 
 def varint(n):
