@@ -15,7 +15,7 @@ from . import security_context as S
 from . import spec as P
 from .dns.pod_dns import resolver_config
 from . import volumes as V
-from .runtime.base import ContainerGone, CreateError, ImagePullError
+from .runtime.base import ContainerGone, CreateError, ImagePullError, NotReadyYet
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,8 @@ class ContainerStarter:
             if attached:
                 self.pod_network.started()        # its bridge port exists now: hairpin mode
             emit(pod, "Started", "Started container %s" % name, "Normal", name)
+        except NotReadyYet as exc:          # the node's network or DNS comes up: wait, not an error
+            return self._retry_later(cs, "ContainerCreating", str(exc), now)
         except CreateError as exc:
             emit(pod, "Failed", "Error: %s" % exc, "Warning", name)
             return self._retry_later(cs, "CreateContainerError", str(exc), now)

@@ -19,7 +19,7 @@ import logging
 import socket
 import threading
 
-from ..runtime.base import CreateError
+from ..runtime.base import NotReadyYet
 from .forwarder import RESOLV_CONF, Forwarder, ResolvConfUpstreams
 from .pod_dns import ClusterDNS
 from .records import Zone
@@ -94,11 +94,11 @@ class NodeDNS:
         self.cluster_dns = ClusterDNS(nameserver=host, domain=self.zone.domain)
 
     def pod_cluster_dns(self):
-        """What pods are told (agent/dns/pod_dns.ClusterDNS); CreateError while the address
+        """What pods are told (agent/dns/pod_dns.ClusterDNS); NotReadyYet while the address
         is not known yet, so no pod starts with Docker's resolver meanwhile."""
         cluster = self.cluster_dns
         if cluster is None:
-            raise CreateError("the node's cluster DNS waits for the pod network (its bridge's gateway)")
+            raise NotReadyYet("the node's cluster DNS waits for the pod network (its bridge's gateway)")
         return cluster
 
     def listen_on(self, host):

@@ -25,7 +25,7 @@ import time
 from shepherd_ha.client import ClientError, WatchExpired
 from shepherd_ha.model.network import internal_ip_of, pod_cidr_of
 
-from ..runtime.base import CreateError
+from ..runtime.base import CreateError, NotReadyYet
 from . import rules
 from .bridge import BridgeNetwork, bridge_name, gateway_of
 from .ipam import AddressesExhausted, PodAddresses
@@ -66,7 +66,7 @@ class PodNetwork:
     def attach(self, config, pod):
         """`config` (a container owning its pod's network) on our bridge with its own address."""
         if not self.ready.is_set():
-            raise CreateError("the pod network is not ready: %s" % self.error)
+            raise NotReadyYet("the pod network is not ready: %s" % self.error)
         uid = (pod.get("metadata") or {}).get("uid") or ""
         try:
             address = self.addresses.assign(uid)

@@ -33,6 +33,12 @@ class CreateError(RuntimeFailure):
     bad working dir, executable not found, ...)."""
 
 
+class NotReadyYet(CreateError):
+    """Something the container needs on the node (the pod network, the node's DNS) is not
+    ready yet: it waits in ContainerCreating, as a kubelet's pod waits for its sandbox,
+    rather than failing with CreateContainerError."""
+
+
 class ContainerGone(RuntimeFailure):
     """The container does not exist (any more)."""
 

@@ -118,7 +118,7 @@ def test_bad_pod_specs_get_clear_reasons_and_the_agent_keeps_serving(agents):
     finally:
         blocker.close()
     # once the port is free, the pod starts on a later retry
-    agents.wait_running("portclash", timeout=30)
+    agents.wait_running("portclash", timeout=30, namespace=privileged)
 
 
 def test_the_hollow_runtime_simulates_pods_without_containers(agents):
