@@ -16,6 +16,7 @@ from shepherd_ha.model import pod_security as PSS
 from shepherd_ha.store.raft_node import Unavailable
 
 from .errors import ApiError, unavailable
+from .write_options import warning_value
 
 
 def _pod_spec(plural, obj):
@@ -61,5 +62,4 @@ def admit(replica, target, obj, current=None):
 
 def warning_headers():
     """[(Warning, value)] for this request, in RFC 7234's form (299, agent '-')."""
-    return [("Warning", '299 - "%s"' % w.replace("\\", "\\\\").replace('"', '\\"'))
-            for w in g.get("warnings", ())]
+    return [("Warning", warning_value(w)) for w in g.get("warnings", ())]

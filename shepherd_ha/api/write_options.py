@@ -62,10 +62,17 @@ def warn(text):
     g.setdefault("write_warnings", []).append(text)
 
 
+def warning_value(text):
+    """A Warning header's value, 299 - "text": quoted, and ASCII, since a header is sent as
+    Latin-1 and a field name from a body may hold any character (\\uXXXX escapes then)."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '299 - "%s"' % text.encode("ascii", "backslashreplace").decode("ascii")
+
+
 def add_warnings(response):
     """Put the request's warnings on its answer: Warning: 299 - "text"."""
     for text in dict.fromkeys(g.get("write_warnings", ())):     # once each, though a retried write warns again
-        response.headers.add("Warning", '299 - "%s"' % text.replace("\\", "\\\\").replace('"', '\\"'))
+        response.headers.add("Warning", warning_value(text))
     return response
 
 

@@ -38,8 +38,7 @@ def env(tmp_path_factory, request):
         fh.write('%s,viewer,viewer,"shepherd:view"\n' % VIEWER)
     request.addfinalizer(cluster.stop_all)
     cluster.start()
-    with open(cluster.lc.node_token_file) as fh:
-        node = fh.read().strip()
+    node = cluster.lc.node_token("fuzz-node")      # a node's own token (user system:node:NAME)
     tokens = {"admin": "Bearer " + cluster.lc.token(), "node": "Bearer " + node, "viewer": "Bearer " + VIEWER,
               "bad": "Bearer " + "0" * 32, "garbage": "Basic " + "\x7f" * 3, "none": None}
     admin = {"Authorization": tokens["admin"]}

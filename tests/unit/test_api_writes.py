@@ -314,3 +314,15 @@ def test_dry_run_of_a_service_refuses_what_the_allocator_would(api):
     fine = client.post(NS + "/services?dryRun=All", json=dict(taken_ip, spec={"ports": [{"port": 80}]}))
     assert fine.status_code == 201, fine.get_json()
     assert client.get(NS + "/services/b").status_code == 404
+
+
+def test_an_unknown_field_named_in_any_script_is_warned_about_in_an_ascii_header():
+    # Found by the fuzz campaign: a Warning header holding "é" or "字" made waitress fail
+    # to encode the answer (headers go out as Latin-1), a 500.
+    client, _ = api_client()
+    resp = client.post("/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
+                       json={"metadata": {"name": "cm-warn"}, "data": {"a": "b"}, "字é": 1})
+    assert resp.status_code == 201, resp.get_json()
+    warning = resp.headers["Warning"]
+    assert warning.isascii() and "\\u5b57" in warning and "\\xe9" in warning
+    assert "字é" not in client.get("/api/v1/namespaces/default/configmaps/cm-warn").get_json()
