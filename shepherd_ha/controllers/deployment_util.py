@@ -255,3 +255,18 @@ def names_summary(names, limit=5):
 
 def plural(n, word):
     return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+def pod_change_matters(pod, previous):
+    """Whether a pod change can change what the controller does or reports: its
+    existence, labels, owners, readiness or whether it finished. Bindings and other
+    status details (PodScheduled, IPs) do not, and with thousands of pods being
+    bound they would otherwise cost a pass each (deployments and replica sets alike)."""
+    if pod is None or previous is None:
+        return True
+    meta, before = pod["metadata"], previous["metadata"]
+    return (meta.get("labels") != before.get("labels")
+            or meta.get("ownerReferences") != before.get("ownerReferences")
+            or bool(meta.get("deletionTimestamp")) != bool(before.get("deletionTimestamp"))
+            or is_terminal(pod) != is_terminal(previous)
+            or ready_condition(pod) != ready_condition(previous))

@@ -32,7 +32,7 @@ from .controller import Controller, Retry, key_of
 from .deployment_history import migrate
 from .deployment_pass import DeploymentPass
 from .deployment_status import DEADLINE_EXCEEDED, NEW_PODS_AVAILABLE, PAUSED, PODS_UPDATING, find_condition
-from .deployment_util import controller_ref, is_terminal, owned_by, ready_condition
+from .deployment_util import controller_ref, owned_by, pod_change_matters
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -71,7 +71,7 @@ class DeploymentController(Controller):
     def keys_for(self, change):
         if change.resource == "deployments":
             return [key_of(change.object or change.previous)]
-        if change.resource == "pods" and not _pod_change_matters(change.object, change.previous):
+        if change.resource == "pods" and not pod_change_matters(change.object, change.previous):
             return []       # e.g. a binding: nothing this controller counts or reports changed
         keys = []
         for obj in (change.object, change.previous):
@@ -178,21 +178,6 @@ class DeploymentController(Controller):
                     left = tr.since + deadline - now
             tr.reason, tr.complete = reason, complete
             return reason, left
-
-
-def _pod_change_matters(pod, previous):
-    """Whether a pod change can change what the controller does or reports: its
-    existence, labels, owners, readiness or whether it finished. Bindings and other
-    status details (PodScheduled, IPs) do not, and with thousands of pods being
-    bound they would otherwise cost a pass each."""
-    if pod is None or previous is None:
-        return True
-    meta, before = pod["metadata"], previous["metadata"]
-    return (meta.get("labels") != before.get("labels")
-            or meta.get("ownerReferences") != before.get("ownerReferences")
-            or bool(meta.get("deletionTimestamp")) != bool(before.get("deletionTimestamp"))
-            or is_terminal(pod) != is_terminal(previous)
-            or ready_condition(pod) != ready_condition(previous))
 
 
 def controllers(store, recorder, settings):

@@ -20,20 +20,8 @@ from shepherd_ha.store.deletion import delete_object_op
 
 from .controller import Controller, Retry, key_of
 from .deployment_util import (availability, controller_ref, deletion_order, is_ready, is_terminal,
-                              names_summary, new_pod, owned_by, plural, random_suffix, ready_condition,
+                              names_summary, new_pod, owned_by, plural, pod_change_matters, random_suffix,
                               rs_pod_prototype, _name_base)
-
-
-def _pod_change_matters(pod, previous):
-    """Existence, labels, owners, readiness or finishing: what a pass counts."""
-    if pod is None or previous is None:
-        return True
-    meta, before = pod["metadata"], previous["metadata"]
-    return (meta.get("labels") != before.get("labels")
-            or meta.get("ownerReferences") != before.get("ownerReferences")
-            or bool(meta.get("deletionTimestamp")) != bool(before.get("deletionTimestamp"))
-            or is_terminal(pod) != is_terminal(previous)
-            or ready_condition(pod) != ready_condition(previous))
 
 
 class ReplicaSetController(Controller):
@@ -52,7 +40,7 @@ class ReplicaSetController(Controller):
     def keys_for(self, change):
         if change.resource == "replicasets":
             return [key_of(change.object or change.previous)]
-        if not _pod_change_matters(change.object, change.previous):
+        if not pod_change_matters(change.object, change.previous):
             return []
         keys = []
         for obj in (change.object, change.previous):

@@ -125,15 +125,8 @@ def _deployment(causes, obj):
                    % ready)
     causes.boolean("spec.paused", spec.get("paused"))
     selector = _deployment_selector(causes, spec.get("selector"))
-    template = causes.dict("spec.template", spec.get("template"), required=True)
+    template = _selected_template(causes, spec, selector, "deployment")
     if template is not None:
-        meta = causes.dict("spec.template.metadata", template.get("metadata"))
-        labels = causes.labels("spec.template.metadata.labels", (meta or {}).get("labels"))
-        if selector is not None and not selector.matches(labels or {}):
-            causes.add("spec.template.metadata.labels",
-                       "do not match spec.selector %s: give the template the selector's "
-                       "labels, or the deployment cannot find its own pods" % show(str(selector)))
-        validate_pod_spec(causes, "spec.template.spec", template.get("spec"))
         pod_spec = template.get("spec")
         policy = pod_spec.get("restartPolicy") if isinstance(pod_spec, dict) else None
         # Deployment pods are replaced, never left finished, so only Always makes sense.
@@ -151,15 +144,23 @@ def _replica_set(causes, obj):
     causes.integer("spec.replicas", spec.get("replicas"), 0, MAX_REPLICAS)
     causes.integer("spec.minReadySeconds", spec.get("minReadySeconds"), 0)
     selector = _deployment_selector(causes, spec.get("selector"))
+    _selected_template(causes, spec, selector, "replica set")
+
+
+def _selected_template(causes, spec, selector, owner):
+    """spec.template of a Deployment or ReplicaSet: a valid pod spec with labels its
+    selector matches (or its owner could not find its own pods); the template or None."""
     template = causes.dict("spec.template", spec.get("template"), required=True)
-    if template is not None:
-        meta = causes.dict("spec.template.metadata", template.get("metadata"))
-        labels = causes.labels("spec.template.metadata.labels", (meta or {}).get("labels"))
-        if selector is not None and not selector.matches(labels or {}):
-            causes.add("spec.template.metadata.labels",
-                       "do not match spec.selector %s: give the template the selector's "
-                       "labels, or the replica set cannot find its own pods" % show(str(selector)))
-        validate_pod_spec(causes, "spec.template.spec", template.get("spec"))
+    if template is None:
+        return None
+    meta = causes.dict("spec.template.metadata", template.get("metadata"))
+    labels = causes.labels("spec.template.metadata.labels", (meta or {}).get("labels"))
+    if selector is not None and not selector.matches(labels or {}):
+        causes.add("spec.template.metadata.labels",
+                   "do not match spec.selector %s: give the template the selector's "
+                   "labels, or the %s cannot find its own pods" % (show(str(selector)), owner))
+    validate_pod_spec(causes, "spec.template.spec", template.get("spec"))
+    return template
 
 
 def _deployment_selector(causes, spec):
