@@ -5,7 +5,7 @@
 # HIDE_KVM=1 (default when the QEMU driver is used) starts libvirtd in a private
 # mount namespace where /dev/kvm is /dev/null: here /dev/kvm cannot boot stock
 # kernels, and with it visible libvirt re-probes QEMU on every define (~60 s).
-# Env: POOL_NAME (default), POOL_DIR (/var/lib/libvirt/images), VM_DRIVER.
+# Env: POOL_NAME (default), POOL_DIR (/var/lib/libvirt/images), VM_DRIVER, VM_CPU_SHARES (16384).
 set -euo pipefail
 POOL_NAME=${POOL_NAME:-default}
 POOL_DIR=${POOL_DIR:-/var/lib/libvirt/images}
@@ -30,6 +30,17 @@ if ! $VIRSH version >/dev/null 2>&1; then
   fi
   for _ in $(seq 1 30); do $VIRSH version >/dev/null 2>&1 && break; sleep 1; done
   $VIRSH version >/dev/null || { echo "error: libvirtd did not answer within 30 s" >&2; exit 1; }
+fi
+
+# Without systemd on cgroup v1, libvirt puts every VM under the cpu cgroup
+# "machine", whose default cpu.shares (1024) weighs as much as ONE process of the
+# host's root group: with a busy host (tests, 30 runnable processes) the five VMs
+# then got ~2 % of a core each and took over 10 minutes to reach DHCP. Give the VMs
+# the weight of VM_CPU_SHARES/1024 host processes (created before libvirt makes it).
+CPU_CGROUP=/sys/fs/cgroup/cpu
+if [ ! -d /run/systemd/system ] && [ -e "$CPU_CGROUP/cpu.shares" ]; then
+  mkdir -p "$CPU_CGROUP/machine"
+  echo "${VM_CPU_SHARES:-16384}" >"$CPU_CGROUP/machine/cpu.shares"
 fi
 
 if ! $VIRSH pool-info "$POOL_NAME" >/dev/null 2>&1; then
