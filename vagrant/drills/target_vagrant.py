@@ -32,6 +32,23 @@ DRILL_CHAIN = "SHEPHERD-DRILL"   # our iptables chain, so heal removes exactly w
 LIBVIRT_URI = "qemu:///system"
 
 
+
+# The management network of the Vagrantfile (lv.management_network_address), over
+# which Vagrant and the drills reach the VMs by ssh.
+MANAGEMENT_PREFIX = "192.168.124."
+SSH_ENTRY = """Host {host}
+  HostName {address}
+  User vagrant
+  Port 22
+  UserKnownHostsFile /dev/null
+  StrictHostKeyChecking no
+  PasswordAuthentication no
+  IdentityFile {key}
+  IdentitiesOnly yes
+  LogLevel FATAL
+
+"""
+
 class VagrantError(RuntimeError):
     pass
 
@@ -188,12 +205,38 @@ class VagrantTarget(Target):
 
     # -- ssh ----------------------------------------------------------------
     def refresh_ssh_config(self):
+        """Write an ssh config for every created VM that has a management address.
+
+        Built from libvirt's DHCP leases, not `vagrant ssh-config`: that command stops at
+        the first machine that is not up (a spare control plane never created, a VM
+        powered off by a drill) and leaves the rest out, and each call costs 40-50 s of
+        Vagrant start-up on a busy host. A VM without a lease is left out; ssh to it then
+        fails until the next refresh (wait_ssh refreshes)."""
         os.makedirs(self.state_dir, exist_ok=True)
-        proc = _run(["vagrant", "ssh-config"], timeout=120, cwd=self.vagrant_dir, env=self.env, check=False)
-        if "HostName" not in proc.stdout:
-            raise VagrantError(f"`vagrant ssh-config` gave no hosts: {proc.stderr.strip()[-300:]}")
+        entries = []
+        for host in self.layout.control_planes + self.layout.spare_control_planes + self.workers:
+            try:
+                uuid = self.domain(host)
+            except VagrantError:
+                continue                     # never created (a spare not needed yet)
+            address = self.management_address(uuid)
+            if address is None:
+                continue
+            key = os.path.join(self.vagrant_dir, ".vagrant", "machines", host, "libvirt", "private_key")
+            entries.append(SSH_ENTRY.format(host=host, address=address, key=key))
+        if not entries:
+            raise VagrantError("no VM has a management address (virsh domifaddr --source lease); run make vagrant-up")
         with open(self.ssh_config_path, "w", encoding="utf-8") as f:
-            f.write(proc.stdout)
+            f.write("".join(entries))
+
+    def management_address(self, uuid):
+        """The VM's address on the management network, from libvirt's DHCP lease."""
+        proc = self.virsh("domifaddr", uuid, "--source", "lease", check=False)
+        for line in proc.stdout.splitlines():
+            fields = line.split()
+            if len(fields) == 4 and fields[2] == "ipv4" and fields[3].startswith(MANAGEMENT_PREFIX):
+                return fields[3].split("/")[0]
+        return None
 
     def ssh(self, host, command, timeout=60, check=True):
         """Run a shell command in a VM as root; returns the CompletedProcess."""
