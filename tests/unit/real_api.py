@@ -16,7 +16,7 @@ by each apply), so a controller can run over the same store the API serves.
     client, replica = flask_client()        # no HTTP: the Flask test client
 
 What is injected (never semantics): failures (fail_next), request hooks, a frozen
-replica (streams go silent), a compacted watch log (expire_watches), and a canned
+replica (streams go silent), a compacted watch log (compact, install_snapshot), and a canned
 cluster view (cluster_info) for the sheepctl printer.
 """
 import json
@@ -51,6 +51,7 @@ class ApiStore(MemoryStore):
     """The in-memory twin plus what tests do to it directly (as a controller would)."""
 
     def __init__(self, namespaces=NAMESPACES):
+        self._snapshotting = False
         super().__init__(namespaces=namespaces)
         self.servers = []         # ApiServers serving this store, in start order (the first leads)
         self.applied = []         # (method, path) of every HTTP write that changed the store
@@ -90,6 +91,25 @@ class ApiStore(MemoryStore):
     def compact(self):
         """Forget the watch history (as a snapshot install does): resuming from before now gives 410."""
         self.watch_log.reset(self.fsm.revision)
+
+    def apply(self, command):
+        if not self._snapshotting:
+            return super().apply(command)
+        with self._lock:    # a snapshot's writes: applied, never in the watch log
+            return self.fsm.apply_with_changes(command)[0]
+
+    def install_snapshot(self, *objects):
+        """What a replica that fell behind sees: the state jumps past the writes of `objects`
+        ((plural, obj) pairs) with none of their changes in the watch log, so a running watch
+        behind the new state gets an ERROR 410 event and resuming from before it gives 410."""
+        with self._lock:
+            self._snapshotting = True
+            try:
+                for plural, obj in objects:
+                    self.put(plural, obj)
+            finally:
+                self._snapshotting = False
+            self.watch_log.reset(self.fsm.revision)
 
 
 class MemoryReplica:
@@ -261,10 +281,6 @@ class ApiServer:
             self.faults.append({"code": code, "outcome": "unknown" if apply else outcome, "apply": apply,
                                 "methods": methods, "message": message, "reason": reason,
                                 "retry_after": retry_after})
-
-    def expire_watches(self):
-        """Running watches get an ERROR 410 event and resuming from before now gives 410."""
-        self.store.compact()
 
     def keys_seen(self, method=None):
         return [r["key"] for r in self.requests if method is None or r["method"] == method]
