@@ -58,7 +58,8 @@ class ApiStore(MemoryStore):
         self.api_writes = 0       # commands the API submitted (a dry run must add none)
 
     def put(self, plural, obj):
-        """Create or overwrite an object (a namespaced one defaults to "default"); the stored object."""
+        """Create or overwrite an object, spec and status (a namespaced one defaults to "default");
+        the stored object."""
         r = RESOURCES[plural]
         meta = dict(obj.get("metadata") or {})
         if r.namespaced:
@@ -72,12 +73,16 @@ class ApiStore(MemoryStore):
             self.put("namespaces", {"metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}})
         old = self.get(plural, ns, meta["name"])
         if old is None:
-            op = commands.create(plural, stamp_new(obj))
+            new = stamp_new(obj)    # a uid or creationTimestamp the test gave is kept (owner references)
+            new["metadata"].update({k: meta[k] for k in ("uid", "creationTimestamp") if meta.get(k)})
+            ops = [commands.create(plural, new)]
         else:
-            op = commands.update(plural, ns, meta["name"], obj)
-        result = self.apply(commands.write([op], uuid.uuid4().hex))
+            ops = [commands.update(plural, ns, meta["name"], obj)]
+            if r.has_status and "status" in obj:    # as a controller writes it: through the subresource
+                ops.append(commands.update(plural, ns, meta["name"], obj, subresource="status"))
+        result = self.apply(commands.write(ops, uuid.uuid4().hex))
         assert result.get("ok"), result
-        return result["results"][0]["object"]
+        return result["results"][-1]["object"]
 
     def remove(self, plural, name, namespace="default"):
         ns = namespace if RESOURCES[plural].namespaced else None
