@@ -19,6 +19,7 @@ What is injected (never semantics): failures (fail_next), request hooks, a froze
 replica (streams go silent), a compacted watch log (compact, install_snapshot), and a canned
 cluster view (cluster_info) for the sheepctl printer.
 """
+import copy
 import json
 import socket
 import threading
@@ -91,7 +92,8 @@ class ApiStore(MemoryStore):
         return result["results"][0].get("object")
 
     def get_obj(self, plural, name, namespace="default"):
-        return self.get(plural, namespace if RESOURCES[plural].namespaced else None, name)
+        """A copy of the stored object (the FSM's own must not change behind its back), or None."""
+        return copy.deepcopy(self.get(plural, namespace if RESOURCES[plural].namespaced else None, name))
 
     def compact(self):
         """Forget the watch history (as a snapshot install does): resuming from before now gives 410."""
