@@ -523,7 +523,8 @@ def test_delete_from_file_and_selector(ctl, store, tmp_path):
 def test_scale(ctl, store, server):
     store.put("deployments", {"metadata": {"name": "web"}, "spec": {
         "replicas": 1, "selector": {"matchLabels": {"app": "web"}},
-        "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+        "template": {"metadata": {"labels": {"app": "web"}},
+                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
     rc, out, err = ctl("scale", "deployment", "web", "--replicas", "4")
     assert (rc, out, err) == (0, "deployment.apps/web scaled\n", "")
     assert server.requests[-1]["path"] == "/apis/apps/v1/namespaces/default/deployments/web/scale"
