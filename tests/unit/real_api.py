@@ -16,9 +16,10 @@ by each apply), so a controller can run over the same store the API serves.
     client, replica = flask_client()        # no HTTP: the Flask test client
 
 What is injected (never semantics): failures (fail_next), request hooks, a frozen
-replica (streams go silent), a compacted watch log (expire_watches), and a canned
+replica (streams go silent), a compacted watch log (compact, install_snapshot), and a canned
 cluster view (cluster_info) for the sheepctl printer.
 """
+import copy
 import json
 import socket
 import threading
@@ -51,13 +52,15 @@ class ApiStore(MemoryStore):
     """The in-memory twin plus what tests do to it directly (as a controller would)."""
 
     def __init__(self, namespaces=NAMESPACES):
+        self._snapshotting = False
         super().__init__(namespaces=namespaces)
         self.servers = []         # ApiServers serving this store, in start order (the first leads)
         self.applied = []         # (method, path) of every HTTP write that changed the store
         self.api_writes = 0       # commands the API submitted (a dry run must add none)
 
     def put(self, plural, obj):
-        """Create or overwrite an object (a namespaced one defaults to "default"); the stored object."""
+        """Create or overwrite an object, spec and status (a namespaced one defaults to "default");
+        the stored object."""
         r = RESOURCES[plural]
         meta = dict(obj.get("metadata") or {})
         if r.namespaced:
@@ -71,12 +74,16 @@ class ApiStore(MemoryStore):
             self.put("namespaces", {"metadata": {"name": ns}, "spec": {}, "status": {"phase": "Active"}})
         old = self.get(plural, ns, meta["name"])
         if old is None:
-            op = commands.create(plural, stamp_new(obj))
+            new = stamp_new(obj)    # a uid or creationTimestamp the test gave is kept (owner references)
+            new["metadata"].update({k: meta[k] for k in ("uid", "creationTimestamp") if meta.get(k)})
+            ops = [commands.create(plural, new)]
         else:
-            op = commands.update(plural, ns, meta["name"], obj)
-        result = self.apply(commands.write([op], uuid.uuid4().hex))
+            ops = [commands.update(plural, ns, meta["name"], obj)]
+            if r.has_status and "status" in obj:    # as a controller writes it: through the subresource
+                ops.append(commands.update(plural, ns, meta["name"], obj, subresource="status"))
+        result = self.apply(commands.write(ops, uuid.uuid4().hex))
         assert result.get("ok"), result
-        return result["results"][0]["object"]
+        return result["results"][-1]["object"]
 
     def remove(self, plural, name, namespace="default"):
         ns = namespace if RESOURCES[plural].namespaced else None
@@ -85,11 +92,31 @@ class ApiStore(MemoryStore):
         return result["results"][0].get("object")
 
     def get_obj(self, plural, name, namespace="default"):
-        return self.get(plural, namespace if RESOURCES[plural].namespaced else None, name)
+        """A copy of the stored object (the FSM's own must not change behind its back), or None."""
+        return copy.deepcopy(self.get(plural, namespace if RESOURCES[plural].namespaced else None, name))
 
     def compact(self):
         """Forget the watch history (as a snapshot install does): resuming from before now gives 410."""
         self.watch_log.reset(self.fsm.revision)
+
+    def apply(self, command):
+        if not self._snapshotting:
+            return super().apply(command)
+        with self._lock:    # a snapshot's writes: applied, never in the watch log
+            return self.fsm.apply_with_changes(command)[0]
+
+    def install_snapshot(self, *objects):
+        """What a replica that fell behind sees: the state jumps past the writes of `objects`
+        ((plural, obj) pairs) with none of their changes in the watch log, so a running watch
+        behind the new state gets an ERROR 410 event and resuming from before it gives 410."""
+        with self._lock:
+            self._snapshotting = True
+            try:
+                for plural, obj in objects:
+                    self.put(plural, obj)
+            finally:
+                self._snapshotting = False
+            self.watch_log.reset(self.fsm.revision)
 
 
 class MemoryReplica:
@@ -261,10 +288,6 @@ class ApiServer:
             self.faults.append({"code": code, "outcome": "unknown" if apply else outcome, "apply": apply,
                                 "methods": methods, "message": message, "reason": reason,
                                 "retry_after": retry_after})
-
-    def expire_watches(self):
-        """Running watches get an ERROR 410 event and resuming from before now gives 410."""
-        self.store.compact()
 
     def keys_seen(self, method=None):
         return [r["key"] for r in self.requests if method is None or r["method"] == method]

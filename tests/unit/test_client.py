@@ -1,6 +1,6 @@
 """shepherd_ha.client: requests, failover, 503 retries, idempotency keys.
 
-Real HTTP against fake API servers (shepherd_ha.client.testing) on 127.0.0.1.
+The real API app over the in-memory store (tests/unit/real_api.py, conftest's replicas) on 127.0.0.1.
 """
 import json
 import threading

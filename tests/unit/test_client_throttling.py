@@ -1,6 +1,7 @@
 """The client under 429 Too Many Requests: it waits as long as Retry-After asks (bounded)
 or moves to a replica that did not refuse, for reads, writes and watches; the agent's
-lease renewal, which uses it, keeps working. Fake API servers on 127.0.0.1."""
+lease renewal, which uses it, keeps working. The real API app over the in-memory store
+(tests/unit/real_api.py) on 127.0.0.1, with injected 429s."""
 import threading
 import time
 

@@ -1,30 +1,20 @@
-"""Client.watch: streaming, bookmarks, resumption on another replica, 410."""
+"""Client.watch: streaming, bookmarks, resumption on another replica, 410.
+
+Against the real API app over the in-memory store (tests/unit/real_api.py, conftest's replicas)."""
 import threading
 import time
 
 import pytest
 
 from shepherd_ha.client import Client, NoReplicaReachable, WatchExpired
-from shepherd_ha.client.testing import FakeApiServer, FakeStore, free_port
+from shepherd_ha.api import watch as watch_module
+from real_api import free_port
 
 
-# Not yet moved to the real app (tests/unit/real_api.py): these still run against the fake.
-@pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
-def replicas(store):
-    started = []
-
-    def make(name=None, **kw):
-        s = FakeApiServer(store, name or "r%d" % (len(started) + 1), **kw).start()
-        started.append(s)
-        return s
-    yield make
-    for s in started:
-        s.stop()
+@pytest.fixture(autouse=True)
+def quick_bookmarks(monkeypatch):
+    """The real server's idle keep-alive every 0.2 s instead of 5 s (timing only, not semantics)."""
+    monkeypatch.setattr(watch_module, "BOOKMARK_INTERVAL", 0.2)
 
 
 def pod(name, **labels):
@@ -74,7 +64,7 @@ def writer(store, steps, delay=0.05):
 def test_watch_from_revision_streams_changes_in_order(replicas, store):
     a = replicas()
     store.put("pods", pod("before"))
-    rv = store.revision
+    rv = store.revision()
     c = Client(a.url)
     writer(store, [lambda: store.put("pods", pod("p1")),
                    lambda: store.put("pods", pod("p1", app="db")),
@@ -98,7 +88,7 @@ def test_watch_without_revision_lists_first(replicas, store):
     first = [next(gen) for _ in range(3)]
     assert names(first[:2]) == [("ADDED", "x"), ("ADDED", "y")]
     assert first[2]["type"] == "BOOKMARK"
-    assert first[2]["object"]["metadata"]["resourceVersion"] == str(store.revision)
+    assert first[2]["object"]["metadata"]["resourceVersion"] == str(store.revision())
     writer(store, [lambda: store.put("pods", pod("z"))])
     assert names(collect(gen, lambda e: True)) == [("ADDED", "z")]
     watch_req = [r for r in a.requests if r["query"].get("watch")][0]
@@ -108,7 +98,7 @@ def test_watch_without_revision_lists_first(replicas, store):
 def test_watch_resumes_on_the_next_replica_without_duplicates_or_gaps(replicas, store):
     a, b = replicas(), replicas()
     store.put("pods", pod("p0"))
-    rv = store.revision
+    rv = store.revision()
     c = Client([a.url, b.url], retry_deadline=5)
     steps = [lambda i=i: store.put("pods", pod("p%d" % i)) for i in range(1, 4)]
     steps.append(a.stop)                                   # replica a dies mid-stream
@@ -124,7 +114,7 @@ def test_watch_resumes_on_the_next_replica_without_duplicates_or_gaps(replicas, 
 
 def test_watch_resumes_after_a_silent_replica(replicas, store):
     a, b = replicas(), replicas()
-    rv = store.revision
+    rv = store.revision()
     c = Client([a.url, b.url], retry_deadline=5)
     steps = [lambda: store.put("pods", pod("p1")),
              lambda: setattr(a, "frozen", True),          # a hangs: no events, no bookmarks
@@ -139,13 +129,15 @@ def test_watch_resumes_after_a_silent_replica(replicas, store):
 
 def test_bookmarks_advance_the_resume_revision(replicas, store):
     a, b = replicas(), replicas()
-    rv = store.revision
+    rv = store.revision()
     store.put("services", {"metadata": {"name": "unrelated"}})  # not a pod
     c = Client([a.url, b.url], retry_deadline=5)
     gen = c.watch("pods", "default", resource_version=rv)
-    ev = next(gen)
+    ev = next(gen)     # at once: the stream is established at rv
+    assert ev["type"] == "BOOKMARK" and ev["object"]["metadata"]["resourceVersion"] == str(rv)
+    ev = next(gen)     # the idle keep-alive: past the service change no pod watcher sees
     assert ev["type"] == "BOOKMARK"
-    assert ev["object"]["metadata"]["resourceVersion"] == str(store.revision)
+    assert ev["object"]["metadata"]["resourceVersion"] == str(store.revision())
     a.stop()
     writer(store, [lambda: store.put("pods", pod("p1"))])
     assert names(collect(gen, lambda e: True)) == [("ADDED", "p1")]
@@ -156,7 +148,7 @@ def test_bookmarks_advance_the_resume_revision(replicas, store):
 def test_410_before_the_stream_raises_watch_expired(replicas, store):
     a = replicas()
     store.put("pods", pod("p1"))
-    old = store.revision
+    old = store.revision()
     store.put("pods", pod("p2"))
     store.compact()
     c = Client(a.url)
@@ -168,9 +160,10 @@ def test_410_before_the_stream_raises_watch_expired(replicas, store):
 def test_410_error_event_inside_the_stream_raises_watch_expired(replicas, store):
     a = replicas()
     c = Client(a.url)
-    gen = c.watch("pods", "default", resource_version=store.revision, bookmarks=False)
-    writer(store, [lambda: store.put("pods", pod("p1")), a.expire_watches])
+    gen = c.watch("pods", "default", resource_version=store.revision(), bookmarks=False)
+    writer(store, [lambda: store.put("pods", pod("p1"))])
     assert names([next(gen)]) == [("ADDED", "p1")]
+    store.install_snapshot(("pods", pod("p2")))   # the replica jumps past p2: the stream cannot go on
     with pytest.raises(WatchExpired):
         next(gen)
 
@@ -181,7 +174,7 @@ def test_stop_event_interrupts_a_blocked_read(replicas, store):
     stop = threading.Event()
     threading.Timer(0.3, stop.set).start()
     t0 = time.monotonic()
-    assert list(c.watch("pods", "default", resource_version=store.revision, bookmarks=False,
+    assert list(c.watch("pods", "default", resource_version=store.revision(), bookmarks=False,
                         stop=stop)) == []
     assert time.monotonic() - t0 < 2
 
@@ -189,7 +182,7 @@ def test_stop_event_interrupts_a_blocked_read(replicas, store):
 def test_watch_gives_up_when_every_replica_is_gone(replicas, store):
     a = replicas()
     c = Client([a.url, "http://127.0.0.1:%d" % free_port()], retry_deadline=0.5)
-    gen = c.watch("pods", "default", resource_version=store.revision)
+    gen = c.watch("pods", "default", resource_version=store.revision())
     assert next(gen)["type"] == "BOOKMARK"
     a.stop()
     with pytest.raises(NoReplicaReachable):

@@ -1,4 +1,5 @@
-"""sheepctl end to end: ctl.main.main([...]) against a fake API server on 127.0.0.1."""
+"""sheepctl end to end: ctl.main.main([...]) against the real API app over the in-memory
+store (tests/unit/real_api.py) on 127.0.0.1."""
 import io
 import json
 import sys
@@ -10,7 +11,7 @@ import pytest
 import yaml
 
 from ctl.main import main
-from shepherd_ha.client.testing import FakeApiServer, FakeStore, free_port
+from real_api import ApiServer, free_port
 
 
 @pytest.fixture(autouse=True)
@@ -21,13 +22,8 @@ def isolated_env(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
 def server(store):
-    s = FakeApiServer(store).start()
+    s = ApiServer(store).start()
     yield s
     s.stop()
 
@@ -140,7 +136,7 @@ def test_get_missing_name(ctl, store):
     store.put("pods", running_pod("a"))
     rc, out, err = ctl("get", "pods", "a", "nope")
     assert rc == 1
-    assert err == 'Error from server (NotFound): pods "nope" not found\n'
+    assert err == 'Error from server (NotFound): pods "nope" in namespace default not found\n'
     assert table(out)[1][0] == "a"
 
 
@@ -157,10 +153,11 @@ def test_get_other_kinds(ctl, store):
                                            {"name": "c", "image": "nginx:1"}]}}},
                               "status": {"readyReplicas": 2, "updatedReplicas": 3,
                                          "availableReplicas": 2}})
-    store.put("services", {"metadata": {"name": "web", "creationTimestamp": ago(days=3)},
-                           "spec": {"type": "NodePort", "selector": {"app": "web"},
-                                    "ports": [{"port": 80, "nodePort": 30080},
-                                              {"port": 53, "protocol": "UDP"}]}})
+    svc = store.put("services", {"metadata": {"name": "web", "creationTimestamp": ago(days=3)},
+                                 "spec": {"type": "NodePort", "selector": {"app": "web"},
+                                          "ports": [{"port": 80, "nodePort": 30080},
+                                                    {"port": 53, "protocol": "UDP"}]}})
+    allocated = svc["spec"]["ports"][1]["nodePort"]   # the store gives every port of a NodePort one
     store.put("nodes", {"metadata": {"name": "n1", "labels": {"node-role.kubernetes.io/worker": ""},
                                      "creationTimestamp": ago(days=3)},
                         "spec": {"unschedulable": True},
@@ -181,11 +178,14 @@ def test_get_other_kinds(ctl, store):
                                               ["web", "2/3", "3", "2", "30m"]]
     assert table(ctl("get", "deploy", "-o", "wide")[1])[1][-3:] == ["c", "nginx:1", "app=web"]
     assert table(ctl("get", "svc")[1]) == [["NAME", "TYPE", "PORT(S)", "SELECTOR", "AGE"],
-                                           ["web", "NodePort", "80:30080/TCP,53/UDP", "app=web", "3d"]]
+                                           ["web", "NodePort", "80:30080/TCP,53:%d/UDP" % allocated, "app=web",
+                                            "3d"]]
     assert table(ctl("get", "no")[1]) == [["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
                                           ["n1", "Ready,SchedulingDisabled", "worker", "3d", "0.1.0"],
                                           ["n2", "NotReady", "<none>", "3d", "<unknown>"]]
-    assert table(ctl("get", "ns")[1]) == [["NAME", "STATUS", "AGE"], ["prod", "Active", "3d"]]
+    rows = table(ctl("get", "ns")[1])        # the cluster's own namespaces and prod
+    assert rows[0] == ["NAME", "STATUS", "AGE"] and rows[-1] == ["prod", "Active", "3d"]
+    assert [r[0] for r in rows[1:]] == ["default", "kube-node-lease", "kube-system", "prod"]
     assert table(ctl("get", "ep")[1])[1] == ["web", "10.0.0.1:80,10.0.0.2:80,10.0.0.3:80 + 2 more...",
                                              "3d"]
     assert table(ctl("get", "events")[1]) == [
@@ -206,7 +206,7 @@ def test_get_several_types(ctl, store):
     assert [i["kind"] for i in doc["items"]] == ["Deployment", "Service"]
     assert ctl("get", "deploy,svc", "web", "-o", "name")[1] == "deployment.apps/web\nservice/web\n"
     rc, out, err = ctl("get", "pod/x", "svc/web")
-    assert rc == 1 and err == 'Error from server (NotFound): pods "x" not found\n'
+    assert rc == 1 and err == 'Error from server (NotFound): pods "x" in namespace default not found\n'
     assert table(out)[1][0] == "web"
 
 
@@ -270,7 +270,7 @@ def test_describe_pod_with_events(ctl, store, server):
     rc, out, _ = ctl("describe", "po", "conditions")
     assert "ContainersNotReady" in out and "Events:         <none>" in out
     rc, out, err = ctl("describe", "pod", "ghost")
-    assert rc == 1 and err == 'Error from server (NotFound): pods "ghost" not found\n'
+    assert rc == 1 and err == 'Error from server (NotFound): pods "ghost" in namespace default not found\n'
 
 
 def test_describe_other_kinds(ctl, store):
@@ -410,8 +410,9 @@ def test_apply_directory_stdin_json_and_list(ctl, store, tmp_path):
     rc, out, err = ctl("apply", "-f", "-", stdin=io.StringIO(json.dumps(doc)))
     assert rc == 1 and "unknown kind 'ConfigMapIsNotHere'" in err
 
-    doc = {"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p1"}},
-                                     {"kind": "Pod", "metadata": {"name": "p2"}}]}
+    spec = {"containers": [{"name": "c", "image": "nginx"}]}
+    doc = {"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p1"}, "spec": spec},
+                                     {"kind": "Pod", "metadata": {"name": "p2"}, "spec": spec}]}
     rc, out, err = ctl("apply", "-f", "-", stdin=io.StringIO(json.dumps(doc)))
     assert (rc, out) == (0, "pod/p1 created\npod/p2 created\n")
 
@@ -453,8 +454,8 @@ def test_create_and_already_exists(ctl, store, tmp_path):
     assert (rc, out) == (0, "pod/web created\ndeployment.apps/web created\n")
     rc, out, err = ctl("create", "-f", path)
     assert rc == 1 and out == ""
-    assert 'Error from server (AlreadyExists): error when creating "%s": pods "web" already exists' \
-        % path in err
+    assert 'Error from server (AlreadyExists): error when creating "%s": pods "web" in namespace default ' \
+        'already exists' % path in err
     rc, out, _ = ctl("create", "namespace", "prod")
     assert (rc, out) == (0, "namespace/prod created\n")
     assert store.get_obj("namespaces", "prod") is not None
@@ -467,12 +468,20 @@ def test_create_and_already_exists(ctl, store, tmp_path):
 
 def test_delete(ctl, store, server, tmp_path):
     store.put("pods", running_pod("web"))
+    store.put("pods", dict(running_pod("pending"), spec={"containers": [{"name": "c", "image": "nginx"}]}))
     store.put("deployments", {"metadata": {"name": "web"}, "spec": {"replicas": 1}})
     rc, out, err = ctl("delete", "pod", "web")
     assert (rc, out, err) == (0, 'pod "web" deleted\n', "")
-    rc, out, err = ctl("delete", "pod", "web")
-    assert (rc, out, err) == (1, "", 'Error from server (NotFound): pods "web" not found\n')
-    rc, out, err = ctl("delete", "pod", "web", "--ignore-not-found")
+    # A pod on a node terminates gracefully (its agent stops it), as in Kubernetes; deleting it
+    # again is no error.
+    assert store.get_obj("pods", "web")["metadata"]["deletionTimestamp"]
+    assert ctl("delete", "pod", "web") == (0, 'pod "web" deleted\n', "")
+    rc, out, err = ctl("delete", "pod", "pending")    # on no node: gone at once
+    assert (rc, out, err) == (0, 'pod "pending" deleted\n', "")
+    assert store.get_obj("pods", "pending") is None
+    rc, out, err = ctl("delete", "pod", "pending")
+    assert (rc, out, err) == (1, "", 'Error from server (NotFound): pods "pending" in namespace default not found\n')
+    rc, out, err = ctl("delete", "pod", "pending", "--ignore-not-found")
     assert (rc, out, err) == (0, "", "")
     rc, out, err = ctl("delete", "deploy", "web", "--cascade=orphan")
     assert out == 'deployment.apps "web" deleted\n'
@@ -512,7 +521,10 @@ def test_delete_from_file_and_selector(ctl, store, tmp_path):
 
 
 def test_scale(ctl, store, server):
-    store.put("deployments", {"metadata": {"name": "web"}, "spec": {"replicas": 1}})
+    store.put("deployments", {"metadata": {"name": "web"}, "spec": {
+        "replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+        "template": {"metadata": {"labels": {"app": "web"}},
+                     "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
     rc, out, err = ctl("scale", "deployment", "web", "--replicas", "4")
     assert (rc, out, err) == (0, "deployment.apps/web scaled\n", "")
     assert server.requests[-1]["path"] == "/apis/apps/v1/namespaces/default/deployments/web/scale"
@@ -520,7 +532,7 @@ def test_scale(ctl, store, server):
     rc, out, err = ctl("scale", "pod", "web", "--replicas", "2")
     assert rc == 1 and "cannot be scaled" in err
     rc, out, err = ctl("scale", "deploy/ghost", "--replicas", "2")
-    assert rc == 1 and err == 'Error from server (NotFound): deployments "ghost" not found\n'
+    assert rc == 1 and err == 'Error from server (NotFound): deployments "ghost" in namespace default not found\n'
 
 
 # -- cluster / version / errors ----------------------------------------------

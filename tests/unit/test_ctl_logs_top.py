@@ -1,8 +1,8 @@
 """sheepctl logs, top nodes and describe node.
 
-logs runs against the real API app (over a fake replica, served by waitress on
-127.0.0.1) proxying to a real agent log server over a fake runtime that stamps lines
-like Docker; top and describe against the fake API server of shepherd_ha.client.testing.
+All against the real API app over the in-memory store (tests/unit/real_api.py, two
+replicas of one store on 127.0.0.1); logs proxy to a real agent log server over a fake
+runtime that stamps lines like Docker.
 """
 import io
 import re
@@ -16,11 +16,9 @@ import pytest
 from agent.log_server import LogServer
 from ctl.commands.logs import stream_logs, ts_key
 from ctl.main import main
-from shepherd_ha.api.app import create_app
 from shepherd_ha.client import Client
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
 from test_agent_log_server import FakeRuntime
-from test_api_pod_logs import FakeReplica, Served, node, pod
+from test_api_pod_logs import node, pod
 
 
 @pytest.fixture(autouse=True)
@@ -87,23 +85,12 @@ def agent(runtime):
 
 
 @pytest.fixture
-def replica(agent):
-    r = FakeReplica()
-    r.put("nodes", node("n1", port=agent.port))
-    r.put("pods", pod("web"))
-    r.put("pods", pod("multi", containers=("app", "side")))
-    return r
-
-
-@pytest.fixture
-def apis(replica):
-    servers = [Served(create_app(replica)), Served(create_app(replica))]
-    yield servers
-    for s in servers:
-        try:
-            s.stop()
-        except Exception:  # noqa: BLE001 - already stopped by the test
-            pass
+def apis(replicas, store, agent):
+    """Two replicas of one store that knows node n1 (its agent) and pods web and multi."""
+    store.put("nodes", node("n1", port=agent.port))
+    store.put("pods", pod("web"))
+    store.put("pods", pod("multi", containers=("app", "side")))
+    return [replicas(), replicas()]
 
 
 def ctl(apis, capsys, *argv):
@@ -315,11 +302,11 @@ def test_follow_leaves_a_frozen_replica(apis, runtime):
         client.close()
 
 
-def test_unreachable_agent_is_reported_quickly(apis, replica, capsys):
+def test_unreachable_agent_is_reported_quickly(apis, store, capsys):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    replica.put("nodes", node("n1", port=port))
+    store.put("nodes", node("n1", port=port))
     t0 = time.monotonic()
     rc, out, err = ctl(apis, capsys, "logs", "web")
     assert rc == 1
@@ -337,20 +324,13 @@ def test_ts_key_orders_nanoseconds():
 # ---------------------------------------------------------------- top and describe
 
 @pytest.fixture
-def store():
-    return FakeStore()
+def api(replicas):
+    return replicas()
 
 
-@pytest.fixture
-def fake_api(store):
-    s = FakeApiServer(store).start()
-    yield s
-    s.stop()
-
-
-def run_ctl(fake_api, capsys, *argv):
+def run_ctl(api, capsys, *argv):
     capsys.readouterr()
-    rc = main(["--server", fake_api.url] + list(argv))
+    rc = main(["--server", api.url] + list(argv))
     cap = capsys.readouterr()
     return rc, cap.out, cap.err
 
@@ -379,13 +359,13 @@ def cells(out):
     return [re.split(r"\s{2,}", line.strip()) for line in out.strip().splitlines()]
 
 
-def test_top_nodes_table(fake_api, store, capsys):
+def test_top_nodes_table(api, store, capsys):
     store.put("nodes", node_with_usage("n1"))
     store.put("nodes", node_with_usage("n2", cpu=80.4, used=3 * 2 ** 30, capacity="4Gi"))
     store.put("nodes", {"metadata": {"name": "n3"}, "status": {}})
     for p in (running("a", "n1"), running("b", "n2"), running("c", "n2"), running("done", "n2", "Succeeded")):
         store.put("pods", p)
-    rc, out, err = run_ctl(fake_api, capsys, "top", "nodes")
+    rc, out, err = run_ctl(api, capsys, "top", "nodes")
     assert rc == 0
     assert cells(out) == [
         ["NAME", "CPU%", "MEMORY(bytes)", "MEMORY%", "DISK%", "LOAD", "PODS", "CONTAINERS", "AGE"],
@@ -393,37 +373,37 @@ def test_top_nodes_table(fake_api, store, capsys):
         ["n2", "80%", "3072Mi", "75%", "25%", "0.50", "2", "3", "20m"],
         ["n3", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "<unknown>", "0", "<unknown>", "<unknown>"]]
     assert "node n3: metrics not available yet" in err
-    rc, out, _ = run_ctl(fake_api, capsys, "top", "nodes", "--sort-by", "cpu")
+    rc, out, _ = run_ctl(api, capsys, "top", "nodes", "--sort-by", "cpu")
     assert [r[0] for r in cells(out)[1:]] == ["n2", "n1", "n3"]
-    rc, out, _ = run_ctl(fake_api, capsys, "top", "nodes", "n1")
+    rc, out, _ = run_ctl(api, capsys, "top", "nodes", "n1")
     assert [r[0] for r in cells(out)] == ["NAME", "n1"]
 
 
-def test_top_without_any_usage_and_top_pods(fake_api, store, capsys):
+def test_top_without_any_usage_and_top_pods(api, store, capsys):
     store.put("nodes", {"metadata": {"name": "n1"}, "status": {}})
-    rc, out, err = run_ctl(fake_api, capsys, "top", "nodes")
+    rc, out, err = run_ctl(api, capsys, "top", "nodes")
     assert rc == 1 and "metrics not available yet" in err
-    rc, out, err = run_ctl(fake_api, capsys, "top", "pods")
+    rc, out, err = run_ctl(api, capsys, "top", "pods")
     assert rc == 1 and "per-pod usage is not collected" in err
-    rc, _, err = run_ctl(fake_api, capsys, "top", "deployments")
+    rc, _, err = run_ctl(api, capsys, "top", "deployments")
     assert rc == 1 and "top takes nodes" in err
 
 
-def test_top_memory_percent_without_capacity_uses_used_plus_available(fake_api, store, capsys):
+def test_top_memory_percent_without_capacity_uses_used_plus_available(api, store, capsys):
     n = node_with_usage("n1", used=1 * 2 ** 30, available=1 * 2 ** 30)
     del n["status"]["capacity"]
     store.put("nodes", n)
-    rc, out, _ = run_ctl(fake_api, capsys, "top", "nodes")
+    rc, out, _ = run_ctl(api, capsys, "top", "nodes")
     assert cells(out)[1][3] == "50%"
 
 
-def test_describe_node_shows_usage_and_pods(fake_api, store, capsys):
+def test_describe_node_shows_usage_and_pods(api, store, capsys):
     store.put("nodes", node_with_usage("n1"))
     store.put("nodes", {"metadata": {"name": "n2"}, "status": {}})
     store.put("pods", running("web-1", "n1"))
     store.put("pods", running("old", "n1", "Failed"))
     store.put("pods", running("other", "n2"))
-    rc, out, err = run_ctl(fake_api, capsys, "describe", "node", "n1")
+    rc, out, err = run_ctl(api, capsys, "describe", "node", "n1")
     assert rc == 0, err
     assert "Capacity:" in out and "Conditions:" in out
     usage = out[out.index("Usage:"):]
@@ -434,6 +414,6 @@ def test_describe_node_shows_usage_and_pods(fake_api, store, capsys):
     assert re.search(r"Containers:\s+3", usage)
     pods = out[out.index("Non-terminated Pods (1):"):]
     assert "web-1" in pods and "old" not in pods and "other" not in pods
-    rc, out, _ = run_ctl(fake_api, capsys, "describe", "node", "n2")
+    rc, out, _ = run_ctl(api, capsys, "describe", "node", "n2")
     assert "metrics not available yet" in out and "Non-terminated Pods (1):" in out
 

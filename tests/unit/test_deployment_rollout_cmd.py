@@ -1,5 +1,6 @@
-"""sheepctl rollout status/history/undo against the fake API server (the controller's
-side is played by the test, writing status and revisions into the fake store)."""
+"""sheepctl rollout status/history/undo against the real API app over the in-memory store
+(tests/unit/real_api.py; the controller's side is played by the test, writing status and
+revisions into the store)."""
 import threading
 import time
 
@@ -7,7 +8,7 @@ import pytest
 
 from ctl.commands.rollout import rollout_state
 from ctl.main import main
-from shepherd_ha.client.testing import FakeApiServer, FakeStore
+from real_api import ApiServer
 
 UID = "uid-web"
 
@@ -20,13 +21,8 @@ def isolated_env(monkeypatch, tmp_path):
 
 
 @pytest.fixture
-def store():
-    return FakeStore()
-
-
-@pytest.fixture
 def server(store):
-    s = FakeApiServer(store).start()
+    s = ApiServer(store).start()
     yield s
     s.stop()
 
@@ -39,6 +35,19 @@ def ctl(server, capsys):
         cap = capsys.readouterr()
         return rc, cap.out, cap.err
     return run
+
+
+def once_watching(server, steps):
+    """Run steps in a thread once sheepctl's watch request arrives (every change after it is seen)."""
+    watching = threading.Event()
+    server.hooks.append(lambda info: info["query"].get("watch") and watching.set())
+
+    def run():
+        if watching.wait(20):
+            steps()
+    t = threading.Thread(target=run)
+    t.start()
+    return t
 
 
 def template(image):
@@ -98,7 +107,7 @@ def test_rollout_state_lines():
     assert failed and not done and "exceeded its progress deadline" in line
 
 
-def test_status_follows_the_rollout_live(ctl, store):
+def test_status_follows_the_rollout_live(ctl, store, server):
     store.put("deployments", deployment(updated=1, total=4, available=3, progressing="PodsUpdating"))
 
     def progress():
@@ -106,8 +115,7 @@ def test_status_follows_the_rollout_live(ctl, store):
                    dict(updated=3, total=3, available=2), dict()):
             time.sleep(0.15)
             store.put("deployments", deployment(**kw))
-    t = threading.Thread(target=progress)
-    t.start()
+    t = once_watching(server, progress)
     rc, out, err = ctl("rollout", "status", "deployment/web", "--timeout", "20")
     t.join(5)
     assert (rc, err) == (0, "")
@@ -119,14 +127,13 @@ def test_status_follows_the_rollout_live(ctl, store):
         'deployment "web" successfully rolled out']
 
 
-def test_status_fails_when_the_progress_deadline_passes(ctl, store):
+def test_status_fails_when_the_progress_deadline_passes(ctl, store, server):
     store.put("deployments", deployment(updated=1, total=4, available=3, progressing="PodsUpdating"))
 
     def stall():
         time.sleep(0.2)
         store.put("deployments", deployment(updated=1, total=4, available=3, progressing="ProgressDeadlineExceeded"))
-    t = threading.Thread(target=stall)
-    t.start()
+    t = once_watching(server, stall)
     rc, out, err = ctl("rollout", "status", "deploy", "web", "--timeout", "20")
     t.join(5)
     assert rc == 1
@@ -182,7 +189,9 @@ def test_undo_to_previous_revision(ctl, store):
     assert (rc, err) == (0, "")
     assert out.strip() == "deployment.apps/web rolled back to revision 1"
     d = store.get_obj("deployments", "web")
-    assert d["spec"]["template"] == template("nginx:1.25")
+    restored = template("nginx:1.25")
+    restored["spec"].update(restartPolicy="Always", terminationGracePeriodSeconds=30)  # the server's defaults
+    assert d["spec"]["template"] == restored
     assert d["metadata"]["annotations"]["kubernetes.io/change-cause"] == "first"
     assert d["spec"]["replicas"] == 3 and d["metadata"]["uid"] == UID
 

@@ -1,4 +1,5 @@
-"""sheepctl drain NODE against a fake API server: cordon, refuse un-owned pods, evict owned ones."""
+"""sheepctl drain NODE against the real API app over the in-memory store (real_api.py):
+cordon, refuse un-owned pods, evict owned ones."""
 import pytest
 
 from ctl.main import main
