@@ -20,9 +20,9 @@ PACKAGES = {  # our prefix: (repo, path of the package)
 IMPORTS = {"v1": "core", "corev1": "core", "metav1": "meta", "appsv1": "apps"}
 # Types with their own wire shape (see protobuf_decode.py).
 SPECIAL = {"resource.Quantity": "quantity", "intstr.IntOrString": "intorstring", "metav1.Time": "time",
-           "metav1.MicroTime": "microtime", "metav1.Duration": "duration", "runtime.RawExtension": "raw",
+           "metav1.MicroTime": "microtime", "runtime.RawExtension": "raw",
            "metav1.FieldsV1": "raw", "types.UID": "string", "Time": "time", "MicroTime": "microtime",
-           "Duration": "duration", "FieldsV1": "raw"}
+           "FieldsV1": "raw"}
 SCALARS = {"string": "string", "int32": "int", "int64": "int", "int": "int", "uint32": "int", "uint64": "int",
            "bool": "bool", "float64": "double", "float32": "float"}
 # What a request body can be: (apiVersion, kind) -> message.
@@ -77,7 +77,10 @@ def read_package(root, path):
                 continue
             js = re.search(r'json:"([^"]*)"', tag)
             json_name = js.group(1).split(",")[0] if js else ""
-            current.append((int(pb[1]), json_name, m.group(2)))
+            go_type = m.group(2)
+            if js and "omitempty" not in js.group(1).split(",")[1:] and not go_type.startswith("*"):
+                go_type = "!" + go_type       # JSON always carries it, zero or not
+            current.append((int(pb[1]), json_name, go_type))
     return structs, aliases
 
 
@@ -88,8 +91,8 @@ def main(api_root, machinery_root):
 
     def resolve(pkg, go_type):
         """Our type string of one Go type, queueing the messages it names."""
-        pointer = go_type.startswith("*")
-        go_type = go_type.lstrip("*")
+        pointer = go_type.startswith(("*", "!"))
+        go_type = go_type.lstrip("*!")
         if go_type == "[]byte":
             return "bytes"
         if go_type.startswith("[]"):
@@ -135,8 +138,9 @@ def main(api_root, machinery_root):
              "MESSAGES: message -> {field number: (JSON name, type)}; a JSON name \"\" is a",
              "message inlined into its parent in JSON (Volume's VolumeSource). Types: string,",
              "int, bool, double, float, bytes (base64 in JSON), quantity, intorstring, time,",
-             "microtime, duration, raw (embedded JSON); a trailing ? is a pointer field (a zero",
-             "on the wire was set on purpose: kept); []T repeated; map:T map<string, T>;",
+             "microtime, raw (embedded JSON); a trailing ? is a scalar whose zero JSON",
+             "carries too (a pointer field set to zero, or a field without omitempty): kept;",
+             "[]T repeated; map:T map<string, T>;",
              "otherwise another message.",
              '"""',
              "# flake8: noqa",
