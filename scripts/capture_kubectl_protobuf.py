@@ -32,11 +32,18 @@ COMMANDS = {
                     "--non-resource-url=/healthz"],
     "clusterrolebinding": ["create", "clusterrolebinding", "nodes-reader", "--clusterrole=nodes-reader",
                            "--group=ops"],
+    # drain without evictions deletes each pod (DeleteOptions); the pod stays terminating here
+    # (no agent), so drain times out: only its body matters.
+    "deleteoptions": ["drain", "capture-node", "--disable-eviction", "--force", "--grace-period=7",
+                      "--timeout=2s"],
 }
 
 
 def main():
     server = ApiServer().start()
+    server.store.put("nodes", {"metadata": {"name": "capture-node"}})
+    server.store.put("pods", {"metadata": {"name": "victim", "namespace": "default"},
+                              "spec": {"nodeName": "capture-node", "containers": [{"name": "a", "image": "x"}]}})
     with tempfile.TemporaryDirectory() as tmp:
         config = os.path.join(tmp, "config")
         with open(config, "w") as fh:

@@ -170,9 +170,11 @@ def test_drain_cordons_evicts_and_the_deployment_moves_to_the_other_node(kubectl
     node = pods[0]["spec"]["nodeName"]
     other = [n for n in NODES if n != node][0]
     gone = {p["metadata"]["uid"] for p in pods if p["spec"]["nodeName"] == node}
-    proc = kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=100s")
+    proc = kubectl("drain", node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=100s", "-v=6")
     out = proc.stdout + proc.stderr
-    assert "evicting pod %s/" % NS in out and "node/%s drained" % node in out, out
+    assert "node/%s drained" % node in out, out
+    evictions = re.findall(r"POST \S+/api/v1/namespaces/%s/pods/(\S+)/eviction 201" % NS, out)
+    assert sorted(evictions) == sorted(p["metadata"]["name"] for p in pods if p["spec"]["nodeName"] == node), out
     assert client.get("nodes", node)["spec"]["unschedulable"] is True
     left = [p for p in client.list("pods", NS)["items"] if p["metadata"]["uid"] in gone]
     assert left == [], left                   # drain waited for them to be gone
@@ -184,6 +186,20 @@ def test_drain_cordons_evicts_and_the_deployment_moves_to_the_other_node(kubectl
     wait_for("the deployment's 2 pods Running on %s" % other, moved, 90, interval=0.5)
     kubectl("uncordon", node)
     assert not client.get("nodes", node)["spec"].get("unschedulable")
+
+    # Without evictions drain deletes each pod, with a protobuf DeleteOptions body (the grace period).
+    on_other = {p["metadata"]["uid"] for p in _pods_of(client, "web")}
+    proc = kubectl("drain", other, "--ignore-daemonsets", "--disable-eviction", "--grace-period=3",
+                   "--timeout=100s", "-v=6")
+    out = proc.stdout + proc.stderr
+    assert len(re.findall(r"DELETE \S+/api/v1/namespaces/%s/pods/\S+ 200" % NS, out)) == 2, out
+    assert not [p for p in client.list("pods", NS)["items"] if p["metadata"]["uid"] in on_other]
+
+    def back():
+        now = [p for p in _pods_of(client, "web") if not p["metadata"].get("deletionTimestamp")]
+        return len(now) == 2 and all(p["spec"].get("nodeName") == node for p in now)
+    wait_for("the deployment's 2 pods back on %s" % node, back, 90, interval=0.5)
+    kubectl("uncordon", other)
 
 
 def test_evicting_a_pod_that_is_gone_is_404_and_a_mismatched_name_400(pb_cluster, client):

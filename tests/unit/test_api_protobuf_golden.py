@@ -88,3 +88,17 @@ def test_the_api_serves_every_captured_body():
         assert resp.status_code == 201 and resp.get_json()["kind"] == kind, resp.get_json()
     assert post(client, "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
                 raw("selfsubjectaccessreview")).get_json()["status"]["allowed"] is True
+
+
+def test_kubectl_drain_disable_eviction_deletes_with_protobuf_delete_options():
+    body = raw("deleteoptions")        # kubectl drain --disable-eviction --grace-period=7
+    assert decode(body) == {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 7}
+    client, _ = api_client()
+    assert client.post("/api/v1/nodes", json={"metadata": {"name": "n1"}}).status_code == 201
+    assert client.post("/api/v1/namespaces/default/pods", json={
+        "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "a", "image": "x"}]}}
+    ).status_code == 201
+    resp = client.delete("/api/v1/namespaces/default/pods/p", data=body, headers={"Content-Type": MEDIA_TYPE})
+    assert resp.status_code == 200, resp.get_json()
+    pod = client.get("/api/v1/namespaces/default/pods/p").get_json()    # its agent finishes the delete
+    assert pod["metadata"]["deletionTimestamp"] and pod["metadata"]["deletionGracePeriodSeconds"] == 7
