@@ -33,6 +33,7 @@ _VIEW = [{"apiGroups": [""], "resources": _CORE_VIEW, "verbs": READ},
 _EDIT = _VIEW + [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
     {"apiGroups": [""], "resources": ["pods", "services", "endpoints", "configmaps", "secrets"], "verbs": WRITE},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},      # as Kubernetes' edit
     {"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale", "replicasets", "replicasets/scale"],
      "verbs": WRITE},
 ]
