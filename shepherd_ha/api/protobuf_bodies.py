@@ -82,6 +82,7 @@ def _text(wire, value, path):
 
 
 def _signed(value):
+    value &= (1 << 64) - 1          # a ten-byte varint may carry bits past 64: Go drops them too
     return value - (1 << 64) if value >> 63 else value
 
 
