@@ -34,6 +34,10 @@ class _Bad(Exception):
     pass
 
 
+class Unknown(_Bad):
+    """A field number the table does not have (a newer Kubernetes field, or not Kubernetes' at all)."""
+
+
 def _varint(buf, pos):
     value, shift = 0, 0
     while True:
@@ -187,10 +191,6 @@ def _packed(typ, value, path):
         item, pos = _varint(value, pos)
         out.append(_signed(item) if typ == "int" else bool(item))
     return out
-
-
-class Unknown(_Bad):
-    pass
 
 
 def _message(name, buf, path, depth):
