@@ -20,9 +20,9 @@ from .media import accepts
 # GET, PUT, PATCH and DELETE. There is no DELETE on a collection (deletecollection).
 RESOURCE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "scale": ("get", "patch", "update"),
-                     "log": ("get",)}
+                     "log": ("get",), "eviction": ("create",)}
 # The kind a subresource answers with, when it is not the resource's own kind.
-SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale")}
+SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "eviction": ("policy", "v1", "Eviction")}
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
 # What discovery lists: the stored kinds, and the read-only metrics.k8s.io ones.

@@ -25,7 +25,7 @@ from shepherd_ha.store.stamping import now_rfc3339, stamp_new
 from .bodies import dumps, dumps_list, flag, json_body, json_object_body
 from .errors import ApiError, unavailable
 from .write_options import add_warnings, field_manager, field_validation, force, known_fields_only
-from . import admission, dry_run, idempotency, paging, params, patches, pod_logs, tables, watch
+from . import admission, dry_run, eviction, idempotency, paging, params, patches, pod_logs, tables, watch
 
 # A read-modify-write that lost a race re-reads and tries again for this long.
 UPDATE_DEADLINE = 5.0
@@ -104,7 +104,8 @@ class ObjectApi:
                     "status": {"GET": self.get, "PUT": self.replace, "PATCH": self.patch},
                     "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
                     "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.log_grants,
-                                                                  self.outbound)}}
+                                                                  self.outbound)},
+                    "eviction": {"POST": lambda t: json_response(eviction.evict(self, t), 201)}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
             raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))
@@ -332,6 +333,10 @@ class ObjectApi:
         options = json_body(required=False) or {}
         if not isinstance(options, dict):
             raise ApiError(400, "delete options must be a JSON object")
+        return json_response(self.delete_with(target, options), 200)
+
+    def delete_with(self, target, options):
+        """Delete with DeleteOptions (a DELETE's body, an Eviction's deleteOptions); the object as it was."""
         dry_run.from_options(options)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
@@ -347,7 +352,7 @@ class ObjectApi:
                        grace=grace, propagation_policy=policy)
         result = self._submit([op])
         # A pod on a node is only marked terminating: its agent stops it, then deletes it.
-        return json_response(result["object"], 200)
+        return result["object"]
 
     # ---- scale subresource ----
 

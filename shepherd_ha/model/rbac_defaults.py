@@ -33,6 +33,7 @@ _VIEW = [{"apiGroups": [""], "resources": _CORE_VIEW, "verbs": READ},
 _EDIT = _VIEW + [
     {"apiGroups": [""], "resources": ["secrets"], "verbs": READ},
     {"apiGroups": [""], "resources": ["pods", "services", "endpoints", "configmaps", "secrets"], "verbs": WRITE},
+    {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},      # as Kubernetes' edit
     {"apiGroups": ["apps"], "resources": ["deployments", "deployments/scale", "replicasets", "replicasets/scale"],
      "verbs": WRITE},
 ]
@@ -55,10 +56,20 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
          "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": READ},
         {"nonResourceURLs": ["/metrics", "/shepherd/v1/replica", "/shepherd/v1/cluster", "/shepherd/v1/members"],
          "verbs": ["get"]}]),
+    # As in Kubernetes, every authenticated user may read discovery, OpenAPI and health (kubectl
+    # does discovery before any command) and ask what they may do (kubectl auth can-i).
+    _cluster_role("system:discovery", [
+        {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
+                             "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+    _cluster_role("system:basic-user", [
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+         "verbs": ["create"]}]),
 )}
 
 BUILTIN_CLUSTER_ROLE_BINDINGS = {b["metadata"]["name"]: b for b in (
     _binding("cluster-admin", "cluster-admin", ["system:masters"]),
     _binding("shepherd:view", "view", ["shepherd:view"]),
     _binding("shepherd:cluster-reader", "shepherd:cluster-reader", ["shepherd:view"]),
+    _binding("system:discovery", "system:discovery", ["system:authenticated"]),
+    _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
 )}

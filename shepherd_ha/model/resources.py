@@ -49,7 +49,7 @@ class Resource:
 RESOURCES = {r.plural: r for r in (
     Resource("namespaces", "Namespace", "v1", False, (), ("ns",)),
     Resource("nodes", "Node", "v1", False, ("status",), ("no",)),
-    Resource("pods", "Pod", "v1", True, ("status", "log"), ("po",), ("all",)),
+    Resource("pods", "Pod", "v1", True, ("status", "log", "eviction"), ("po",), ("all",)),
     Resource("services", "Service", "v1", True, (), ("svc",), ("all",)),
     Resource("endpoints", "Endpoints", "v1", True, (), ("ep",)),
     Resource("events", "Event", "v1", True, (), ("ev",)),

@@ -309,7 +309,7 @@ class ApiServer:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         info = {"method": method, "path": path, "query": dict(parse_qsl(environ.get("QUERY_STRING", ""))),
                 "key": environ.get("HTTP_IDEMPOTENCY_KEY"), "content_type": environ.get("CONTENT_TYPE"),
-                "body": raw.decode("utf-8", "replace")}
+                "body": raw.decode("utf-8", "replace"), "raw": raw}
         self.requests.append(info)
         for hook in list(self.hooks):
             hook(info)

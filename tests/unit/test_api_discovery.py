@@ -81,7 +81,14 @@ def test_aggregated_discovery_holds_the_core_group_on_api_and_the_others_on_apis
     assert set(core_resources) == {r.plural for r in RESOURCES.values() if r.api_version == "v1"}
     assert core_resources["pods"]["responseKind"] == {"group": "", "version": "v1", "kind": "Pod"}
     assert core_resources["pods"]["scope"] == "Namespaced"
-    assert [s["subresource"] for s in core_resources["pods"]["subresources"]] == ["status", "log"]
+    assert [s["subresource"] for s in core_resources["pods"]["subresources"]] == ["status", "log", "eviction"]
+    # kubectl drain evicts (rather than deletes) only when discovery shows pods/eviction as policy/v1 Eviction
+    assert core_resources["pods"]["subresources"][2] == {
+        "subresource": "eviction", "verbs": ["create"],
+        "responseKind": {"group": "policy", "version": "v1", "kind": "Eviction"}}
+    legacy = {r["name"]: r for r in discovery.api_resource_list("", "v1")["resources"]}
+    assert (legacy["pods/eviction"]["group"], legacy["pods/eviction"]["version"], legacy["pods/eviction"]["kind"]) \
+        == ("policy", "v1", "Eviction")
     named = discovery.aggregated_discovery(False)
     assert sorted(i["metadata"]["name"] for i in named["items"]) == sorted(
         {r.api_version.split("/")[0] for r in RESOURCES.values() if "/" in r.api_version})
