@@ -140,3 +140,14 @@ def test_version_is_what_kubectl_parses():
         assert isinstance(info[key], str)
     assert info["platform"].count("/") == 1
     assert info["replica"] == "r2" and info["version"]
+
+
+def test_version_with_a_trailing_slash_is_served_to_anyone_as_kubernetes_does():
+    """The typed Python client's VersionApi.get_code() asks for /version/ (Kubernetes serves both)."""
+    from real_api import flask_client
+    app, _ = flask_client(users={"admin": ["system:masters"]})
+    for path in ("/version", "/version/"):
+        reply = app.get(path)                      # no token: version info is public
+        assert reply.status_code == 200, (path, reply.data)
+        assert reply.get_json()["gitVersion"].startswith("v1.32.0-shepherd."), path
+    assert app.get("/versions").status_code == 401
