@@ -14,13 +14,13 @@ from kubernetes import client as k
 MERGE = "application/merge-patch+json"
 
 
-def api_client(kubeconfig, host=None):
-    """An ApiClient from the kubeconfig (its CA, its admin token), pointed at `host`
-    (another replica's URL) when given: the kubeconfig's cluster names the first replica."""
+def api_client(kubeconfig, context=None):
+    """An ApiClient from the kubeconfig (its CA, its admin token): its current context (the
+    first replica) or `context` (shepherd-ID: that replica). Setting Configuration.host
+    instead does not last: the client's token hook copies the kubeconfig's server back
+    before each request."""
     config = k.Configuration()
-    kubernetes.config.load_kube_config(config_file=kubeconfig, client_configuration=config)
-    if host:
-        config.host = host
+    kubernetes.config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=config)
     config.retries = 0       # a dead replica fails at once: the tests choose where to go next
     return k.ApiClient(config)
 

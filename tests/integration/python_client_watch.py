@@ -18,7 +18,7 @@ from kubernetes import client as k
 from kubernetes.client.rest import ApiException
 import kubernetes.watch
 
-RUN_FOR = 180.0          # no thread here outlives this
+RUN_FOR = 400.0          # no thread here outlives this
 STREAM_SECONDS = 20      # each watch request's timeoutSeconds
 READ_TIMEOUT = 15        # a stream silent for longer (bookmarks come every 5 s) is dead
 TRANSIENT = (urllib3.exceptions.HTTPError, OSError)

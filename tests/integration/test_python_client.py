@@ -27,12 +27,13 @@ pytestmark = pytest.mark.integration
 NS = "pyclient"
 RUN = uuid.uuid4().hex[:8]
 WATCH_TIMEOUT = 60
+READY_TIMEOUT = 90        # a loaded CI machine can take several elections to settle
 
 
 def tls_cluster(directory):
     c = Cluster(directory, replicas=3, auth=True, tls=True)
     try:
-        c.start()
+        c.start(timeout=READY_TIMEOUT)
     except BaseException:
         c.stop_all()
         raise
@@ -213,7 +214,10 @@ def fresh(tmp_path_factory, request):
 
 
 def _clients(cluster):
-    return {ident: api_client(cluster.lc.kubeconfig_path, cluster.url(ident)) for ident in cluster.ids}
+    """A typed client per replica, by the kubeconfig's context of each (shepherd-ID)."""
+    clients = {ident: api_client(cluster.lc.kubeconfig_path, "shepherd-" + ident) for ident in cluster.ids}
+    assert {ident: c.configuration.host for ident, c in clients.items()} == cluster.urls
+    return clients
 
 
 def _exactly_once_in_order(watch, writer):
@@ -241,13 +245,13 @@ def test_a_watch_through_a_follower_sees_every_write_while_the_leader_is_killed(
     try:
         writer.start()
         watch.start()
-        writer.wait_written(30, timeout=60)
+        writer.wait_written(30, timeout=120)
         fresh.kill(leader)
         writer.drop(leader)
-        new_leader = fresh.leader(via=follower, timeout=30)
+        new_leader = fresh.leader(via=follower, timeout=60)
         assert new_leader != leader
         before = len(writer.written)
-        writer.wait_written(before + 30, timeout=60)      # written after the new leader was elected
+        writer.wait_written(before + 30, timeout=120)     # written after the new leader was elected
         writer.stop()
         _exactly_once_in_order(watch, writer)
         assert set(watch.hosts_used()) == {follower}
@@ -269,11 +273,11 @@ def test_a_watch_whose_replica_is_killed_resumes_on_another_from_its_last_revisi
     try:
         writer.start()
         watch.start()
-        writer.wait_written(30, timeout=60)
+        writer.wait_written(30, timeout=120)
         wait_for("the watch to see objects on %s" % target, lambda: len(watch.names()) >= 10, timeout=30)
         fresh.kill(target)
         writer.drop(target)
-        writer.wait_written(len(writer.written) + 30, timeout=60)
+        writer.wait_written(len(writer.written) + 30, timeout=120)
         writer.stop()
         _exactly_once_in_order(watch, writer)
         hosts = watch.hosts_used()
