@@ -20,6 +20,7 @@ import kubernetes.watch
 
 from .helpers import Cluster, unique, wait_for
 from .python_client_kit import KINDS, MERGE, api_client, verb_function
+from .python_client_kit import now as kit_now
 from .python_client_watch import ResumingWatch, Writer
 
 pytestmark = pytest.mark.integration
@@ -70,6 +71,19 @@ def test_the_kubeconfig_is_tls_with_a_token_and_nothing_works_without_it(cluster
         k.CoreV1Api(anonymous).list_namespaced_config_map(NS)
     assert err.value.status == 401
     anonymous.close()
+
+
+def test_typed_discovery(typed):
+    """The typed discovery calls (their paths end in a slash) name every group and kind we serve."""
+    assert k.CoreApi(typed).get_api_versions().versions == ["v1"]
+    groups = {g.name: [v.group_version for v in g.versions] for g in k.ApisApi(typed).get_api_versions().groups}
+    assert groups["apps"] == ["apps/v1"] and groups["rbac.authorization.k8s.io"] == ["rbac.authorization.k8s.io/v1"]
+    assert k.AppsApi(typed).get_api_group().preferred_version.group_version == "apps/v1"
+    assert k.CoordinationApi(typed).get_api_group().name == "coordination.k8s.io"
+    served = set()
+    for api in (k.CoreV1Api, k.AppsV1Api, k.CoordinationV1Api, k.RbacAuthorizationV1Api):
+        served |= {r.name for r in api(typed).get_api_resources().resources if "/" not in r.name}
+    assert served == {kind.plural for kind in KINDS}
 
 
 def _args(kind):
@@ -164,6 +178,64 @@ def _read_status(call, name, ns):
         call("read", name, *ns)
     except ApiException as exc:
         return exc.status
+
+
+def test_idle_watches_yield_only_events_with_and_without_bookmarks_and_deserialization(typed):
+    """Past the bookmark interval (5 s) with nothing happening: no None, no bare line, in
+    every way the client reads a stream."""
+    core = k.CoreV1Api(typed)
+    rv = core.list_namespaced_config_map(NS, limit=1).metadata.resource_version
+    quiet = "pyclient-idle=" + RUN
+    for options in ({}, {"allow_watch_bookmarks": True}, {"deserialize": False},
+                    {"deserialize": False, "allow_watch_bookmarks": True}):
+        events = list(kubernetes.watch.Watch().stream(core.list_namespaced_config_map, NS, label_selector=quiet,
+                                                      resource_version=rv, timeout_seconds=7, **options))
+        assert all(isinstance(e, dict) and e["type"] == "BOOKMARK" for e in events), (options, events)
+        if options.get("allow_watch_bookmarks"):
+            assert events, "a bookmark within 7 s: %s" % options
+            assert all(int(e["object"]["metadata"]["resourceVersion"]) >= int(rv) for e in events)
+        else:
+            assert events == [], options
+
+
+def test_typed_subresources_scale_and_status(typed):
+    apps, core = k.AppsV1Api(typed), k.CoreV1Api(typed)
+    name = unique("py-scale")
+    selector = {"pyclient": name}
+    apps.create_namespaced_deployment(NS, k.V1Deployment(metadata=k.V1ObjectMeta(name=name), spec=k.V1DeploymentSpec(
+        replicas=0, selector=k.V1LabelSelector(match_labels=selector), template=k.V1PodTemplateSpec(
+            metadata=k.V1ObjectMeta(labels=selector), spec=k.V1PodSpec(containers=[
+                k.V1Container(name="main", image="nginx:1.25")])))))
+    scale = apps.read_namespaced_deployment_scale(name, NS)
+    assert isinstance(scale, k.V1Scale) and scale.spec.replicas == 0
+    patched = apps.patch_namespaced_deployment_scale(name, NS, {"spec": {"replicas": 2}})
+    assert isinstance(patched, k.V1Scale) and patched.spec.replicas == 2
+    scale = apps.read_namespaced_deployment_scale(name, NS)
+    scale.spec.replicas = 0
+    assert apps.replace_namespaced_deployment_scale(name, NS, scale).spec.replicas == 0
+    assert apps.read_namespaced_deployment(name, NS).spec.replicas == 0
+    status = apps.read_namespaced_deployment_status(name, NS)
+    assert isinstance(status, k.V1Deployment) and status.metadata.name == name
+    wait_for("a ReplicaSet of %s" % name, lambda: [r for r in apps.list_namespaced_replica_set(
+        NS, label_selector="pyclient=" + name).items], timeout=60)
+    rs = apps.list_namespaced_replica_set(NS, label_selector="pyclient=" + name).items[0]
+    assert isinstance(apps.read_namespaced_replica_set_scale(rs.metadata.name, NS), k.V1Scale)
+    apps.delete_namespaced_deployment(name, NS)
+
+    node = unique("py-statusnode")
+    core.create_node(k.V1Node(metadata=k.V1ObjectMeta(name=node)))
+    t = kit_now()
+    condition = {"type": "Ready", "status": "False", "reason": "Typed", "message": "from the typed client",
+                 "lastHeartbeatTime": t, "lastTransitionTime": t}
+    patched = core.patch_node_status(node, {"status": {"conditions": [condition]}})
+    assert isinstance(patched, k.V1Node) and [c.type for c in patched.status.conditions] == ["Ready"]
+    # conditions merge by type (strategic): another type is added beside Ready
+    patched = core.patch_node_status(node, {"status": {"conditions": [dict(condition, type="MemoryPressure")]}})
+    assert sorted(c.type for c in patched.status.conditions) == ["MemoryPressure", "Ready"]
+    current = core.read_node_status(node)
+    current.status.conditions = [c for c in current.status.conditions if c.type == "Ready"]
+    assert [c.type for c in core.replace_node_status(node, current).status.conditions] == ["Ready"]
+    core.delete_node(node)
 
 
 def test_an_agents_node_and_pod_are_typed_objects(cluster, typed):
