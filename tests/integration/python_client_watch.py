@@ -2,7 +2,7 @@
 replica-fault tests of test_python_client.py.
 
 Writer: creates ConfigMaps with unique names, one after another, through typed clients of
-every live replica (the next one when one fails). A create whose answer was lost is
+every live replica in turn (the next one also when one fails). A create whose answer was lost is
 retried; AlreadyExists then means it had applied: names are unique, so each is written once.
 
 ResumingWatch: `kubernetes.watch.Watch().stream` of those ConfigMaps on its first host; when
@@ -66,6 +66,7 @@ class Writer:
         while time.monotonic() < deadline:
             live = self.live
             ident = live[self._next % len(live)]
+            self._next += 1                    # round robin: followers forward theirs to the leader
             try:
                 self.apis[ident].create_namespaced_config_map(self.namespace, body, _request_timeout=(3, 10))
                 return name
@@ -75,7 +76,6 @@ class Writer:
                 self.failures.append("%s: %d %s" % (ident, exc.status, exc.reason))
             except TRANSIENT as exc:
                 self.failures.append("%s: %s" % (ident, type(exc).__name__))
-            self._next += 1
             time.sleep(0.05)
         raise AssertionError("could not create %s within %.0f s: %s" % (name, deadline_s, self.failures[-5:]))
 
