@@ -50,10 +50,11 @@ def build(servers, ca_pem, token=None, cluster="shepherd", user="admin", namespa
     clusters = [{"name": cluster, "cluster": entry}]
     contexts = [{"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": namespace}}]
     for ident, url in (replicas or {}).items():
-        # one server only: sheepctl's failover list stays with the main context
+        # one server only (sheepctl's failover list stays with the main context), the same cluster id
         name = "%s-%s" % (cluster, ident)
-        clusters.append({"name": name, "cluster": {"server": url,
-                                                   "certificate-authority-data": entry["certificate-authority-data"]}})
+        clusters.append({"name": name, "cluster": {
+            "server": url, "certificate-authority-data": entry["certificate-authority-data"],
+            "extensions": [{"name": SERVERS_EXTENSION, "extension": dict(extension, servers=[url])}]}})
         contexts.append({"name": name, "context": {"cluster": name, "user": user, "namespace": namespace}})
     return {"apiVersion": "v1", "kind": "Config", "preferences": {},
             "clusters": clusters, "users": [{"name": user, "user": user_entry}],

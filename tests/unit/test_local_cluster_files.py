@@ -118,7 +118,9 @@ def test_the_kubeconfig_has_a_context_per_replica_that_the_python_client_follows
     import yaml
     data = yaml.safe_load(open(path))
     assert kubeconfig.read(data, path)["servers"] == cluster.api_urls()
-    assert kubeconfig.read(data, path, context="shepherd-r2")["servers"] == [cluster.api_urls()[1]]
+    one = kubeconfig.read(data, path, context="shepherd-r2")
+    assert one["servers"] == [cluster.api_urls()[1]] and one["cluster_id"] == cluster.cluster_id()
+    assert one["token"] == cluster.token()
 
 
 def test_plain_http_only_when_asked_and_old_clusters_keep_it(tmp_path):
