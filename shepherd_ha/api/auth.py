@@ -38,7 +38,7 @@ GROUP_VIEW = "shepherd:view"
 WRITE_GROUPS = frozenset((GROUP_ADMIN, GROUP_NODES))
 READ_GROUPS = WRITE_GROUPS | {GROUP_VIEW}
 READ_METHODS = frozenset(("GET", "HEAD", "OPTIONS"))
-ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version"))
+ANONYMOUS_PATHS = frozenset(("/healthz", "/readyz", "/version", "/version/"))
 MIN_TOKEN_LENGTH = 16
 REPLICA_USER = "system:replica"
 # The peer token reads replica status and the member list (a joining replica's --join,

@@ -12,7 +12,7 @@ from shepherd_ha import cluster_identity
 
 from .errors import ApiError
 
-OPEN_PATHS = frozenset(("/healthz", "/readyz", "/version"))
+OPEN_PATHS = frozenset(("/healthz", "/readyz", "/version", "/version/"))
 
 
 def install(app, cluster_id):

@@ -155,19 +155,25 @@ def _discovery(legacy, plain):
 
 
 def register(app):
+    # Each path with a trailing slash too, as Kubernetes serves them: the typed Python client's
+    # discovery calls (CoreApi, ApisApi, AppsApi.get_api_group, get_api_resources) add one.
     @app.get("/api")
+    @app.get("/api/")
     def core_versions():
         return _discovery(True, lambda: api_versions(request.host))
 
     @app.get("/apis")
+    @app.get("/apis/")
     def groups():
         return _discovery(False, api_group_list)
 
     @app.get("/api/v1")
+    @app.get("/api/v1/")
     def core_resources():
         return _json(api_resource_list("", "v1"))
 
     @app.get("/apis/<group>")
+    @app.get("/apis/<group>/")
     def one_group(group):
         body = api_group(group)
         if body is None:
@@ -176,6 +182,7 @@ def register(app):
         return _json(body)
 
     @app.get("/apis/<group>/<version>")
+    @app.get("/apis/<group>/<version>/")
     def group_resources(group, version):
         body = api_resource_list(group, version)
         if body is None:

@@ -55,7 +55,7 @@ AGENT_USER_AGENT = "shepherd-agent/"        # agent/main.py's client
 EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
 # The cluster view is not here: it waits on the other replicas (0.5 s each when one is
 # down), and what it asks them for (/shepherd/v1/replica) is.
-SYSTEM_PATHS = frozenset(("/metrics", "/version", "/shepherd/v1/replica"))
+SYSTEM_PATHS = frozenset(("/metrics", "/version", "/version/", "/shepherd/v1/replica"))
 BULK_PATHS = frozenset(("/shepherd/v1/snapshot",))     # every object of the store, streamed
 LARGE_COLLECTIONS = frozenset(("pods", "events", "leases", "nodes", "endpoints", "controllerrevisions"))
 _DESCRIPTIONS = {

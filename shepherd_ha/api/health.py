@@ -28,7 +28,9 @@ def register(app, replica, metrics, peer_token=None, log_grant_keys=None, outbou
     def metrics_endpoint():
         return Response(generate_latest(metrics.registry), mimetype=CONTENT_TYPE_LATEST)
 
+    # "/version/" too: the typed Python client's VersionApi asks for it, as Kubernetes serves both
     @app.get("/version")
+    @app.get("/version/")
     def version():
         info = dict(version_info(replica.id), clusterId=getattr(replica, "cluster_id", None))
         return Response(dumps(info), mimetype="application/json")

@@ -5,7 +5,7 @@ membership changes (`local up`, add-replica, remove-replica, restore):
                            admin token, the CA (relative to DIR), the cluster id (0600)
   DIR/kubeconfig           kubectl's and client-go's, on a TLS cluster: the CA embedded,
                            every replica in the shepherd.io/servers extension, the
-                           cluster id (0600)
+                           cluster id (0600); a context per replica (shepherd-ID)
   DIR/<id>/server.yaml     each replica's peers (ID@RAFT/API-URL), for its next start
   DIR/agents/*/agent.yaml  each agent's servers
 """
@@ -37,8 +37,9 @@ def write_client_files(cluster):
         config["certificate-authority"] = os.path.basename(cluster_tls.ca_path(cluster.dir))
         with open(cluster_tls.ca_path(cluster.dir), "rb") as fh:
             ca_pem = fh.read()
+        replicas = {r["id"]: r["api"] for r in cluster.spec()["replicas"]}
         kubeconfig.write(cluster.kubeconfig_path, kubeconfig.build(cluster.api_urls(), ca_pem, token=token,
-                                                                   cluster_id=cluster.cluster_id()))
+                                                                   cluster_id=cluster.cluster_id(), replicas=replicas))
     write_private(path, yaml.safe_dump(config, sort_keys=False))
     return path
 

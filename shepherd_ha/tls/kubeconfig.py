@@ -5,6 +5,10 @@ One cluster entry (kubectl takes one server URL per cluster: the first replica's
 with the CA inline (certificate-authority-data); every replica's URL is also kept in
 the cluster's `shepherd.io/servers` extension, which sheepctl reads to fail over;
 one user (the admin's bearer token, or a client certificate); one context, current.
+With `replicas` ({id: URL}) each replica also gets a cluster and a context of its own,
+CLUSTER-ID (`kubectl --context shepherd-r2`, the Python client's
+`load_kube_config(context=...)`): clients that take one server per context (client-go,
+the Python client) pick another replica by context when theirs is down.
 """
 import base64
 import hashlib
@@ -23,9 +27,10 @@ class KubeconfigError(ValueError):
 
 
 def build(servers, ca_pem, token=None, cluster="shepherd", user="admin", namespace="default",
-          client_cert_pem=None, client_key_pem=None, cluster_id=None):
+          client_cert_pem=None, client_key_pem=None, cluster_id=None, replicas=None):
     """The kubeconfig as a dict. `cluster_id` goes into the servers extension: sheepctl
-    sends it with every request (a replica of another cluster answers 421)."""
+    sends it with every request (a replica of another cluster answers 421). `replicas`
+    ({id: URL}): a context per replica besides the current one."""
     if isinstance(ca_pem, str):
         ca_pem = ca_pem.encode()
     servers = list(servers)
@@ -42,11 +47,18 @@ def build(servers, ca_pem, token=None, cluster="shepherd", user="admin", namespa
     if client_cert_pem:
         user_entry["client-certificate-data"] = base64.b64encode(client_cert_pem).decode()
         user_entry["client-key-data"] = base64.b64encode(client_key_pem).decode()
+    clusters = [{"name": cluster, "cluster": entry}]
+    contexts = [{"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": namespace}}]
+    for ident, url in (replicas or {}).items():
+        # one server only (sheepctl's failover list stays with the main context), the same cluster id
+        name = "%s-%s" % (cluster, ident)
+        clusters.append({"name": name, "cluster": {
+            "server": url, "certificate-authority-data": entry["certificate-authority-data"],
+            "extensions": [{"name": SERVERS_EXTENSION, "extension": dict(extension, servers=[url])}]}})
+        contexts.append({"name": name, "context": {"cluster": name, "user": user, "namespace": namespace}})
     return {"apiVersion": "v1", "kind": "Config", "preferences": {},
-            "clusters": [{"name": cluster, "cluster": entry}],
-            "users": [{"name": user, "user": user_entry}],
-            "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user, "namespace": namespace}}],
-            "current-context": cluster}
+            "clusters": clusters, "users": [{"name": user, "user": user_entry}],
+            "contexts": contexts, "current-context": cluster}
 
 
 def write(path, config):

@@ -162,8 +162,9 @@ class Cluster:
         return self.urls[ident]
 
     def view(self, ident, timeout=3.0):
-        """GET /shepherd/v1/cluster on one replica."""
-        return expect(call("GET", self.url(ident) + "/shepherd/v1/cluster", timeout=timeout), 200)
+        """GET /shepherd/v1/cluster on one replica (with the admin token and the CA on a cluster with them)."""
+        return expect(call("GET", self.url(ident) + "/shepherd/v1/cluster", timeout=timeout,
+                           headers=self.lc.auth_headers(), verify=self.lc.verify), 200)
 
     def leader(self, via=None, timeout=10.0):
         """The leader id as /shepherd/v1/cluster reports it (waits for one)."""

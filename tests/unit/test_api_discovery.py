@@ -147,3 +147,26 @@ def test_version_is_what_kubectl_parses():
         assert isinstance(info[key], str)
     assert info["platform"].count("/") == 1
     assert info["replica"] == "r2" and info["version"]
+
+
+def test_version_with_a_trailing_slash_is_served_to_anyone_as_kubernetes_does():
+    """The typed Python client's VersionApi.get_code() asks for /version/ (Kubernetes serves both)."""
+    from real_api import flask_client
+    app, _ = flask_client(users={"admin": ["system:masters"]})
+    for path in ("/version", "/version/"):
+        reply = app.get(path)                      # no token: version info is public
+        assert reply.status_code == 200, (path, reply.data)
+        assert reply.get_json()["gitVersion"].startswith("v1.32.0-shepherd."), path
+    assert app.get("/versions").status_code == 401
+
+
+def test_every_discovery_path_is_served_with_a_trailing_slash_too(client):
+    """The typed Python client asks for /api/, /apis/, /api/v1/, /apis/apps/ and /apis/apps/v1/."""
+    paths = ["/api", "/apis", "/api/v1"] + ["/apis/" + g for g in discovery.group_versions() if g]
+    paths += ["/apis/%s/%s" % (g, v) for g, versions in discovery.group_versions().items() if g for v in versions]
+    for path in paths:
+        plain, slashed = client.get(path), client.get(path + "/")
+        assert plain.status_code == slashed.status_code == 200, (path, slashed.status_code, slashed.data)
+        assert plain.get_json() == slashed.get_json(), path
+    assert client.get("/apis/nope.example.com/").status_code == 404
+    assert client.get("/apis/apps/v9/").status_code == 404

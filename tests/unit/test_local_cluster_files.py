@@ -96,6 +96,33 @@ def test_a_new_cluster_has_a_ca_certificates_for_every_replica_and_agent_and_a_k
     assert cluster._legacy_flags() == []
 
 
+def test_the_kubeconfig_has_a_context_per_replica_that_the_python_client_follows(tmp_path):
+    """The Python client and client-go take one server per context: a context per replica
+    lets them go to another replica by name; the current context and sheepctl's failover
+    list are unchanged."""
+    import kubernetes
+    from shepherd_ha.tls import kubeconfig
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create(3, find_base_port(3), auth=True)
+    path = cluster.kubeconfig_path
+    contexts, current = kubernetes.config.list_kube_config_contexts(config_file=path)
+    assert current["name"] == "shepherd"
+    assert [c["name"] for c in contexts] == ["shepherd", "shepherd-r1", "shepherd-r2", "shepherd-r3"]
+    for ident, url in zip(cluster.ids(), cluster.api_urls()):
+        config = kubernetes.client.Configuration()
+        kubernetes.config.load_kube_config(config_file=path, context="shepherd-" + ident,
+                                           client_configuration=config)
+        assert config.host == url
+        assert config.api_key["BearerToken"] == "Bearer " + cluster.token()
+        assert open(config.ssl_ca_cert, "rb").read() == open(cluster.ca_file, "rb").read()
+    import yaml
+    data = yaml.safe_load(open(path))
+    assert kubeconfig.read(data, path)["servers"] == cluster.api_urls()
+    one = kubeconfig.read(data, path, context="shepherd-r2")
+    assert one["servers"] == [cluster.api_urls()[1]] and one["cluster_id"] == cluster.cluster_id()
+    assert one["token"] == cluster.token()
+
+
 def test_plain_http_only_when_asked_and_old_clusters_keep_it(tmp_path):
     import yaml
     cluster = LocalCluster(str(tmp_path / "plain"))
