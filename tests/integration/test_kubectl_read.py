@@ -133,8 +133,11 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
                                                          "rbac.authorization.k8s.io/v1", "v1"]
     header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
     assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
-    # metrics.k8s.io's nodes (kind NodeMetrics, verbs get list) are checked with -o name below
-    by_name = {r["NAME"]: r for r in resources if "NodeMetrics" not in r.values()}
+    # metrics.k8s.io's nodes and pods (NodeMetrics, PodMetrics: verbs get list) are checked apart
+    by_name = {r["NAME"]: r for r in resources if not {"NodeMetrics", "PodMetrics"} & set(r.values())}
+    [pod_metrics] = [r for r in resources if "PodMetrics" in r.values()]
+    assert (pod_metrics["NAME"], pod_metrics["APIVERSION"], pod_metrics["NAMESPACED"], pod_metrics["VERBS"]) == \
+        ("pods", "metrics.k8s.io/v1beta1", "true", "get list")
     assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
                             "secrets", "controllerrevisions", "deployments", "replicasets", "leases", "roles",
                             "clusterroles", "rolebindings", "clusterrolebindings"}
