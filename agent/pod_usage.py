@@ -94,7 +94,7 @@ class PodUsage:
             entry = by_pod.setdefault((ns, name, uid or ""), {"containers": {}, "at": new[0], "window": seconds})
             current = entry["containers"].get(container)
             if current is None or created > current[0]:     # two of one name: the newer one
-                entry["containers"][container] = (created, int(cpu * 1e9 / seconds), new[3])
+                entry["containers"][container] = (created, int(cpu / seconds), new[3])    # ns per second: nanocores
         out = []
         for (ns, name, uid), entry in sorted(by_pod.items()):
             out.append({"namespace": ns, "name": name, "uid": uid, "timestamp": rfc3339(entry["at"]),
