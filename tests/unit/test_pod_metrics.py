@@ -2,7 +2,6 @@
 metrics grant, and the real API over an in-memory store asking real agent log servers
 (hollow runtime) on loopback, one of them dead."""
 import socket
-import threading
 import time
 
 import pytest
@@ -81,7 +80,7 @@ class ScriptedRuntime:
         return self.readings.get(cid)
 
 
-def pod(name, uid="u-" + "web", ns="default"):
+def pod(name, uid="u-web", ns="default"):
     return {"metadata": {"name": name, "namespace": ns, "uid": uid}}
 
 
