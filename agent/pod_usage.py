@@ -35,6 +35,9 @@ class PodUsage:
 
     def sample(self):
         """One pass over this node's running containers."""
+        read = getattr(self.runtime, "usage", None)
+        if read is None:
+            return              # a runtime without usage: no figures, rather than made-up ones
         try:
             listed = self.runtime.list({NODE_LABEL: self.node_name})
         except Exception as exc:  # noqa: BLE001 - the runtime is down: keep the old readings
@@ -49,7 +52,11 @@ class PodUsage:
             about = tuple(labels.get(k) for k in (NAMESPACE_LABEL, POD_LABEL, POD_UID_LABEL, CONTAINER_LABEL))
             if not all(about[:2]) or not about[3]:
                 continue
-            reading = self.runtime.usage(c.id)
+            try:
+                reading = read(c.id)
+            except Exception as exc:  # noqa: BLE001 - one container's odd answer: leave it out
+                log.debug("pod usage of %s: %s", c.id[:12], exc)
+                reading = None
             if reading is not None:
                 seen[c.id] = (about + (c.created,), (wall, mono) + tuple(int(v) for v in reading))
         with self._lock:
