@@ -72,7 +72,10 @@ class PodUsage:
         def run():
             while not stop_event.is_set():
                 started = self._monotonic()
-                self.sample()
+                try:
+                    self.sample()
+                except Exception:  # noqa: BLE001 - the sampler must outlive a bad pass
+                    log.exception("pod usage: a sampling pass failed")
                 stop_event.wait(max(0.5, self.interval - (self._monotonic() - started)))
         self._thread = threading.Thread(target=run, name="pod-usage", daemon=True)
         self._thread.start()
