@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from shepherd_ha import log_grants
 from shepherd_ha.client import Client, ClientError
-from shepherd_ha.log_grants import GRANT_SCHEME, KEY_PATH, LOG_GRANT_SECONDS, unb64
+from shepherd_ha.log_grants import GRANT_SCHEME, KEY_PATH, LOG_GRANT_SECONDS, METRICS_USE, unb64
 KEY_REFRESH_SECONDS = 30.0
 CLOCK_SKEW_SECONDS = 60.0       # between a replica's clock and this node's
 
@@ -62,13 +62,26 @@ class LogAccess:
             if (authorization or "").strip().lower().startswith(GRANT_SCHEME.lower()):
                 return "a malformed log grant"
             return "no log grant (%s ...) from a replica" % GRANT_SCHEME
+        # use None: a metrics grant (use "pod-metrics") opens no logs
+        return self._check(decoded, {"use": None, "node": self.node_name, "namespace": namespace, "pod": pod,
+                                     "container": container})
+
+    def may_read_metrics(self, authorization, namespace="", pod=""):
+        """None when the header grants the usage of the pods of `namespace` ("": all
+        namespaces), only `pod` when given, on this node; else why not."""
+        decoded = log_grants.decode(authorization)
+        if decoded is None:
+            return "no metrics grant (%s ...) from a replica" % GRANT_SCHEME
+        return self._check(decoded, {"use": METRICS_USE, "node": self.node_name, "namespace": namespace or "",
+                                     "pod": pod or ""})
+
+    def _check(self, decoded, wanted):
         signed, signature, claims = decoded
         if not self._verifies(signed, signature):
             return "a log grant not signed by this cluster's replicas"
-        wanted = {"node": self.node_name, "namespace": namespace, "pod": pod, "container": container}
         for field, value in wanted.items():
             if claims.get(field) != value:
-                return "a log grant for %s %r, not %r" % (field, claims.get(field), value)
+                return "a grant for %s %r, not %r" % (field, claims.get(field), value)
         expiry, now = claims.get("exp"), self._clock()
         if not isinstance(expiry, int) or expiry < now - CLOCK_SKEW_SECONDS:
             return "an expired log grant"

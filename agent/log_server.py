@@ -2,6 +2,7 @@
 
     GET /containerLogs/<namespace>/<pod>/<container>?follow=true&tailLines=N
         [&previous=true][&timestamps=true][&sinceTime=RFC3339][&podUID=UID]
+    GET /stats/pods[?namespace=NS[&pod=NAME]]   per-container usage (agent/pod_usage.py)
     GET /healthz
 
 The container is found by its shepherd.io labels: the newest one of that pod and
@@ -12,7 +13,8 @@ container's output as the runtime gives it (stdout and stderr merged).
 
 When the API wants tokens (the agent has one), this server wants a log grant signed
 by the replicas for exactly the container asked for (`log_access.LogAccess` verifies
-it: 401 without one, 403 when it does not verify or names another container).
+it: 401 without one, 403 when it does not verify or names another container), and
+/stats/pods a metrics grant for exactly that node, namespace and pod scope.
 
 Each open stream holds one server thread; a follower that goes away is noticed
 within about a second (waitress' client_disconnected, with channel_request_lookahead)
@@ -111,8 +113,10 @@ def _close(iterator):
 class LogServer:
     """HTTP server of one agent.  start() binds (port 0 = any free port, see .port)."""
 
-    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16, access=None, tls=None):
+    def __init__(self, runtime, node_name, bind="127.0.0.1", port=0, threads=16, access=None, tls=None,
+                 usage=None):
         self.runtime = runtime
+        self.usage = usage           # a pod_usage.PodUsage, or None: no /stats/pods
         self.tls = tls               # a TlsFiles: HTTPS (terminated in front of waitress), or None: plain HTTP
         self._terminator = None
         self._backend_dir = None
@@ -193,6 +197,10 @@ class LogServer:
             granted_uid = self.access.pod_uid(flask.request.headers.get("Authorization")) if self.access else None
             return self.container_logs(namespace, pod, container, flask.request, granted_uid)
 
+        @app.get("/stats/pods")
+        def pod_stats():
+            return self.pod_stats(flask.request)
+
         @app.errorhandler(404)
         def not_found(_err):
             return error(404, "no such path %s on the agent of node %s: use /containerLogs/NAMESPACE/POD/"
@@ -230,6 +238,32 @@ class LogServer:
             return error(403, "the agent of node %s will not serve the logs of %s/%s container %s: %s"
                               % (self.node_name, namespace, pod, container, why_not))
         return None
+
+    def pod_stats(self, request):
+        """The usage of this node's pods in the scope asked for (and granted)."""
+        namespace, pod = request.args.get("namespace") or "", request.args.get("pod") or ""
+        if (namespace and not is_dns1123_subdomain(namespace)) or (pod and not is_dns1123_subdomain(pod)) \
+                or (pod and not namespace):
+            return error(400, "namespace=%r pod=%r: give a namespace name, and a pod name only with it"
+                         % (namespace[:100], pod[:100]))
+        if self.access is not None:
+            header = request.headers.get("Authorization", "")
+            if not header.strip():
+                return error(401, "the agent of node %s serves pod usage only to replicas of its cluster, which "
+                                  "show a metrics grant: use kubectl top pods" % self.node_name,
+                             {"WWW-Authenticate": 'Shepherd-Log-Grant realm="shepherd-agent"'})
+            from .log_access import CannotCheck
+            try:
+                why_not = self.access.may_read_metrics(header, namespace, pod)
+            except CannotCheck as exc:
+                return error(503, "the agent of node %s cannot check grants: %s" % (self.node_name, exc))
+            if why_not:
+                return error(403, "the agent of node %s will not serve the usage of pods %s: %s" % (
+                    self.node_name, "/".join(p for p in (namespace, pod) if p) or "of all namespaces", why_not))
+        if self.usage is None:
+            return error(404, "the agent of node %s keeps no pod usage" % self.node_name)
+        body = {"node": self.node_name, "pods": self.usage.pods(namespace or None, pod or None)}
+        return flask.Response(json.dumps(body, separators=(",", ":")), mimetype="application/json")
 
     def container_logs(self, namespace, pod, container, request, granted_uid=None):
         args = request.args

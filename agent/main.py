@@ -19,6 +19,7 @@ from .cluster_check import other_cluster
 from .dns import node_dns
 from .events import EventSink
 from .node import NodeManager
+from .pod_usage import PodUsage
 from .pods import PodManager
 from .proxy.wiring import build_proxy
 from .runtime import RuntimeFailure, make_runtime
@@ -76,6 +77,7 @@ class Agent:
                                 containers=self.pods.running_containers,
                                 runtime_error=lambda: self.pods.runtime_error)
         self.proxy = build_proxy(s, self.client, self.stop_event)
+        self.pod_usage = PodUsage(self.runtime, s.node_name)      # `kubectl top pods`, read by the log server
 
     def start(self):
         s = self.settings
@@ -90,11 +92,13 @@ class Agent:
             if s.token:
                 from .log_access import LogAccess
                 access = LogAccess(s.servers, s.node_name, s.token, cluster_id=s.cluster_id, ca_file=s.ca_file)
-            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access, tls=s.tls)
+            self.log_server = LogServer(self.runtime, s.node_name, s.bind, s.port, access=access, tls=s.tls,
+                                        usage=self.pod_usage)
             self.log_server.start()
             port = self.log_server.port
             log.info("serving container logs on %s:%d", s.bind, port)
         self.node.port = port or 0
+        self.pod_usage.start(self.stop_event)
         if self.dns is not None:
             self.dns.start()
         self.node.start()
@@ -115,6 +119,7 @@ class Agent:
             self.pod_network.join(timeout)
         if self.proxy is not None:
             self.proxy.join(timeout)
+        self.pod_usage.join(timeout)
         if self.dns is not None:
             self.dns.shutdown(timeout)
         if self.log_server is not None:

@@ -5,6 +5,11 @@ and the agents that verify it (agent/log_access.py).
 
 The claims: node, namespace, pod, container, uid (the pod's), exp (Unix seconds). The
 signature covers "v1.<claims>".
+
+A metrics grant (`kubectl top pods`, GET /stats/pods on the agent) has the claims use
+("pod-metrics"), node, namespace and pod ("" for all of them: the scope RBAC allowed
+the caller) and exp; it has no container, so it opens no logs, and a log grant has no
+use, so it opens no metrics.
 """
 import base64
 import json
@@ -13,6 +18,7 @@ GRANT_SCHEME = "Shepherd-Log-Grant"
 GRANT_VERSION = "v1"
 LOG_GRANT_SECONDS = 60
 KEY_PATH = "/shepherd/v1/log-grant-key"
+METRICS_USE = "pod-metrics"
 
 
 def b64(raw):

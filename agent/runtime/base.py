@@ -211,6 +211,14 @@ class Runtime(abc.ABC):
         prefix each line with its RFC 3339 time; since: a datetime, only lines after it.
         ContainerGone when it does not exist."""
 
+    # ---- resource usage (kubectl top pods, agent/pod_usage.py) ----
+
+    def usage(self, container_id: str) -> Optional[Tuple[int, int]]:
+        """(cumulative CPU nanoseconds, memory working set bytes) of a running container,
+        or None when this runtime cannot tell (the container is then left out of the
+        metrics, never given a made-up figure)."""
+        return None
+
     # ---- change notifications (optional) ----
 
     def events(self, labels: Dict[str, str], stop) -> Iterator[Tuple[str, str, Dict[str, str]]]:

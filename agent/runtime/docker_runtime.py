@@ -17,6 +17,7 @@ import docker.errors
 import docker.types
 import requests
 
+from . import cgroup_usage
 from .base import (ContainerConfig, ContainerGone, ContainerInfo, ContainerSummary, CreateError,
                    ExecTimeout, ImagePullError, Runtime, RuntimeFailure)
 
@@ -141,6 +142,7 @@ class DockerRuntime(Runtime):
         self._pull_timeout = pull_timeout
         self._local = threading.local()
         self._version = None
+        self._cgroups = {}          # container id -> its cgroup directories (cgroup_usage.py)
 
     def _client(self, timeout):
         return docker.APIClient(base_url=self.url, version=self.api.api_version, timeout=timeout)
@@ -337,6 +339,27 @@ class DockerRuntime(Runtime):
                         except Exception:  # noqa: BLE001
                             pass
             stop.wait(1.0)
+
+    def usage(self, container_id):
+        """From the container's cgroup files; one inspect per container for its main PID."""
+        dirs = self._cgroups.get(container_id)
+        try:
+            if dirs is None:
+                pid = ((self.api.inspect_container(container_id) or {}).get("State") or {}).get("Pid")
+                if not pid:
+                    return None      # not running
+                dirs = cgroup_usage.cgroup_dirs(pid)
+                if len(self._cgroups) > 4096:      # bounded: ids of removed containers go too
+                    self._cgroups.clear()
+                self._cgroups[container_id] = dirs
+            return cgroup_usage.read_usage(dirs)
+        except cgroup_usage.CgroupUnreadable as exc:
+            log.debug("usage of %s: %s", container_id[:12], exc)
+            self._cgroups.pop(container_id, None)    # restarted (new PID) or gone: look again next time
+            return None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            log.debug("usage of %s: %s", container_id[:12], exc)
+            return None
 
     def close(self):
         try:

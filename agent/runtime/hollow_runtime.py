@@ -6,7 +6,8 @@ name so that hollow nodes of one cluster rarely share addresses; the agent never
 sends traffic to it (network probes of hollow pods are not run, see
 agent/prober.py). Images are always present; volume mounts are accepted and
 ignored (the agent writes no volume files for a simulated runtime). exec answers exit code 0 and no
-output; logs are empty. State lives in memory: after an agent restart the
+output; logs are empty; usage is 0 CPU and 0 bytes (nothing runs, so nothing is used:
+`kubectl top pods` shows hollow pods at 0, with a real sampling window). State lives in memory: after an agent restart the
 containers are gone and the agent starts its pods again (simulated ones).
 """
 import hashlib
@@ -129,3 +130,8 @@ class HollowRuntime(Runtime):
             if container_id not in self._containers:
                 raise ContainerGone("no such container: %s" % container_id)
         return iter(())
+
+    def usage(self, container_id):
+        with self._lock:
+            info = self._containers.get(container_id)
+        return (0, 0) if info is not None and info.running else None

@@ -9,6 +9,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
 from . import auth, cluster_check, discovery, health, membership, openapi, resource_metrics, snapshot_endpoint
+from . import pod_metrics
 from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
 from .flow_control import Rejected
@@ -79,6 +80,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     discovery.register(app)     # /api, /apis: derived from the registry
     openapi.register(app)       # /openapi/v3, /openapi/v2: generated from model/known_fields.py
     resource_metrics.register(app, replica)     # metrics.k8s.io: `kubectl top nodes`
+    pod_metrics.register(app, replica, log_grants, outbound)    # `kubectl top pods`: asks the agents
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
 

@@ -10,7 +10,7 @@ from flask import Response, request
 
 from shepherd_ha.model.resources import RESOURCES
 
-from . import resource_metrics
+from . import pod_metrics, resource_metrics
 
 from .bodies import dumps
 from .errors import ApiError
@@ -26,7 +26,7 @@ SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "eviction": ("poli
 
 DISCOVERY_GROUP = "apidiscovery.k8s.io"
 # What discovery lists: the stored kinds, and the read-only metrics.k8s.io ones.
-SERVED = dict(RESOURCES, **resource_metrics.RESOURCES)
+SERVED = dict(RESOURCES, **resource_metrics.RESOURCES, **pod_metrics.RESOURCES)
 AGGREGATED_VERSIONS = ("v2", "v2beta1")
 
 

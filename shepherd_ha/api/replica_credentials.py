@@ -57,3 +57,10 @@ class ReplicaCredentials:
         claims = {"node": node, "namespace": namespace, "pod": pod, "container": container, "uid": pod_uid or "",
                   "exp": int(now if now is not None else time.time()) + LOG_GRANT_SECONDS}
         return log_grants.encode(claims, self._signer.sign)
+
+    def metrics_grant(self, node, namespace="", pod="", now=None):
+        """The Authorization header value for one usage read (GET /stats/pods) from `node`'s
+        agent: the pods of `namespace` ("" all), only `pod` when given."""
+        claims = {"use": log_grants.METRICS_USE, "node": node, "namespace": namespace or "", "pod": pod or "",
+                  "exp": int(now if now is not None else time.time()) + LOG_GRANT_SECONDS}
+        return log_grants.encode(claims, self._signer.sign)

@@ -3,7 +3,7 @@ agents already post in their node status (`status.usage`, every --status-interva
 cpu as cores in use (cpuPercent of the node's cpu capacity, in nanocores), memory
 in use (memoryUsedBytes, in Ki), stamped with the sample's time.
 
-PodMetrics are not served: agents report no per-pod usage yet (docs/api.md).
+PodMetrics: api/pod_metrics.py (asked from the agents on request, not stored).
 Authorization is RBAC's, by path: resource `nodes` in group `metrics.k8s.io`.
 """
 from flask import Response

@@ -133,8 +133,13 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
                                                          "rbac.authorization.k8s.io/v1", "v1"]
     header, resources = rows(kubectl("api-resources", "-o", "wide").stdout)
     assert header[:5] == ["NAME", "SHORTNAMES", "APIVERSION", "NAMESPACED", "KIND"]
-    # metrics.k8s.io's nodes (kind NodeMetrics, verbs get list) are checked with -o name below
-    by_name = {r["NAME"]: r for r in resources if "NodeMetrics" not in r.values()}
+    # metrics.k8s.io's nodes and pods (NodeMetrics, PodMetrics: verbs get list) are checked apart
+    by_name = {r["NAME"]: r for r in resources if not {"NodeMetrics", "PodMetrics"} & set(r.values())}
+    # (their SHORTNAMES cell is empty, which shifts the split columns: checked by name)
+    assert kubectl("api-resources", "--api-group=metrics.k8s.io", "-o", "name").stdout.split() == [
+        "nodes.metrics.k8s.io", "pods.metrics.k8s.io"]
+    assert "pods.metrics.k8s.io" in kubectl("api-resources", "--namespaced=true", "--verbs=list", "-o",
+                                            "name").stdout.split()
     assert set(by_name) == {"configmaps", "endpoints", "events", "namespaces", "nodes", "pods", "services",
                             "secrets", "controllerrevisions", "deployments", "replicasets", "leases", "roles",
                             "clusterroles", "rolebindings", "clusterrolebindings"}

@@ -25,6 +25,6 @@ def test_no_usage_or_unreadable_usage_gives_no_metrics():
 def test_discovery_lists_the_metrics_group_read_only():
     groups = [g["name"] for g in discovery.api_group_list()["groups"]]
     assert "metrics.k8s.io" in groups
-    [entry] = discovery.api_resource_list("metrics.k8s.io", "v1beta1")["resources"]
-    assert (entry["name"], entry["kind"], entry["verbs"], entry["namespaced"]) == \
-        ("nodes", "NodeMetrics", ["get", "list"], False)
+    entries = discovery.api_resource_list("metrics.k8s.io", "v1beta1")["resources"]
+    assert sorted((e["name"], e["kind"], e["verbs"], e["namespaced"]) for e in entries) == [
+        ("nodes", "NodeMetrics", ["get", "list"], False), ("pods", "PodMetrics", ["get", "list"], True)]
