@@ -37,6 +37,12 @@ _EDIT = _VIEW + [
      "verbs": WRITE},
 ]
 # admin: edit plus the namespace's own roles and bindings.
+# Every authenticated user may discover the API (as Kubernetes' system:discovery and
+# system:public-info-viewer bound to system:authenticated): without it kubectl fails for
+# anyone but an admin at "couldn't get current server API group list", before any RBAC
+# rule of theirs is even asked.
+_DISCOVERY = [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version",
+                                   "/version/", "/healthz", "/livez", "/readyz"], "verbs": ["get"]}]
 _ADMIN = _EDIT + [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
                    "verbs": READ + WRITE}]
 
@@ -46,6 +52,7 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
     _cluster_role("admin", _ADMIN),
     _cluster_role("edit", _EDIT),
     _cluster_role("view", _VIEW),
+    _cluster_role("system:discovery", _DISCOVERY),
     # What the old group shepherd:view could read beyond `view`: the cluster's nodes,
     # leases and the replicas' status pages.
     _cluster_role("shepherd:cluster-reader", [
@@ -60,5 +67,6 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
 BUILTIN_CLUSTER_ROLE_BINDINGS = {b["metadata"]["name"]: b for b in (
     _binding("cluster-admin", "cluster-admin", ["system:masters"]),
     _binding("shepherd:view", "view", ["shepherd:view"]),
+    _binding("system:discovery", "system:discovery", ["system:authenticated"]),
     _binding("shepherd:cluster-reader", "shepherd:cluster-reader", ["shepherd:view"]),
 )}
