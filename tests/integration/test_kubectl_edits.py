@@ -169,3 +169,38 @@ def test_apply_a_multi_document_file_remove_fields_then_delete_by_file(kubectl, 
     again = kubectl("delete", "-f", path, check=False)
     assert again.returncode != 0 and 'configmaps "multi-settings" in namespace %s not found' % NS in again.stderr, again.stderr
     assert kubectl("delete", "-f", path, "--ignore-not-found").returncode == 0
+
+
+def test_replace_set_env_diff_expose_and_a_foreground_delete(kubectl, tmp_path):
+    kubectl("apply", "-f", "-", input=json.dumps(deployment("swapped")))
+    live = yaml.safe_load(kubectl("get", "deployment", "swapped", "-o", "yaml").stdout)
+    container(live)["image"] = "nginx:1.31"
+    path = tmp_path / "swapped.yaml"
+    path.write_text(yaml.safe_dump(live))
+    assert kubectl("replace", "-f", str(path)).stdout.strip() == "deployment.apps/swapped replaced"
+    assert container(read(kubectl, deploy_path("swapped")))["image"] == "nginx:1.31"
+    assert kubectl("set", "env", "deployment/swapped", "C=3", "A-").stdout.strip() == \
+        "deployment.apps/swapped env updated"
+    assert container(read(kubectl, deploy_path("swapped")))["env"] == [{"name": "B", "value": "2"},
+                                                                       {"name": "C", "value": "3"}]
+    # diff: exit 1 and the change shown when the file differs from the server, 0 when not
+    wanted = deployment("swapped", image="nginx:1.32", env=(("B", "2"), ("C", "3")))
+    differs = kubectl("diff", "-f", "-", input=json.dumps(wanted), check=False)
+    assert differs.returncode == 1 and "+        image: nginx:1.32" in differs.stdout, differs
+    assert container(read(kubectl, deploy_path("swapped")))["image"] == "nginx:1.31"    # diff stores nothing
+    kubectl("apply", "-f", "-", input=json.dumps(wanted))
+    assert kubectl("diff", "-f", "-", input=json.dumps(wanted), check=False).returncode == 0
+    assert kubectl("expose", "deployment", "swapped", "--port=80", "--target-port=8080").stdout.strip() == \
+        "service/swapped exposed"
+    svc = read(kubectl, "/api/v1/namespaces/%s/services/swapped" % NS)
+    assert svc["spec"]["selector"] == {"app": "swapped"} and \
+        [(p["port"], p["targetPort"]) for p in svc["spec"]["ports"]] == [(80, 8080)]
+    kubectl("scale", "deployment", "swapped", "--replicas=2")
+    client = kubectl.kube.client
+    wait_for("the deployment's pods", lambda: len(client.list("pods", NS, label_selector="app=swapped")["items"]) == 2,
+             timeout=30)
+    kubectl("delete", "deployment", "swapped", "--cascade=foreground", "--wait=true", timeout=90)
+    # foreground: the Deployment goes only after its dependents, so they are gone by now
+    assert kubectl.kube.api("GET", deploy_path("swapped")).status_code == 404
+    assert not client.list("replicasets", NS, label_selector="app=swapped")["items"]
+    assert not client.list("pods", NS, label_selector="app=swapped")["items"]
