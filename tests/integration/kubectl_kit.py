@@ -47,10 +47,14 @@ class KubeCluster:
         self.cache = os.path.join(self.dir, "kubectl-cache")     # no discovery cached from another cluster
         last = None
         for _ in range(4):     # another process may take our ports between the pick and the bind
-            up = subprocess.run([sys.executable, "-m", "shepherd_ha.cli.main", "local", "up", "--dir", self.dir,
-                                 "--replicas", str(replicas), "--agents", "0",
-                                 "--base-port", str(free_base_port(replicas)), "--timeout", str(UP_TIMEOUT - 10)],
-                                capture_output=True, text=True, timeout=UP_TIMEOUT)
+            try:
+                up = subprocess.run([sys.executable, "-m", "shepherd_ha.cli.main", "local", "up", "--dir", self.dir,
+                                     "--replicas", str(replicas), "--agents", "0",
+                                     "--base-port", str(free_base_port(replicas)), "--timeout", str(UP_TIMEOUT - 10)],
+                                    capture_output=True, text=True, timeout=UP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.stop()           # its replicas run in their own sessions: never leave them behind
+                raise
             if up.returncode == 0:
                 break
             last = up
@@ -65,7 +69,6 @@ class KubeCluster:
         self.urls = self.lc.api_urls()
         self.url = self.urls[0]
         self.client = Client(self.urls, timeout=5.0, retry_deadline=20.0, **self.lc.client_options())
-        self.agents = []
 
     # ---- kubectl ----
 
@@ -138,7 +141,6 @@ class KubeCluster:
 
     def add_agent(self, name, runtime, extra_args=(), wait=True, timeout=60):
         self.lc.add_agent(name, runtime=runtime, extra_args=extra_args)
-        self.agents.append(name)
         self.lc.start_agent(name)
         if wait:
             wait_for("node %s Ready (agent log %s)" % (name, self.lc.agent_log(name)),
@@ -150,7 +152,9 @@ class KubeCluster:
         if self.lc.exists:
             self.lc.stop_agents(timeout=5.0)
             self.lc.stop_all(timeout=5.0)
-        self.client.close()
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
 
 
 def kubeconfig_user(path):
