@@ -15,22 +15,27 @@ same CA and token).
     kube.stop()                          # agents then replicas, by their recorded PIDs
 """
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
+import uuid
 
 import requests
 import yaml
 
 from shepherd_ha.cli.cluster_files import write_private
 from shepherd_ha.cli.local_cluster import LocalCluster
-from shepherd_ha.client import Client
+from shepherd_ha.client import ApiError, Client
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 
 from .helpers import free_base_port, wait_for
 
 KUBECTL_TIMEOUT = 60
-UP_TIMEOUT = 90          # seconds `local up` may take on a loaded machine
+UP_TIMEOUT = 240         # seconds `local up` may take on a loaded machine (3 Python processes and their imports)
 HTTP_TIMEOUT = 10.0
 
 
@@ -52,9 +57,10 @@ class KubeCluster:
                                      "--replicas", str(replicas), "--agents", "0",
                                      "--base-port", str(free_base_port(replicas)), "--timeout", str(UP_TIMEOUT - 10)],
                                     capture_output=True, text=True, timeout=UP_TIMEOUT)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired as exc:
                 self.stop()           # its replicas run in their own sessions: never leave them behind
-                raise
+                raise AssertionError("shepherd-ha local up did not return within %ds:\n%s" % (
+                    UP_TIMEOUT, (exc.stdout or b"").decode(errors="replace")))
             if up.returncode == 0:
                 break
             last = up
@@ -108,10 +114,34 @@ class KubeCluster:
 
     # ---- the API, read back over the same TLS and token ----
 
-    def api(self, method, path, url=None, **kwargs):
+    def api(self, method, path, url=None, retry_deadline=20.0, **kwargs):
+        """One request as the admin; a 503 or a refused connection (an election, a loaded
+        machine) is retried on the next replica with one Idempotency-Key, so a write that
+        did land is not made twice."""
         headers = dict(self.lc.auth_headers(), **(kwargs.pop("headers", None) or {}))
-        return requests.request(method, (url or self.url) + path, headers=headers, verify=self.lc.ca_file,
-                                timeout=kwargs.pop("timeout", HTTP_TIMEOUT), **kwargs)
+        headers.setdefault("Idempotency-Key", uuid.uuid4().hex)
+        urls = [url] if url else self.urls
+        deadline = time.monotonic() + retry_deadline
+        for attempt in itertools.count():
+            try:
+                resp = requests.request(method, urls[attempt % len(urls)] + path, headers=headers,
+                                        verify=self.lc.ca_file, timeout=kwargs.get("timeout", HTTP_TIMEOUT),
+                                        **{k: v for k, v in kwargs.items() if k != "timeout"})
+            except requests.ConnectionError:
+                if time.monotonic() > deadline:
+                    raise
+            else:
+                if resp.status_code != 503 or time.monotonic() > deadline:
+                    return resp
+            time.sleep(0.2)
+
+    def ensure_namespace(self, name):
+        """Create namespace `name` (retried over the replicas while one answers 503); it may exist."""
+        try:
+            self.client.create("namespaces", {"metadata": {"name": name}})
+        except ApiError as exc:
+            if exc.code != 409:
+                raise
 
     def python_client(self):
         """The official Python client (kubernetes), configured from DIR/kubeconfig."""
@@ -135,6 +165,11 @@ class KubeCluster:
                          timeout=HTTP_TIMEOUT).status_code == 200 for u in self.urls), timeout=20, interval=0.2)
         return token
 
+    def keep_node_alive(self, node):
+        """Renew node `node`'s lease as its agent would, until .stop() (NodeLease)."""
+        self.ensure_namespace(LEASE_NAMESPACE)
+        return NodeLease(self.client, node)
+
     def add_hollow_agent(self, name, wait=True):
         """A real agent process (its own node token and certificate) with the hollow runtime."""
         return self.add_agent(name, "hollow", wait=wait)
@@ -155,6 +190,42 @@ class KubeCluster:
         client = getattr(self, "client", None)
         if client is not None:
             client.close()
+
+
+class NodeLease:
+    """The lease of a Node no agent runs (kube-node-lease/NAME), renewed every 2 s on a
+    thread, so the node lifecycle controller leaves it Ready and its pods in place however
+    slowly the tests run (otherwise it evicts them 25 s after it first saw the node).
+    Bounded: it stops by itself after `limit` seconds."""
+
+    def __init__(self, client, node, interval=2.0, limit=900.0):
+        self.client, self.node, self.interval = client, node, interval
+        self.deadline = time.monotonic() + limit
+        self.stopped = threading.Event()
+        self.renew()                       # the first one before the caller goes on
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def renew(self):
+        spec = {"holderIdentity": self.node, "leaseDurationSeconds": 40,
+                "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}
+        try:
+            self.client.patch("leases", self.node, {"spec": spec}, namespace=LEASE_NAMESPACE)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self.client.create("leases", {"metadata": {"name": self.node}, "spec": spec}, namespace=LEASE_NAMESPACE)
+
+    def _run(self):
+        while not self.stopped.wait(self.interval) and time.monotonic() < self.deadline:
+            try:
+                self.renew()
+            except Exception:      # a replica restarting, an election: the next round renews it
+                pass
+
+    def stop(self):
+        self.stopped.set()
+        self.thread.join(10)
 
 
 def kubeconfig_user(path):

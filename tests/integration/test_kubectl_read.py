@@ -27,7 +27,7 @@ NS = "kubectl-read"
 @pytest.fixture(scope="module")
 def kubectl(kube):
     for name in (NS, "kubectl-other"):
-        assert kube.api("POST", "/api/v1/namespaces", json={"metadata": {"name": name}}).status_code in (201, 409)
+        kube.ensure_namespace(name)
     return kube.kubectl_for(NS)
 
 
@@ -49,11 +49,13 @@ def post(kube, path, body):
 
 @pytest.fixture(scope="module")
 def objects(kube, kubectl):
-    """A node, pods (one Running on it), a deployment, a service, a config map and an event."""
+    """A node (its lease kept moving, as by an agent), pods (one Running on it), a deployment,
+    a service, a config map and an event."""
     recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
     node = unique("kn")
     post(kube, "/api/v1/nodes", {
         "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}})
+    lease = kube.keep_node_alive(node)
     merge_patch(kube, "/api/v1/nodes/%s/status" % node, {"status": {
         "addresses": [{"type": "InternalIP", "address": "10.9.0.7"}, {"type": "Hostname", "address": node}],
         # what an agent reports (agent/node_info.py), with a few values pinned for the assertions
@@ -91,7 +93,8 @@ def objects(kube, kubectl):
                            "apiVersion": "v1"},
         # recent: the event pruner drops old events
         "firstTimestamp": recent, "lastTimestamp": recent})
-    return {"kube": kube, "node": node}
+    yield {"kube": kube, "node": node}
+    lease.stop()
 
 
 def test_version_api_versions_api_resources_and_cluster_info(kubectl, kube):

@@ -13,7 +13,6 @@ import pytest
 
 from shepherd_ha.store.stamping import now_rfc3339
 
-from .helpers import expect
 from .test_deployments import wait_for
 
 NS = "kubectl-rollout"
@@ -22,7 +21,7 @@ REVISION = "deployment.kubernetes.io/revision"
 
 @pytest.fixture(scope="module")
 def client(kube):
-    expect(kube.api("POST", "/api/v1/namespaces", json={"metadata": {"name": NS}}), 201)
+    kube.ensure_namespace(NS)
     return kube.client
 
 

@@ -21,7 +21,7 @@ NS = "kubectl-writes"
 
 @pytest.fixture(scope="module")
 def kubectl(kube):
-    expect(kube.api("POST", "/api/v1/namespaces", json={"metadata": {"name": NS}}), 201)
+    kube.ensure_namespace(NS)
     return kube.kubectl_for(NS)
 
 
