@@ -38,6 +38,12 @@ _EDIT = _VIEW + [
      "verbs": WRITE},
 ]
 # admin: edit plus the namespace's own roles and bindings.
+# Every authenticated user may discover the API (as Kubernetes' system:discovery and
+# system:public-info-viewer bound to system:authenticated): without it kubectl fails for
+# anyone but an admin at "couldn't get current server API group list", before any RBAC
+# rule of theirs is even asked.
+_DISCOVERY = [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*", "/version",
+                                   "/version/", "/healthz", "/livez", "/readyz"], "verbs": ["get"]}]
 _ADMIN = _EDIT + [{"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"],
                    "verbs": READ + WRITE}]
 
@@ -47,6 +53,7 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
     _cluster_role("admin", _ADMIN),
     _cluster_role("edit", _EDIT),
     _cluster_role("view", _VIEW),
+    _cluster_role("system:discovery", _DISCOVERY),
     # What the old group shepherd:view could read beyond `view`: the cluster's nodes,
     # leases and the replicas' status pages.
     _cluster_role("shepherd:cluster-reader", [
@@ -56,11 +63,7 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
          "resources": ["roles", "rolebindings", "clusterroles", "clusterrolebindings"], "verbs": READ},
         {"nonResourceURLs": ["/metrics", "/shepherd/v1/replica", "/shepherd/v1/cluster", "/shepherd/v1/members"],
          "verbs": ["get"]}]),
-    # As in Kubernetes, every authenticated user may read discovery, OpenAPI and health (kubectl
-    # does discovery before any command) and ask what they may do (kubectl auth can-i).
-    _cluster_role("system:discovery", [
-        {"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/healthz", "/livez", "/openapi", "/openapi/*",
-                             "/readyz", "/version", "/version/"], "verbs": ["get"]}]),
+    # As in Kubernetes, every authenticated user may ask what they may do (kubectl auth can-i).
     _cluster_role("system:basic-user", [
         {"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
          "verbs": ["create"]}]),
@@ -69,7 +72,7 @@ BUILTIN_CLUSTER_ROLES = {r["metadata"]["name"]: r for r in (
 BUILTIN_CLUSTER_ROLE_BINDINGS = {b["metadata"]["name"]: b for b in (
     _binding("cluster-admin", "cluster-admin", ["system:masters"]),
     _binding("shepherd:view", "view", ["shepherd:view"]),
-    _binding("shepherd:cluster-reader", "shepherd:cluster-reader", ["shepherd:view"]),
     _binding("system:discovery", "system:discovery", ["system:authenticated"]),
+    _binding("shepherd:cluster-reader", "shepherd:cluster-reader", ["shepherd:view"]),
     _binding("system:basic-user", "system:basic-user", ["system:authenticated"]),
 )}

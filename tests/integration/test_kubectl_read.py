@@ -1,16 +1,13 @@
-"""Real kubectl (1.32, on PATH) against a real 3-replica cluster: discovery, version,
-cluster-info, get with server-side Tables (-o wide|yaml|json|jsonpath, -l, -A,
---field-selector), get -w, describe with events. Assertions are on kubectl's output.
-
-The cluster runs without authentication over plain HTTP for now; `kubeconfig` is the
-one place that says how kubectl reaches it (the TLS kubeconfig of `local up` goes
-there once the security issue lands).
+"""Real kubectl (1.32, on PATH) against a `shepherd-ha local up` cluster (3 replicas, HTTPS
+from the cluster CA, bearer tokens) through the DIR/kubeconfig it wrote (kubectl_kit.py):
+discovery, version, cluster-info, get with server-side Tables (-o wide|yaml|json|jsonpath,
+-l, -A, --field-selector), get -w, describe with events, wait, delete, a user with only
+`view` refused with kubectl's Forbidden message. Assertions are on kubectl's output and
+on what the server then holds.
 """
 import json
-import os
 import queue
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -20,46 +17,18 @@ import pytest
 import yaml
 
 from agent.node_info import node_info
-from shepherd_ha.model.resources import RESOURCES
 
-from .helpers import call, ensure_namespace, expect, unique
+from .helpers import expect, unique
+from .kubectl_kit import kubeconfig_user
 
-KUBECTL_TIMEOUT = 60
 NS = "kubectl-read"
 
 
-def write_kubeconfig(path, server, namespace="default"):
-    """A kubeconfig whose one context points at `server` with no user (no token)."""
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": "shepherd",
-              "clusters": [{"name": "shepherd", "cluster": {"server": server}}],
-              "contexts": [{"name": "shepherd", "context": {"cluster": "shepherd", "namespace": namespace}}],
-              "users": []}
-    with open(path, "w") as fh:
-        yaml.safe_dump(config, fh)
-    return path
-
-
 @pytest.fixture(scope="module")
-def kubeconfig(cluster, tmp_path_factory):
-    return write_kubeconfig(str(tmp_path_factory.mktemp("kubeconfig") / "config"), cluster.url(cluster.ids[0]), NS)
-
-
-@pytest.fixture(scope="module")
-def kubectl(kubeconfig, tmp_path_factory):
-    binary = shutil.which("kubectl")
-    assert binary, "kubectl 1.32 is needed on PATH for these tests"
-    cache = str(tmp_path_factory.mktemp("kubectl-cache"))    # no discovery cached from another cluster
-
-    def run(*args, check=True):
-        proc = subprocess.run([binary, "--kubeconfig", kubeconfig, "--cache-dir", cache] + list(args),
-                              capture_output=True, text=True, timeout=KUBECTL_TIMEOUT,
-                              env=dict(os.environ, KUBECONFIG=kubeconfig))
-        if check:
-            assert proc.returncode == 0, "kubectl %s failed (%d):\n%s\n%s" % (
-                " ".join(args), proc.returncode, proc.stdout, proc.stderr)
-        return proc
-    run.argv = [binary, "--kubeconfig", kubeconfig, "--cache-dir", cache]
-    return run
+def kubectl(kube):
+    for name in (NS, "kubectl-other"):
+        kube.ensure_namespace(name)
+    return kube.kubectl_for(NS)
 
 
 def rows(text):
@@ -69,22 +38,25 @@ def rows(text):
     return header, [dict(zip(header, re.split(r"\s{2,}", line.strip()))) for line in lines[1:]]
 
 
-def merge_patch(url, path, body):
-    return expect(call("PATCH", url + path, data=json.dumps(body),
-                       headers={"Content-Type": "application/merge-patch+json"}), 200)
+def merge_patch(kube, path, body):
+    return expect(kube.api("PATCH", path, data=json.dumps(body),
+                           headers={"Content-Type": "application/merge-patch+json"}), 200)
+
+
+def post(kube, path, body):
+    return expect(kube.api("POST", path, json=body), 201)
 
 
 @pytest.fixture(scope="module")
-def objects(cluster):
-    """A node, pods (one Running on it), a deployment, a service, a config map and an event."""
-    url = cluster.url(cluster.ids[0])
+def objects(kube, kubectl):
+    """A node (its lease kept moving, as by an agent), pods (one Running on it), a deployment,
+    a service, a config map and an event."""
     recent = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 60))
-    ensure_namespace(url, NS)
-    ensure_namespace(url, "kubectl-other")
     node = unique("kn")
-    expect(call("POST", url + "/api/v1/nodes", json={
-        "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}}), 201)
-    merge_patch(url, "/api/v1/nodes/%s/status" % node, {"status": {
+    post(kube, "/api/v1/nodes", {
+        "metadata": {"name": node, "labels": {"node-role.kubernetes.io/worker": ""}}})
+    lease = kube.keep_node_alive(node)
+    merge_patch(kube, "/api/v1/nodes/%s/status" % node, {"status": {
         "addresses": [{"type": "InternalIP", "address": "10.9.0.7"}, {"type": "Hostname", "address": node}],
         # what an agent reports (agent/node_info.py), with a few values pinned for the assertions
         "nodeInfo": dict(node_info("docker://24.0.7", "shepherd-agent/test"),
@@ -93,38 +65,39 @@ def objects(cluster):
                         "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}})
     pod = {"metadata": {"name": "web-1", "labels": {"app": "web", "tier": "front"}},
            "spec": {"nodeName": node, "containers": [{"name": "app", "image": "nginx:1.25"}]}}
-    created = expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json=pod), 201)
-    merge_patch(url, "/api/v1/namespaces/%s/pods/web-1/status" % NS, {"status": {
+    created = post(kube, "/api/v1/namespaces/%s/pods" % NS, pod)
+    merge_patch(kube, "/api/v1/namespaces/%s/pods/web-1/status" % NS, {"status": {
         "phase": "Running", "podIP": "10.244.1.5",
         "containerStatuses": [{"name": "app", "image": "nginx:1.25", "imageID": "", "ready": True,
                                "restartCount": 0, "started": True,
                                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}})
-    expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+    post(kube, "/api/v1/namespaces/%s/pods" % NS, {
         "metadata": {"name": "batch-1", "labels": {"app": "batch"}},
-        "spec": {"containers": [{"name": "job", "image": "busybox"}]}}), 201)
-    expect(call("POST", url + "/api/v1/namespaces/kubectl-other/pods", json={
+        "spec": {"containers": [{"name": "job", "image": "busybox"}]}})
+    post(kube, "/api/v1/namespaces/kubectl-other/pods", {
         "metadata": {"name": "elsewhere", "labels": {"app": "web"}},
-        "spec": {"containers": [{"name": "app", "image": "nginx"}]}}), 201)
-    expect(call("POST", url + "/apis/apps/v1/namespaces/%s/deployments" % NS, json={
+        "spec": {"containers": [{"name": "app", "image": "nginx"}]}})
+    post(kube, "/apis/apps/v1/namespaces/%s/deployments" % NS, {
         "metadata": {"name": "api"},
         "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "api"}},
                  "template": {"metadata": {"labels": {"app": "api"}},
-                              "spec": {"containers": [{"name": "srv", "image": "shepherd/api:2"}]}}}}), 201)
-    expect(call("POST", url + "/api/v1/namespaces/%s/services" % NS, json={
-        "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}), 201)
-    expect(call("POST", url + "/api/v1/namespaces/%s/configmaps" % NS, json={
-        "metadata": {"name": "settings"}, "data": {"a": "1", "b": "2", "c": "3"}}), 201)
-    expect(call("POST", url + "/api/v1/namespaces/%s/events" % NS, json={
+                              "spec": {"containers": [{"name": "srv", "image": "shepherd/api:2"}]}}}})
+    post(kube, "/api/v1/namespaces/%s/services" % NS, {
+        "metadata": {"name": "web"}, "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+    post(kube, "/api/v1/namespaces/%s/configmaps" % NS, {
+        "metadata": {"name": "settings"}, "data": {"a": "1", "b": "2", "c": "3"}})
+    post(kube, "/api/v1/namespaces/%s/events" % NS, {
         "metadata": {"name": "web-1.manual"}, "type": "Warning", "reason": "ProbeWobble",
         "message": "readiness probe wobbled on purpose", "count": 1, "source": {"component": "kubectl-test"},
         "involvedObject": {"kind": "Pod", "namespace": NS, "name": "web-1", "uid": created["metadata"]["uid"],
                            "apiVersion": "v1"},
         # recent: the event pruner drops old events
-        "firstTimestamp": recent, "lastTimestamp": recent}), 201)
-    return {"url": url, "node": node}
+        "firstTimestamp": recent, "lastTimestamp": recent})
+    yield {"kube": kube, "node": node}
+    lease.stop()
 
 
-def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
+def test_version_api_versions_api_resources_and_cluster_info(kubectl, kube):
     version = json.loads(kubectl("version", "-o", "json").stdout)
     assert version["serverVersion"]["gitVersion"].startswith("v1.32.0-shepherd.")
     assert version["serverVersion"]["major"] == "1" and version["serverVersion"]["minor"] == "32"
@@ -153,7 +126,17 @@ def test_version_api_versions_api_resources_and_cluster_info(kubectl, cluster):
         "namespaces", "nodes", "nodes.metrics.k8s.io", "clusterrolebindings.rbac.authorization.k8s.io",
         "clusterroles.rbac.authorization.k8s.io"]
     info = kubectl("cluster-info").stdout
-    assert "Kubernetes control plane is running at %s" % cluster.url(cluster.ids[0]) in info
+    assert "Kubernetes control plane is running at %s" % kube.url in info
+
+
+def test_kubectl_uses_the_kubeconfig_local_up_wrote_https_with_the_admin_token(kube, kubectl):
+    server, token, ca_inline = kubeconfig_user(kube.kubeconfig)
+    assert server == kube.url and server.startswith("https://") and ca_inline
+    assert token == kube.lc.token() and token
+    assert kubectl("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}").stdout == server
+    # the token is what lets it in: the same kubeconfig with a wrong token is refused
+    refused = kubectl("get", "pods", token="not-a-token", check=False)
+    assert refused.returncode != 0 and "You must be logged in to the server" in refused.stderr, refused.stderr
 
 
 def test_get_pods_prints_kubernetes_columns_and_wide_ones(kubectl, objects):
@@ -264,7 +247,7 @@ def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
         assert re.split(r"\s{2,}", next_line()) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
         assert re.split(r"\s{2,}", next_line())[:3] == ["batch-1", "0/1", "Pending"]
         time.sleep(1.0)         # the watch is open once the list is printed; give it a moment
-        merge_patch(objects["url"], "/api/v1/namespaces/%s/pods/batch-1/status" % NS, {"status": {
+        merge_patch(objects["kube"], "/api/v1/namespaces/%s/pods/batch-1/status" % NS, {"status": {
             "phase": "Failed",
             "containerStatuses": [{"name": "job", "image": "busybox", "imageID": "", "ready": False,
                                    "restartCount": 0,
@@ -281,8 +264,7 @@ def test_get_watch_prints_a_change_as_a_row(kubectl, objects):
 
 
 def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has_no_none(objects):
-    config = kubernetes.client.Configuration(host=objects["url"])
-    with kubernetes.client.ApiClient(config) as api_client:
+    with objects["kube"].python_client() as api_client:
         core = kubernetes.client.CoreV1Api(api_client)
         nodes = {n.metadata.name: n for n in core.list_node().items}
         info = nodes[objects["node"]].status.node_info
@@ -295,10 +277,9 @@ def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has
         assert all(isinstance(e["object"], kubernetes.client.V1Pod) for e in events)
         # From the list's revision: nothing to send at first (the old server sent a bare
         # newline there, which this client yields as a None event), then one pod.
-        late = threading.Timer(1.0, lambda: expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS,
-                                                        json={"metadata": {"name": "late-1"},
-                                                              "spec": {"containers": [{"name": "a", "image": "x"}]}}),
-                                                   201))
+        late = threading.Timer(1.0, lambda: post(objects["kube"], "/api/v1/namespaces/%s/pods" % NS,
+                                                 {"metadata": {"name": "late-1"},
+                                                  "spec": {"containers": [{"name": "a", "image": "x"}]}}))
         late.start()
         try:
             events = list(kubernetes.watch.Watch().stream(core.list_namespaced_pod, NS, timeout_seconds=4,
@@ -317,19 +298,19 @@ def test_the_official_python_client_reads_typed_nodes_and_pods_and_its_watch_has
 
 
 def test_wait_for_a_condition_then_delete_by_name_and_by_label(kubectl, objects):
-    url = objects["url"]
+    kube = objects["kube"]
     for name in ("gone-1", "gone-2", "gone-3"):
         # never bound (no node matches): deleted at once, with no agent to wait for
-        expect(call("POST", url + "/api/v1/namespaces/%s/pods" % NS, json={
+        post(kube, "/api/v1/namespaces/%s/pods" % NS, {
             "metadata": {"name": name, "labels": {"app": "gone"}},
             "spec": {"nodeSelector": {"kubectl-test": "nowhere"},
-                     "containers": [{"name": "a", "image": "nginx"}]}}), 201)
+                     "containers": [{"name": "a", "image": "nginx"}]}})
     waiter = subprocess.Popen(kubectl.argv + ["wait", "--for=condition=Ready", "pod/gone-1", "--timeout=30s"],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         time.sleep(1.0)
         assert waiter.poll() is None, "kubectl wait returned before the pod was Ready: %s" % (waiter.communicate(),)
-        merge_patch(url, "/api/v1/namespaces/%s/pods/gone-1/status" % NS, {"status": {
+        merge_patch(kube, "/api/v1/namespaces/%s/pods/gone-1/status" % NS, {"status": {
             "phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
         out, err = waiter.communicate(timeout=30)
     finally:
@@ -337,22 +318,56 @@ def test_wait_for_a_condition_then_delete_by_name_and_by_label(kubectl, objects)
             waiter.kill()
             waiter.wait(5)
     assert waiter.returncode == 0 and out.strip() == "pod/gone-1 condition met", (out, err)
+    assert kube.client.get("pods", "gone-1", NS)["status"]["phase"] == "Running"
     assert kubectl("delete", "pod", "gone-1").stdout.strip() == 'pod "gone-1" deleted'
-    deleted = kubectl("delete", "pods", "-l", "app=gone").stdout.splitlines()
+    assert kube.api("GET", "/api/v1/namespaces/%s/pods/gone-1" % NS).status_code == 404
+    # wait --for=delete: blocks while the pod is there, returns once it is gone
+    deleted_waiter = subprocess.Popen(kubectl.argv + ["wait", "--for=delete", "pod/gone-2", "--timeout=30s"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(1.0)
+        assert deleted_waiter.poll() is None, "kubectl wait --for=delete returned while the pod was there: %s" % (
+            deleted_waiter.communicate(),)
+        deleted = kubectl("delete", "pods", "-l", "app=gone").stdout.splitlines()
+        out, err = deleted_waiter.communicate(timeout=30)
+    finally:
+        if deleted_waiter.poll() is None:
+            deleted_waiter.kill()
+            deleted_waiter.wait(5)
+    assert deleted_waiter.returncode == 0 and out.strip() == "pod/gone-2 condition met", (out, err)
     assert sorted(deleted) == ['pod "gone-2" deleted', 'pod "gone-3" deleted']
     gone = kubectl("get", "pods", "-l", "app=gone")
     assert gone.stdout == "" and "No resources found in %s namespace." % NS in gone.stderr
+    assert not kube.client.list("pods", NS, label_selector="app=gone")["items"]
 
 
-def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_client(kubectl, cluster, objects):
+def test_a_user_with_only_view_reads_and_is_forbidden_to_write(kubectl, objects):
+    kube = objects["kube"]
+    viewer = kube.add_user_token("viewer", ["shepherd:view"])
+    _, pods = rows(kubectl("get", "pods", token=viewer).stdout)
+    assert {p["NAME"] for p in pods} >= {"web-1", "batch-1"}
+    refused = kubectl("delete", "pod", "web-1", token=viewer, check=False)
+    assert refused.returncode == 1
+    assert 'Error from server (Forbidden): pods "web-1" is forbidden: User "viewer" cannot delete resource ' \
+        '"pods" in API group "" in the namespace "%s"' % NS in refused.stderr, refused.stderr
+    refused = kubectl("create", "configmap", "by-viewer", "--from-literal=a=b", token=viewer, check=False)
+    assert refused.returncode == 1 and 'User "viewer" cannot create resource "configmaps"' in refused.stderr, \
+        refused.stderr
+    refused = kubectl("get", "secrets", token=viewer, check=False)       # view does not read Secrets
+    assert refused.returncode == 1 and 'User "viewer" cannot list resource "secrets"' in refused.stderr, \
+        refused.stderr
+    assert kube.client.get("pods", "web-1", NS)["metadata"].get("deletionTimestamp") is None
+    assert kube.api("GET", "/api/v1/namespaces/%s/configmaps/by-viewer" % NS).status_code == 404
+
+
+def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_client(kubectl, kube, objects):
     """Last in the module: a Ready node lets the scheduler bind the other tests' pods."""
     name = unique("agent")
-    cluster.lc.add_agent(name, runtime="hollow")
-    cluster.lc.start_agent(name)
+    kube.add_hollow_agent(name, wait=False)
     try:
-        expect(call("POST", objects["url"] + "/api/v1/namespaces/%s/pods" % NS, json={
+        post(kube, "/api/v1/namespaces/%s/pods" % NS, {
             "metadata": {"name": "on-agent", "labels": {"app": "on-agent"}},
-            "spec": {"nodeName": name, "containers": [{"name": "app", "image": "registry.example/app:1"}]}}), 201)
+            "spec": {"nodeName": name, "containers": [{"name": "app", "image": "registry.example/app:1"}]}})
         deadline = time.monotonic() + 60
         while True:
             nodes = kubectl("get", "nodes", name, "-o", "wide", check=False)
@@ -361,14 +376,13 @@ def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_clie
                     and rows(pods.stdout)[1][0]["STATUS"] == "Running":
                 break
             assert time.monotonic() < deadline, "the agent's node or pod never got ready:\n%s%s%s\n%s" % (
-                nodes.stdout, nodes.stderr, pods.stdout, open(cluster.lc.agent_log(name)).read()[-3000:])
+                nodes.stdout, nodes.stderr, pods.stdout, open(kube.lc.agent_log(name)).read()[-3000:])
             time.sleep(1.0)
         node = rows(nodes.stdout)[1][0]
         assert node["VERSION"].startswith("shepherd-agent/") and node["CONTAINER-RUNTIME"] == "hollow://1"
         assert node["KERNEL-VERSION"] not in ("", "<unknown>") and node["OS-IMAGE"] not in ("", "<unknown>")
         assert rows(pods.stdout)[1][0]["READY"] == "1/1"
-        config = kubernetes.client.Configuration(host=objects["url"])
-        with kubernetes.client.ApiClient(config) as api_client:
+        with kube.python_client() as api_client:
             typed = kubernetes.client.CoreV1Api(api_client).read_node(name)
         info = typed.status.node_info
         assert info.boot_id and info.machine_id and info.system_uuid and info.os_image and info.kernel_version
@@ -378,4 +392,4 @@ def test_a_node_and_a_pod_run_by_a_real_agent_read_by_kubectl_and_the_typed_clie
         assert typed.status.daemon_endpoints.kubelet_endpoint.port > 0
         assert [c.status for c in typed.status.conditions if c.type == "Ready"] == ["True"]
     finally:
-        cluster.lc.stop_agent(name)
+        kube.lc.stop_agent(name)

@@ -1,69 +1,35 @@
-"""kubectl 1.32 itself on the write path, against real replica processes (issue 15).
-
-NOT RUNNABLE YET IN BRANCH s7-patches: every kubectl command starts with discovery
-(GET /api, /apis), which branch s7-kubeapi builds. Until both are merged the module
-FAILS at its gate (`kubectl_config`) with that reason; it is not skipped, so nobody
-mistakes it for passing. The coordinator enables it by merging discovery; nothing
-here needs changing then.
-
-Commands that validate against OpenAPI by default (apply, create, replace, edit)
-also need /openapi/v3 (not built by either branch yet): those run as a user types
-them, so they fail with kubectl's own "failed to download openapi" until it exists.
+"""kubectl 1.32 itself on the write path (issue 15), against a `shepherd-ha local up`
+cluster through the DIR/kubeconfig it wrote (HTTPS, the admin's token: kubectl_kit.py):
+apply twice with a change (image, env var, port), patch of all three types, server-side
+apply with a conflict, --dry-run=server (create, apply, delete, scale: nothing stored),
+set image, rollout restart, cordon and uncordon, an unknown field refused. Each test
+reads back what the server holds.
 
 The server side of each command is tested without kubectl, with requests shaped as
 kubectl sends them, in tests/integration/test_api_writes.py and tests/unit/test_api_writes.py.
 """
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 
-from .helpers import call, collection_revision, ensure_namespace, expect
+from .helpers import expect
 
 pytestmark = pytest.mark.integration
 
 NS = "kubectl-writes"
-KUBECTL_TIMEOUT = 60
 
 
 @pytest.fixture(scope="module")
-def kubectl_config(cluster, tmp_path_factory):
-    """A kubeconfig for one replica, once the API answers kubectl's discovery."""
-    assert shutil.which("kubectl"), "kubectl is not installed: scripts/setup-*.sh installs kubectl 1.32"
-    url = cluster.url(cluster.ids[0])
-    for path, kind in (("/api", "APIVersions"), ("/apis", "APIGroupList"), ("/api/v1", "APIResourceList"),
-                       ("/apis/apps/v1", "APIResourceList")):
-        resp = call("GET", url + path)
-        body = resp.json() if resp.headers.get("Content-Type", "").startswith("application/json") else {}
-        assert resp.status_code == 200 and body.get("kind") == kind, (
-            "kubectl cannot run here: discovery is missing (GET %s -> %d, want a %s). Discovery is built on "
-            "branch s7-kubeapi (issue 15); this module runs once it is merged." % (path, resp.status_code, kind))
-    ensure_namespace(url, NS)
-    config = tmp_path_factory.mktemp("kubectl") / "kubeconfig"
-    config.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "local",
-        "clusters": [{"name": "local", "cluster": {"server": url}}],
-        "users": [{"name": "anonymous", "user": {}}],
-        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "anonymous", "namespace": NS}}]}))
-    return {"path": str(config), "url": url}
+def kubectl(kube):
+    kube.ensure_namespace(NS)
+    return kube.kubectl_for(NS)
 
 
-def kubectl(config, *args, stdin=None, check=True, env=None):
-    proc = subprocess.run(["kubectl", "--kubeconfig", config["path"], *args], input=stdin, capture_output=True,
-                          text=True, timeout=KUBECTL_TIMEOUT, env=dict(os.environ, **(env or {})))
-    if check:
-        assert proc.returncode == 0, "kubectl %s -> %d\n%s%s" % (" ".join(args), proc.returncode, proc.stdout,
-                                                                  proc.stderr)
-    return proc
-
-
-def read(config, plural, name, group="apps/v1"):
+def read(kubectl, plural, name, group="apps/v1"):
     prefix = "/api/v1" if group == "v1" else "/apis/" + group
     namespaced = plural != "nodes"
     path = "%s/namespaces/%s/%s/%s" % (prefix, NS, plural, name) if namespaced else "%s/%s/%s" % (prefix, plural, name)
-    return expect(call("GET", config["url"] + path), 200)
+    return expect(kubectl.kube.api("GET", path), 200)
 
 
 def manifest(name, image="nginx:1.25", port=80, env=(("A", "1"), ("B", "2")), replicas=0, extra_spec=None):
@@ -83,11 +49,11 @@ def managers(obj):
     return {(e["manager"], e["operation"]) for e in obj["metadata"].get("managedFields", [])}
 
 
-def test_apply_twice_with_a_change(kubectl_config):
-    kubectl(kubectl_config, "apply", "-f", "-", stdin=manifest("twice"))
-    kubectl(kubectl_config, "apply", "-f", "-", stdin=manifest("twice", image="nginx:1.26", port=8080,
+def test_apply_twice_with_a_change(kubectl):
+    kubectl("apply", "-f", "-", input=manifest("twice"))
+    kubectl("apply", "-f", "-", input=manifest("twice", image="nginx:1.26", port=8080,
                                                                env=(("A", "9"),)))
-    obj = read(kubectl_config, "deployments", "twice")
+    obj = read(kubectl, "deployments", "twice")
     web = container(obj)
     assert web["image"] == "nginx:1.26"
     assert web["env"] == [{"name": "A", "value": "9"}]                       # B removed
@@ -96,77 +62,83 @@ def test_apply_twice_with_a_change(kubectl_config):
     assert "$setElementOrder" not in json.dumps(obj)
 
 
-def test_patch_of_all_three_types(kubectl_config):
-    kubectl(kubectl_config, "apply", "-f", "-", stdin=manifest("patched"))
-    kubectl(kubectl_config, "patch", "deployment", "patched", "-p",
+def test_patch_of_all_three_types(kubectl):
+    kubectl("apply", "-f", "-", input=manifest("patched"))
+    kubectl("patch", "deployment", "patched", "-p",
             json.dumps({"spec": {"template": {"spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}))
-    kubectl(kubectl_config, "patch", "deployment", "patched", "--type=merge", "-p",
+    kubectl("patch", "deployment", "patched", "--type=merge", "-p",
             json.dumps({"metadata": {"labels": {"tier": "front"}}}))
-    kubectl(kubectl_config, "patch", "deployment", "patched", "--type=json", "-p",
+    kubectl("patch", "deployment", "patched", "--type=json", "-p",
             json.dumps([{"op": "replace", "path": "/spec/revisionHistoryLimit", "value": 3}]))
-    failed = kubectl(kubectl_config, "patch", "deployment", "patched", "--type=json", "-p",
+    failed = kubectl("patch", "deployment", "patched", "--type=json", "-p",
                      json.dumps([{"op": "test", "path": "/spec/revisionHistoryLimit", "value": 99}]), check=False)
     assert failed.returncode != 0 and "failed" in failed.stderr
-    obj = read(kubectl_config, "deployments", "patched")
+    obj = read(kubectl, "deployments", "patched")
     assert container(obj)["image"] == "nginx:1.27" and container(obj)["env"] == [
         {"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
     assert obj["metadata"]["labels"] == {"tier": "front"} and obj["spec"]["revisionHistoryLimit"] == 3
     assert ("kubectl-patch", "Update") in managers(obj)
 
 
-def test_server_side_apply_with_a_conflict(kubectl_config):
-    kubectl(kubectl_config, "apply", "--server-side", "-f", "-", stdin=manifest("ssa", replicas=1))
-    kubectl(kubectl_config, "scale", "deployment", "ssa", "--replicas=0")
-    conflict = kubectl(kubectl_config, "apply", "--server-side", "-f", "-", stdin=manifest("ssa", replicas=1),
+def test_server_side_apply_with_a_conflict(kubectl):
+    kubectl("apply", "--server-side", "-f", "-", input=manifest("ssa", replicas=1))
+    kubectl("scale", "deployment", "ssa", "--replicas=0")
+    conflict = kubectl("apply", "--server-side", "-f", "-", input=manifest("ssa", replicas=1),
                        check=False)
     assert conflict.returncode != 0
     assert "conflict" in conflict.stderr and ".spec.replicas" in conflict.stderr, conflict.stderr
-    assert read(kubectl_config, "deployments", "ssa")["spec"]["replicas"] == 0
-    kubectl(kubectl_config, "apply", "--server-side", "--force-conflicts", "-f", "-",
-            stdin=manifest("ssa", replicas=1, image="nginx:1.26"))
-    obj = read(kubectl_config, "deployments", "ssa")
+    assert read(kubectl, "deployments", "ssa")["spec"]["replicas"] == 0
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
+            input=manifest("ssa", replicas=1, image="nginx:1.26"))
+    obj = read(kubectl, "deployments", "ssa")
     assert obj["spec"]["replicas"] == 1 and container(obj)["image"] == "nginx:1.26"
     assert ("kubectl", "Apply") in managers(obj)
 
 
-def test_dry_run_server_stores_nothing(kubectl_config):
-    kubectl(kubectl_config, "apply", "-f", "-", stdin=manifest("dry-kept"))
-    before = read(kubectl_config, "deployments", "dry-kept")
-    out = kubectl(kubectl_config, "apply", "--dry-run=server", "-f", "-", stdin=manifest("dry-ghost")).stdout
+def test_dry_run_server_stores_nothing(kubectl):
+    kubectl("apply", "-f", "-", input=manifest("dry-kept"))
+    before = read(kubectl, "deployments", "dry-kept")
+    out = kubectl("apply", "--dry-run=server", "-f", "-", input=manifest("dry-ghost")).stdout
     assert "server dry run" in out
-    kubectl(kubectl_config, "apply", "--dry-run=server", "-f", "-", stdin=manifest("dry-kept", image="nginx:9"))
-    kubectl(kubectl_config, "delete", "deployment", "dry-kept", "--dry-run=server")
-    kubectl(kubectl_config, "scale", "deployment", "dry-kept", "--replicas=4", "--dry-run=server")
-    _, items = collection_revision(kubectl_config["url"], "/apis/apps/v1/deployments")
-    names = {o["metadata"]["name"] for o in items}
-    assert "dry-ghost" not in names and "dry-kept" in names
-    kept = read(kubectl_config, "deployments", "dry-kept")
+    kubectl("apply", "--dry-run=server", "-f", "-", input=manifest("dry-kept", image="nginx:9"))
+    kubectl("delete", "deployment", "dry-kept", "--dry-run=server")
+    kubectl("scale", "deployment", "dry-kept", "--replicas=4", "--dry-run=server")
+    out = kubectl("create", "--dry-run=server", "-f", "-", input=manifest("dry-created")).stdout
+    assert out.strip() == "deployment.apps/dry-created created (server dry run)", out
+    out = kubectl("create", "configmap", "dry-map", "--from-literal=a=b", "--dry-run=server", "-o", "json").stdout
+    assert json.loads(out)["data"] == {"a": "b"}          # the server answered with what it would store
+    refused = kubectl("create", "--dry-run=server", "-f", "-", input=manifest("dry-kept"), check=False)
+    assert refused.returncode != 0 and "AlreadyExists" in refused.stderr, refused.stderr   # validated for real
+    names = {o["metadata"]["name"] for o in kubectl.kube.client.list("deployments", NS)["items"]}
+    assert "dry-ghost" not in names and "dry-created" not in names and "dry-kept" in names
+    assert kubectl.kube.api("GET", "/api/v1/namespaces/%s/configmaps/dry-map" % NS).status_code == 404
+    kept = read(kubectl, "deployments", "dry-kept")
     # The deployment controller may write its status meanwhile: compare what a dry run could have changed.
     assert (kept["metadata"]["uid"], kept["metadata"]["generation"], kept["spec"], kept["metadata"]["managedFields"]) \
         == (before["metadata"]["uid"], before["metadata"]["generation"], before["spec"],
             before["metadata"]["managedFields"])
 
 
-def test_set_image_and_rollout_restart(kubectl_config):
-    kubectl(kubectl_config, "apply", "-f", "-", stdin=manifest("roll"))
-    kubectl(kubectl_config, "set", "image", "deployment/roll", "web=nginx:1.28")
-    kubectl(kubectl_config, "rollout", "restart", "deployment/roll")
-    obj = read(kubectl_config, "deployments", "roll")
+def test_set_image_and_rollout_restart(kubectl):
+    kubectl("apply", "-f", "-", input=manifest("roll"))
+    kubectl("set", "image", "deployment/roll", "web=nginx:1.28")
+    kubectl("rollout", "restart", "deployment/roll")
+    obj = read(kubectl, "deployments", "roll")
     assert container(obj)["image"] == "nginx:1.28"
     assert "kubectl.kubernetes.io/restartedAt" in obj["spec"]["template"]["metadata"]["annotations"]
     assert {("kubectl-set", "Update"), ("kubectl-rollout", "Update")} <= managers(obj)
 
 
-def test_cordon_and_uncordon(kubectl_config):
-    expect(call("POST", kubectl_config["url"] + "/api/v1/nodes", json={"metadata": {"name": "kubectl-node"}}), 201)
-    kubectl(kubectl_config, "cordon", "kubectl-node")
-    assert read(kubectl_config, "nodes", "kubectl-node", "v1")["spec"]["unschedulable"] is True
-    kubectl(kubectl_config, "uncordon", "kubectl-node")
-    assert read(kubectl_config, "nodes", "kubectl-node", "v1")["spec"]["unschedulable"] is False
+def test_cordon_and_uncordon(kubectl):
+    kubectl.kube.client.create("nodes", {"metadata": {"name": "kubectl-node"}})
+    kubectl("cordon", "kubectl-node")
+    assert read(kubectl, "nodes", "kubectl-node", "v1")["spec"]["unschedulable"] is True
+    kubectl("uncordon", "kubectl-node")
+    assert read(kubectl, "nodes", "kubectl-node", "v1")["spec"]["unschedulable"] is False
 
 
-def test_an_unknown_field_is_refused_and_nothing_stored(kubectl_config):
+def test_an_unknown_field_is_refused_and_nothing_stored(kubectl):
     bad = manifest("typo", extra_spec={"replicaz": 2})
-    refused = kubectl(kubectl_config, "apply", "-f", "-", stdin=bad, check=False)
+    refused = kubectl("apply", "-f", "-", input=bad, check=False)
     assert refused.returncode != 0 and 'unknown field "spec.replicaz"' in refused.stderr, refused.stderr
-    assert call("GET", kubectl_config["url"] + "/apis/apps/v1/namespaces/%s/deployments/typo" % NS).status_code == 404
+    assert kubectl.kube.api("GET", "/apis/apps/v1/namespaces/%s/deployments/typo" % NS).status_code == 404

@@ -180,3 +180,17 @@ def test_the_built_in_roles_are_listed_and_read_only():
     assert resp.status_code == 422 and "built-in ClusterRole" in resp.json["message"]
     assert c.delete(RBAC + "/clusterroles/view", headers=bearer("admin")).status_code == 404
     assert c.get(RBAC + "/clusterroles/view", headers=bearer("admin")).status_code == 200
+
+
+def test_any_authenticated_user_may_discover_the_api_and_nothing_more():
+    """kubectl starts every command with discovery: a user with no role at all must get it
+    (Kubernetes' system:discovery), or kubectl fails before the user's own rules are asked."""
+    _, c = make()
+    for path in ("/api", "/api/v1", "/apis", "/apis/apps/v1", "/openapi/v3", "/openapi/v2", "/version"):
+        resp = c.get(path, headers=bearer("bob"))
+        assert resp.status_code == 200, (path, resp.status_code, resp.data[:200])
+    assert c.get("/metrics", headers=bearer("bob")).status_code == 403
+    assert c.get("/api/v1/namespaces/default/pods", headers=bearer("bob")).status_code == 403
+    assert c.get("/api", headers={"Authorization": "Bearer not-a-token-at-all"}).status_code == 401
+    names = [b["metadata"]["name"] for b in c.get(RBAC + "/clusterrolebindings", headers=bearer("admin")).json["items"]]
+    assert "system:discovery" in names
