@@ -39,6 +39,7 @@ import common  # noqa: E402
 from common import say  # noqa: E402
 from replica_resources import dir_size, replica_processes  # noqa: E402
 
+from shepherd_ha.cli.local_cluster import LocalClusterError  # noqa: E402
 from shepherd_ha.cli.supervisor import socket_path  # noqa: E402
 from shepherd_ha.store import local_protocol as lp  # noqa: E402
 
@@ -84,7 +85,10 @@ class StoreWatch:
 
     def _run(self):
         while not self.stop.wait(self.interval):
-            self.sample()
+            try:
+                self.sample()
+            except Exception:        # noqa: BLE001 - a sample lost to a busy machine: the next one counts
+                pass
 
     def start(self):
         self.sample()
@@ -184,14 +188,28 @@ def deployment(name, replicas, pad):
                                   "spec": {"containers": [{"name": "main", "image": "nginx:1.25"}]}}}}
 
 
+def post(bench, path, body, attempts=90):
+    """POST to the leader with one idempotency key, retried through elections (5xx)."""
+    key = uuid.uuid4().hex
+    for _ in range(attempts):
+        try:
+            resp = requests.post(bench.cluster.replica(bench.leader())["api"] + path, json=body, timeout=30,
+                                 headers={"Idempotency-Key": key})
+            if resp.status_code < 500:
+                resp.raise_for_status()
+                return resp
+        except (requests.ConnectionError, requests.Timeout, LocalClusterError):
+            pass          # no leader known right now, or it went away: ask again
+        time.sleep(1.0)
+    raise RuntimeError("POST %s kept failing" % path)
+
+
 def bulk(bench, watch, pods, deployments, pad, timeout):
-    url = bench.urls()[0]
-    requests.post(url + "/api/v1/namespaces", json={"metadata": {"name": NS}}, timeout=10).raise_for_status()
+    post(bench, "/api/v1/namespaces", {"metadata": {"name": NS}})
     base = min(st["objects"] for st in watch.last.values())
     for i in range(deployments):
         share = pods // deployments + (1 if i < pods % deployments else 0)
-        requests.post(bench.cluster.replica(bench.leader())["api"] + "/apis/apps/v1/namespaces/%s/deployments" % NS,
-                      json=deployment("d%d" % i, share, pad), timeout=30).raise_for_status()
+        post(bench, "/apis/apps/v1/namespaces/%s/deployments" % NS, deployment("d%d" % i, share, pad))
     t0 = time.monotonic()
     want = base + pods + 2 * deployments
     while time.monotonic() - t0 < timeout:
