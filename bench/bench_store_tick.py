@@ -222,10 +222,28 @@ def bulk(bench, watch, pods, deployments, pad, timeout):
     return time.monotonic() - t0
 
 
-def pod_names(bench):
-    resp = requests.get(bench.urls()[-1] + "/api/v1/namespaces/%s/pods" % NS, timeout=120,
-                        params={"resourceVersion": "0"})
-    return [p["metadata"]["name"] for p in resp.json()["items"]]
+def pod_names(bench, page=500):
+    """Every pod's name, in pages (one 30,000-pod list timed out on a saturated machine)."""
+    names, token, failures = [], None, 0
+    while True:
+        params = {"limit": str(page)}
+        if token:
+            params["continue"] = token
+        try:
+            resp = requests.get(bench.urls()[failures % 3] + "/api/v1/namespaces/%s/pods" % NS, timeout=60,
+                                params=params)
+            resp.raise_for_status()
+        except requests.RequestException:
+            failures += 1
+            if failures > 30:
+                raise
+            time.sleep(1.0)
+            continue
+        body = resp.json()
+        names += [p["metadata"]["name"] for p in body["items"]]
+        token = body["metadata"].get("continue")
+        if not token:
+            return names
 
 
 def start_pyspy(pyspy, pids, directory, seconds):
