@@ -73,6 +73,8 @@ SERVER_OPTIONS = (
            "steps down (s)"),
     Option("log_compaction_entries", int, RAFT["log_compaction_entries"], "snapshot the store and trim the Raft "
            "log after this many entries (also every %d minutes)" % (RAFT["log_compaction_seconds"] // 60)),
+    Option("log_compaction_bytes", int, RAFT["log_compaction_bytes"], "also snapshot the store and trim the Raft "
+           "log once the log holds this many bytes (it is held in memory until then)"),
     Option("write_timeout", float, WRITE_TIMEOUT, "seconds a write or linearizable read may wait for Raft before "
            "503"),
     Option("watch_log_size", int, WatchLog.CAPACITY, "changes kept in memory for watches to resume from"),

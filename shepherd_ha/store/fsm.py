@@ -22,13 +22,11 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
+from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
 from .service_allocation import AllocationError, allocate
 
-DEFAULT_DEDUP_LIMIT = 50000
-KEY_REUSED = ("this Idempotency-Key was already used for a different request (method, path or body): "
-              "use a new key for a new request")
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
@@ -62,7 +60,7 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-class StoreFSM(PodCIDRs, ObjectReads):
+class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     # Set by a service_network command; a class attribute, so a snapshot taken before
     # the command existed still reads the default.
     service_cidr = DEFAULT_SERVICE_CIDR
@@ -73,8 +71,7 @@ class StoreFSM(PodCIDRs, ObjectReads):
         self.epoch = [0, ""]          # highest controller claim: [raft term, replica id]
         self.fenced_rejections = 0    # controller writes refused for a stale epoch
         self.malformed_commands = 0
-        self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
-        self.dedup_limit = dedup_limit
+        self._init_idempotency(dedup_limit)       # store/idempotency.py
         self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
@@ -161,7 +158,7 @@ class StoreFSM(PodCIDRs, ObjectReads):
         key, digest = command.get("key"), command.get("digest")
         if key is not None and key in self.dedup:
             remembered = self.dedup[key]
-            if digest is not None and remembered.get("digest") not in (None, digest):
+            if digest is not None and self._remembered_digest(remembered) not in (None, digest):
                 return _failure(422, "Invalid", KEY_REUSED)
             return self._replay(remembered)
         epoch = command.get("epoch")
@@ -457,51 +454,6 @@ class StoreFSM(PodCIDRs, ObjectReads):
                 current = self._current(staged, plural, namespace, name)
                 if current is not None:
                     self._plan_delete(plural, current, staged, planned)
-
-    # ---- idempotency ----
-
-    def _remember(self, key, result, digest=None):
-        compact = dict(result)
-        if digest is not None:
-            compact["digest"] = digest
-        if result.get("ok"):
-            compact["results"] = [_compact_op_result(r) for r in result["results"]]
-        self.dedup[key] = compact
-        while len(self.dedup) > self.dedup_limit:
-            self.dedup.popitem(last=False)
-
-    def recall(self, key):
-        """The outcome remembered for idempotency key `key` (as a retry would get it), or None."""
-        compact = self.dedup.get(key)
-        if compact is None:
-            return None
-        result = self._replay(compact)
-        if "digest" in compact:
-            result["digest"] = compact["digest"]     # which request the key answered
-        return result
-
-    def _replay(self, compact):
-        result = dict(compact, duplicate=True)
-        result.pop("digest", None)
-        if compact.get("ok"):
-            result["results"] = [self._expand_op_result(r) for r in compact["results"]]
-        return result
-
-    def _expand_op_result(self, compact):
-        code, resource, namespace, name, uid, stub = compact
-        current = self.get(resource, namespace, name)
-        if current is not None and current["metadata"].get("uid") == uid:
-            return {"code": code, "resource": resource, "object": current}
-        return {"code": code, "resource": resource, "object": stub}
-
-
-def _compact_op_result(op_result):
-    obj = op_result["object"]
-    meta = obj["metadata"]
-    stub = {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"),
-            "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "resourceVersion") if k in meta}}
-    return (op_result["code"], op_result["resource"], meta.get("namespace"), meta["name"],
-            meta.get("uid"), stub)
 
 
 def _same_content(a, b):

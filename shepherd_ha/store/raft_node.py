@@ -52,6 +52,10 @@ class RaftSettings:
     leader_fallback: float = 1.0
     log_compaction_entries: int = 20000
     log_compaction_seconds: int = 600
+    # Also compact once the log holds this many bytes: PySyncObj keeps every entry since the
+    # last dump in memory, and group commit packs up to 64 KiB per entry, so 20,000 entries
+    # could be over a gigabyte (a 30,000-pod run reached 268 MB with no dump written).
+    log_compaction_bytes: int = 64 * 1024 * 1024
     # PySyncObj sends an entry this big or bigger in chunks, a path that breaks: above any
     # command a body the API accepts makes (see entry_size); bigger ones are refused.
     append_batch_bytes: int = ENTRY_THRESHOLD
@@ -133,6 +137,7 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
+                                            compaction_bytes=settings.log_compaction_bytes,
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)
 

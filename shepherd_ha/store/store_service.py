@@ -21,8 +21,12 @@ from .watch_log import WatchExpired
 log = logging.getLogger("shepherd_ha.store.service")
 
 CALL_THREADS = 128         # calls blocked on Raft at once (every waitress thread of a worker, and more)
-SNAPSHOT_CHUNK = 2000      # objects per snapshot frame (fewer when they are big: send_split)
-CHANGES_PER_FRAME = 5000
+# Pickling a frame is one C call that holds the GIL throughout, and the Raft tick thread
+# waits for it: frames of 2,000 objects / 5,000 changes held it for tens of milliseconds
+# each, back to back, while a snapshot was sent (docs/benchmarks.md, "The store process's
+# tick"). A few hundred keep each hold to a few milliseconds.
+SNAPSHOT_CHUNK = 200       # objects per snapshot frame (fewer when they are big: send_split)
+CHANGES_PER_FRAME = 200
 
 
 class StoreService:

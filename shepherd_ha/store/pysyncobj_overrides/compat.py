@@ -37,7 +37,7 @@ _REQUIRED_GLOBALS = (
     ("pysyncobj.syncobj", "SyncObj", ("_isLeader", "_getLeader", "isNodeConnected", "raftCurrentTerm",
                                       "raftCommitIndex", "raftLastApplied", "isReady", "otherNodes",
                                       "selfNode", "waitBinded", "destroy", "addOnTickCallback",
-                                      "tick_thread_alive")),
+                                      "tick_thread_alive", "forceLogCompaction")),
     ("pysyncobj.syncobj", "SyncObjConsumer", ()),
     ("pysyncobj.journal", "FIRST_RECORD_OFFSET", ()),
     ("pysyncobj.journal", "LAST_RECORD_OFFSET_OFFSET", ()),

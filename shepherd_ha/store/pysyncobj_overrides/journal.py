@@ -21,7 +21,7 @@ writes to be on disk before it acts on it; it writes the journal through mmap an
 never syncs, so a power-off lost acknowledged writes on every replica (found by
 the Vagrant full-restart drill). So here:
 
-3. entries are synced (msync) before the header that counts them is written and
+3. entries are synced (fdatasync) before the header that counts them is written and
    synced, and that happens before PySyncObj acknowledges or counts them: `add`
    only writes the record; `sync` makes everything added so far durable, and the
    Raft node calls it once per tick, before its acks leave and before the leader
@@ -33,7 +33,6 @@ the Vagrant full-restart drill). So here:
    all reach the disk) is cut off instead of crashing the replica on every start.
 """
 import logging
-import mmap
 import os
 import struct
 
@@ -42,7 +41,6 @@ from pysyncobj.journal import (FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET, F
 from pysyncobj.pickle import dumps, to_bytes
 
 log = logging.getLogger(__name__)
-_PAGE = mmap.PAGESIZE
 _SIZE = struct.Struct("<I")
 _ENTRY = struct.Struct("<QQ")
 
@@ -76,10 +74,15 @@ class DurableFileJournal(FileJournal):
         if sync:
             self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta")
 
-    def _msync(self, offset, length):
+    def _sync_file(self):
+        # fdatasync of the mapped file, not mmap.flush (msync): CPython 3.11 holds the GIL
+        # through msync, so every other thread of the store process (the local socket, the
+        # change stream) stopped for as long as the disk took, and then queued in front of
+        # the next tick (docs/benchmarks.md, "The store process's tick"). fdatasync releases
+        # the GIL; on Linux it writes the file's dirty pages, those dirtied through the
+        # shared mapping included (msync(MS_SYNC) is the same call on a byte range).
         if self._sync:
-            start = offset - offset % _PAGE
-            self._FileJournal__journalFile._ResizableFile__mm.flush(start, offset + length - start)
+            os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
 
     def add(self, command, idx, term):
         # Written, not yet counted by the header: sync() does both, in that order.
@@ -92,6 +95,10 @@ class DurableFileJournal(FileJournal):
             self._unsynced_from = offset
         self._FileJournal__currentOffset = offset + len(record)
 
+    def byte_size(self):
+        """Bytes of the entries in the journal (PySyncObj holds them in memory too)."""
+        return self._FileJournal__currentOffset - FIRST_RECORD_OFFSET
+
     def sync(self):
         """Make every entry added so far durable: the records first, then the header that
         counts them. Returns whether there was anything to sync."""
@@ -99,7 +106,7 @@ class DurableFileJournal(FileJournal):
         if start is None:
             return False
         end = self._FileJournal__currentOffset
-        self._msync(start, end - start)
+        self._sync_file()
         self._set_last_record_offset(end)
         self._unsynced_from = None
         return True
@@ -114,7 +121,7 @@ class DurableFileJournal(FileJournal):
 
     def _set_last_record_offset(self, offset):
         self._FileJournal__journalFile.write(LAST_RECORD_OFFSET_OFFSET, _SIZE.pack(offset))
-        self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
+        self._sync_file()
 
     def clear(self):
         # A follower clears its journal right after a snapshot from the leader was renamed
@@ -122,7 +129,7 @@ class DurableFileJournal(FileJournal):
         self._sync_dump()
         super().clear()
         self._unsynced_from = None
-        self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
+        self._sync_file()
 
     def _sync_dump(self):
         if self._sync and self._dump_path and os.path.exists(self._dump_path):
@@ -133,7 +140,7 @@ class DurableFileJournal(FileJournal):
     def deleteEntriesFrom(self, entryFrom):
         self.sync()     # the shorter header must not count records that never reached the disk
         super().deleteEntriesFrom(entryFrom)
-        self._msync(LAST_RECORD_OFFSET_OFFSET, 4)
+        self._sync_file()
 
     def deleteEntriesTo(self, entryTo):
         # PySyncObj trims only after its dump is in place; it must also be on disk.

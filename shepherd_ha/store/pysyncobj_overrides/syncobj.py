@@ -79,7 +79,7 @@ class PipelinedSyncObj(SyncObj):
                   "_SyncObj__parseChangeClusterRequest")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
-                 cluster_id=None, salt=None, accepted=()):
+                 cluster_id=None, salt=None, accepted=(), compaction_bytes=None):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
         self._raft_cipher = (RaftCipher(conf.password, salt, cluster_id, accepted)
@@ -88,6 +88,8 @@ class PipelinedSyncObj(SyncObj):
         self._batching_commands = False
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
+        self._compaction_bytes = compaction_bytes
+        self._last_poll_end = None
         # A replica started to join (store/membership.py) is not a member yet: every campaign
         # would raise its term, and once added its first vote request would depose the leader.
         # It stays passive until a leader has contacted it (which only a member's leader does).
@@ -130,8 +132,32 @@ class PipelinedSyncObj(SyncObj):
                 self._joining = False
             else:
                 self._SyncObj__raftElectionDeadline = raft_clock() + self.conf.raftMaxTimeout
+        self._compact_when_big()
+        self._drain_if_late()
         super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
+        self._last_poll_end = raft_clock()
         self._make_durable()
+
+    # A tick that starts late (this process stood still: a slow disk sync, the GIL, the CPU,
+    # a collection) first reads what the peers sent meanwhile. PySyncObj checks its election
+    # deadline (a follower) and its followers' last answers (a leader) before it polls, so a
+    # follower would campaign with the leader's heartbeats unread in its socket, and a leader
+    # would step down with its followers' acks unread: an election caused by this replica's
+    # own stall, not by a silent peer (docs/benchmarks.md, "The store process's tick").
+    LATE_TICK = 0.1
+
+    def _drain_if_late(self):
+        if self._last_poll_end is None or raft_clock() - self._last_poll_end <= self.LATE_TICK:
+            return
+        if self._SyncObj__transport.ready:
+            self._poller.poll(0)
+
+    def _compact_when_big(self):
+        # PySyncObj compacts by entry count and age only; every entry since the last dump is
+        # also held in memory, so a log of big entries is compacted by its bytes too.
+        size = getattr(self._SyncObj__raftLog, "byte_size", None)
+        if self._compaction_bytes and size is not None and size() > self._compaction_bytes:
+            self.forceLogCompaction()
 
     def _make_durable(self):
         journal = self._SyncObj__raftLog
