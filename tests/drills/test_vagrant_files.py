@@ -210,3 +210,49 @@ def test_spare_control_planes_join_instead_of_listing_peers():
     with open(os.path.join(ROOT, "vagrant", "provision", "control-plane.sh"), encoding="utf-8") as f:
         script = f.read()
     assert 'MEMBERS="join: ${PEERS#join=}"' in script
+
+
+def _bare_target(tmp_path, leases):
+    """A VagrantTarget without its tool checks: libvirt answers from `leases` (uuid -> the
+    text of `virsh domifaddr --source lease`)."""
+    sys.path.insert(0, os.path.join(ROOT, "vagrant", "drills"))
+    from target_vagrant import VagrantTarget  # noqa: E402
+    target = VagrantTarget.__new__(VagrantTarget)
+    target.layout = ClusterLayout.from_env({})
+    target.control_planes, target.workers = target.layout.control_planes, target.layout.workers
+    target.vagrant_dir, target.state_dir = str(tmp_path), str(tmp_path / "state")
+    target.ssh_config_path = str(tmp_path / "state" / "ssh-config")
+    for host, uuid in (("cp1", "u-cp1"), ("cp4", "u-cp4"), ("w1", "u-w1"), ("w2", "u-w2")):
+        machine = tmp_path / ".vagrant" / "machines" / host / "libvirt"
+        machine.mkdir(parents=True)
+        (machine / "id").write_text(uuid + "\n")
+    target.virsh = lambda *args, **kw: subprocess.CompletedProcess(args, 0, leases.get(args[1], ""), "")
+    return target
+
+
+LEASE = (" Name       MAC address          Protocol     Address\n"
+         "-------------------------------------------------------------------------------\n"
+         " vnet8      52:54:00:ff:d0:8a    ipv4         192.168.124.%d/24\n")
+
+
+def test_ssh_config_lists_every_vm_with_a_lease_even_past_one_without(tmp_path):
+    """`vagrant ssh-config` stopped at the first machine not up (the spare cp4 never
+    created) and left the workers out; the config from libvirt's leases keeps every VM
+    that has an address and leaves out only those without one (w1 here, powered off)."""
+    target = _bare_target(tmp_path, {"u-cp1": LEASE % 81, "u-cp4": LEASE % 90, "u-w2": LEASE % 226})
+    target.refresh_ssh_config()
+    with open(target.ssh_config_path, encoding="utf-8") as f:
+        config = f.read()
+    hosts = [line.split()[1] for line in config.splitlines() if line.startswith("Host ")]
+    assert hosts == ["cp1", "cp4", "w2"]
+    assert "HostName 192.168.124.226" in config
+    assert os.path.join(str(tmp_path), ".vagrant", "machines", "w2", "libvirt", "private_key") in config
+
+
+def test_a_spare_control_plane_is_waited_for_as_a_server(tmp_path):
+    """A spare (cp4) runs shepherd-server before it is a member: waiting for
+    shepherd-agent there hung the replace-replica drill until its deadline."""
+    target = _bare_target(tmp_path, {})
+    assert target.service("cp4") == "shepherd-server"
+    assert target.service("cp1") == "shepherd-server"
+    assert target.service("w1") == "shepherd-agent"

@@ -144,7 +144,9 @@ class VagrantTarget(Target):
         return self.layout.address(host)
 
     def service(self, host):
-        return "shepherd-server" if host in self.control_planes else "shepherd-agent"
+        # A spare control plane (membership drills) runs the server before it is a member.
+        planes = self.layout.control_planes + self.layout.spare_control_planes
+        return "shepherd-server" if host in planes else "shepherd-agent"
 
     def describe(self):
         return (f"vagrant: {len(self.control_planes)} control-plane VMs ({', '.join(self.control_planes)}) and "
