@@ -83,6 +83,10 @@ class RawStream:
 
     def events(self):
         lines = self.lines()
+        # The reader takes a byte at a time: while it runs, the last event may be half read.
+        # Once the stream has ended, a partial line is a framing error.
+        if self.thread.is_alive():
+            lines[-1] = b""
         assert lines[-1] == b"" or not self.data, "a partial line at the end: %r" % lines[-1][:80]
         out = []
         for line in lines[:-1]:
