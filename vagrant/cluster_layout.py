@@ -98,7 +98,7 @@ class ClusterLayout:
         env = os.environ if env is None else env
         cp_count = _env_int(env, "CP", 3, 1, 39)
         return cls(cp_count=cp_count, worker_count=_env_int(env, "WORKERS", 2, 0, 49),
-                   spare_count=_env_int(env, "CP_SPARE", min(2, 39 - cp_count), 0, 39 - cp_count),
+                   spare_count=_env_int(env, "CP_SPARE", min(3, 39 - cp_count), 0, 39 - cp_count),
                    net=env.get("PRIVATE_NET", "192.168.56"))
 
     @property

@@ -197,7 +197,7 @@ def test_every_vm_gets_a_certificate_for_its_names_and_none_gets_the_ca_key(tmp_
     assert "ca_file: /etc/shepherd/pki/ca.crt" in worker
 def test_spare_control_planes_join_instead_of_listing_peers():
     layout = ClusterLayout.from_env({})
-    assert layout.spare_control_planes == ["cp4", "cp5"]
+    assert layout.spare_control_planes == ["cp4", "cp5", "cp6"], "replace-replica takes one, grow-shrink two"
     assert layout.control_planes == ["cp1", "cp2", "cp3"], "spares are not members until a drill adds them"
     assert layout.address("cp5") == "192.168.56.15" and layout.replica_id("cp4") == "r4"
     assert ClusterLayout.from_env({"CP": "39"}).spare_control_planes == []

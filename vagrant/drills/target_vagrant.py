@@ -99,6 +99,7 @@ class VagrantTarget(Target):
 
     def setup(self):
         """Check that every VM of `make vagrant-up` runs and its service is active."""
+        self.control_planes = self.live_members() or self.control_planes
         stopped = [h for h in self.control_planes + self.workers if not self.is_running(h)]
         if stopped:
             raise VagrantError(f"VMs not running: {', '.join(stopped)}; run make vagrant-up")
@@ -107,6 +108,22 @@ class VagrantTarget(Target):
         for host in self.control_planes + self.workers:
             self.wait_service(host, deadline)
         self.log(f"  [vagrant] {self.describe()}: every VM runs its service")
+
+    def live_members(self):
+        """The control planes the cluster has now (GET /shepherd/v1/members of the first VM
+        that answers), so drills run after a membership drill replaced or added replicas;
+        None when no VM answers (then the layout's cp1..cpN)."""
+        import requests
+        for host in self.layout.control_planes + self.layout.spare_control_planes:
+            try:
+                reply = requests.get(self.layout.api_url(host) + "/shepherd/v1/members", headers=self.headers(),
+                                     timeout=5, verify=self.verify())
+                members = reply.json()["members"] if reply.status_code == 200 else None
+            except (requests.RequestException, ValueError, KeyError):
+                continue
+            if members:
+                return [self.layout.host_of_replica(m["id"]) for m in members]
+        return None
 
     def close(self):
         """The VMs outlive the drills (make vagrant-down removes them); only undo partitions."""
