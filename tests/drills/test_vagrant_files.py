@@ -212,9 +212,9 @@ def test_spare_control_planes_join_instead_of_listing_peers():
     assert 'MEMBERS="join: ${PEERS#join=}"' in script
 
 
-def _bare_target(tmp_path, leases):
+def _bare_target(tmp_path, leases, states=None):
     """A VagrantTarget without its tool checks: libvirt answers from `leases` (uuid -> the
-    text of `virsh domifaddr --source lease`)."""
+    text of `virsh domifaddr --source lease`) and `states` (uuid -> `virsh domstate`)."""
     sys.path.insert(0, os.path.join(ROOT, "vagrant", "drills"))
     from target_vagrant import VagrantTarget  # noqa: E402
     target = VagrantTarget.__new__(VagrantTarget)
@@ -226,7 +226,8 @@ def _bare_target(tmp_path, leases):
         machine = tmp_path / ".vagrant" / "machines" / host / "libvirt"
         machine.mkdir(parents=True)
         (machine / "id").write_text(uuid + "\n")
-    target.virsh = lambda *args, **kw: subprocess.CompletedProcess(args, 0, leases.get(args[1], ""), "")
+    answers = {"domifaddr": leases, "domstate": states or {}}
+    target.virsh = lambda *args, **kw: subprocess.CompletedProcess(args, 0, answers[args[0]].get(args[1], ""), "")
     return target
 
 
@@ -256,3 +257,14 @@ def test_a_spare_control_plane_is_waited_for_as_a_server(tmp_path):
     assert target.service("cp4") == "shepherd-server"
     assert target.service("cp1") == "shepherd-server"
     assert target.service("w1") == "shepherd-agent"
+
+
+def test_a_retired_spare_is_not_started_again(tmp_path):
+    """After replace-replica, cp4 is a member; a spare created and powered off (retired by a
+    drill: its data is a removed member's) is skipped; a running one or one never created
+    is taken."""
+    target = _bare_target(tmp_path, {}, {"u-cp4": "shut off\n"})
+    assert not target._usable_spare("cp4")
+    assert target._usable_spare("cp5"), "never created: vagrant up makes it"
+    target = _bare_target(tmp_path / "again", {}, {"u-cp4": "running\n"})
+    assert target._usable_spare("cp4")

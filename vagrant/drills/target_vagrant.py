@@ -298,7 +298,7 @@ class VagrantTarget(Target):
     # -- membership drills: spare VMs (Vagrantfile CP_SPARE) join with --join -------
     def start_control_plane(self):
         used = set(self.control_planes) | set(self._joining)
-        spare = next((h for h in self.layout.spare_control_planes if h not in used), None)
+        spare = next((h for h in self.layout.spare_control_planes if h not in used and self._usable_spare(h)), None)
         if spare is None:
             raise VagrantError("no spare control-plane VM left (CP_SPARE=%d): raise CP_SPARE and `vagrant up`"
                                % len(self.layout.spare_control_planes))
@@ -309,6 +309,15 @@ class VagrantTarget(Target):
         self.wait_service(spare, deadline=start + self.boot_timeout * 2)
         self._joining.append(spare)
         return spare
+
+    def _usable_spare(self, host):
+        """A spare never created, or running (started ahead and waiting to be added); not one
+        created and powered off: an earlier drill retired it, its data is a removed member's."""
+        try:
+            uuid = self.domain(host)
+        except VagrantError:
+            return True
+        return self.virsh("domstate", uuid, check=False).stdout.strip() == "running"
 
     def member_entry(self, host):
         return {"id": self.layout.replica_id(host), "raft": f"{self.layout.address(host)}:{RAFT_PORT}",
