@@ -16,16 +16,17 @@ def json_body(required=True):
         if required:
             raise ApiError(400, "request body is empty: send a JSON object")
         return None
-    if protobuf_bodies.is_protobuf(request.content_type):
-        g.duplicate_fields = []
-        return protobuf_bodies.decode(raw)     # kubectl's create namespace/configmap/secret
     duplicates = []
-    try:
-        body = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, duplicates))
-    except RecursionError:
-        raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "request body is not valid JSON: %s" % exc)
+    if protobuf_bodies.is_protobuf(request.content_type):
+        # kubectl's typed clients; embedded JSON (raw fields) gets the same checks below
+        body = protobuf_bodies.decode(raw)
+    else:
+        try:
+            body = json.loads(raw, object_pairs_hook=lambda pairs: _object(pairs, duplicates))
+        except RecursionError:
+            raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise ApiError(400, "request body is not valid JSON: %s" % exc)
     problem = _unsupported_value(body)
     if problem:
         field, message = problem

@@ -235,3 +235,18 @@ def test_every_table_entry_has_a_type_the_decoder_reads():
         for number, (json_name, typ) in table.items():
             base = typ[2:] if typ.startswith("[]") else typ[4:] if typ.startswith("map:") else typ
             assert base.rstrip("?") in simple or base in MESSAGES, (name, number, typ)
+
+
+@pytest.mark.parametrize("data, code", [("{\"x\": NaN}", 400), ("{\"x\": 1e999}", 400),
+                                        ("{\"x\": \"\\ud800\"}", 422), ("[" * 150 + "]" * 150, 400)])
+def test_embedded_json_in_a_protobuf_body_gets_the_checks_a_json_body_gets(data, code):
+    """A RawExtension (ControllerRevision data) carries JSON inside the protobuf: NaN,
+    Infinity, a lone surrogate or a nest past the depth limit are refused as they are in a
+    JSON body, not stored (NaN would then be written out and break every reader)."""
+    client, _ = api_client()
+    body = envelope("apps/v1", "ControllerRevision", encode_message("apps.ControllerRevision", {
+        "metadata": {"name": "cr", "namespace": "default"}, "revision": 1})
+        + length_delimited(2, length_delimited(1, data)))
+    resp = post(client, "/apis/apps/v1/namespaces/default/controllerrevisions", body)
+    assert resp.status_code == code, resp.get_json()
+    assert client.get("/apis/apps/v1/namespaces/default/controllerrevisions/cr").status_code == 404
