@@ -12,6 +12,8 @@ and the scope RBAC allowed (namespace, pod), never a token; the agent's address 
 from its Node object, and over TLS its certificate must name that node.
 """
 import concurrent.futures
+import json
+import math
 import time
 
 import requests
@@ -33,14 +35,14 @@ class NodeFailed(Exception):
     """This node's usage could not be read; str() says why, for a person."""
 
 
-def _message(resp):
+def _message(raw):
     try:
-        body = resp.json()
+        body = json.loads(raw)
         if isinstance(body, dict) and isinstance(body.get("message"), str):
             return body["message"][:300]
-    except ValueError:
+    except (ValueError, RecursionError):
         pass
-    return " ".join(resp.text.split())[:300] or "(no body)"
+    return " ".join(raw.decode("utf-8", "replace").split())[:300] or "(no body)"
 
 
 def scrape_node(node, namespace, pod, replica_id, grants=None, outbound=None):
@@ -57,25 +59,61 @@ def scrape_node(node, namespace, pod, replica_id, grants=None, outbound=None):
         headers["Authorization"] = grants.metrics_grant(name, namespace, pod)
     query = {k: v for k, v in (("namespace", namespace), ("pod", pod)) if v}
     session = outbound.agent_session(name)
+    end = time.monotonic() + DEADLINE_SECONDS
     try:
         resp = session.get(outbound.scheme + "://%s/stats/pods" % where, params=query, headers=headers,
-                           timeout=(CONNECT_TIMEOUT, READ_TIMEOUT))
+                           timeout=(CONNECT_TIMEOUT, READ_TIMEOUT), stream=True)
         if resp.status_code != 200:
-            raise NodeFailed("its agent at %s answered %d: %s" % (where, resp.status_code, _message(resp)))
-        if len(resp.content) > MAX_BODY:
-            raise NodeFailed("its agent at %s answered more than %d bytes" % (where, MAX_BODY))
-        body = resp.json()
+            raise NodeFailed("its agent at %s answered %d: %s" % (where, resp.status_code,
+                                                                  _message(_read_bounded(resp, end, where))))
+        body = json.loads(_read_bounded(resp, end, where))
     except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
         raise NodeFailed("its agent at %s is unreachable (%s)" % (where, _describe(exc)))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise NodeFailed("its agent at %s answered no JSON" % where)
     finally:
         session.close()
+    node_named = body.get("node") if isinstance(body, dict) else None
     pods = body.get("pods") if isinstance(body, dict) else None
-    if body.get("node") != name or not isinstance(pods, list):
-        raise NodeFailed("its agent at %s answered for node %r, not with this node's pods"
-                         % (where, body.get("node") if isinstance(body, dict) else None))
-    return [p for p in pods if isinstance(p, dict)]
+    if node_named != name or not isinstance(pods, list):
+        raise NodeFailed("its agent at %s answered for node %r, not with this node's pods" % (where, node_named))
+    return [p for p in pods if _well_formed(p)]
+
+
+def _read_bounded(resp, end, where):
+    """The body, read within the node's deadline and MAX_BODY: the read timeout bounds
+    each wait for a byte, not the whole answer (an agent trickling a byte a second would
+    hold this thread, and the replica's memory, for as long as it liked)."""
+    data = bytearray()
+    while True:
+        chunk = resp.raw.read1(64 * 1024, decode_content=True)   # what has arrived, not a full 64 KiB
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > MAX_BODY:
+            raise NodeFailed("its agent at %s answered more than %d bytes" % (where, MAX_BODY))
+        if time.monotonic() > end:
+            raise NodeFailed("its agent at %s did not finish its answer within %.0f s" % (where, DEADLINE_SECONDS))
+    return bytes(data)
+
+
+def _number(value, high):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and 0 <= value <= high
+
+
+def _well_formed(pod):
+    """One pod of an agent's answer in agent/pod_usage.py's shape, with finite bounded
+    numbers; anything else is left out (one odd answer must not fail the listing)."""
+    if not isinstance(pod, dict) or not all(isinstance(pod.get(k), str) for k in ("name", "namespace")):
+        return False
+    if pod.get("uid") is not None and not isinstance(pod["uid"], str):
+        return False
+    if not _number(pod.get("windowSeconds"), 86400) or not isinstance(pod.get("containers"), list):
+        return False
+    return all(isinstance(c, dict) and isinstance(c.get("name"), str)
+               and _number(c.get("cpuNanoCores"), 10 ** 15) and _number(c.get("memoryWorkingSetBytes"), 2 ** 50)
+               for c in pod["containers"])
 
 
 def scrape(nodes, namespace, pod, replica_id, grants=None, outbound=None, deadline=DEADLINE_SECONDS,

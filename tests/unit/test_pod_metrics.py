@@ -278,3 +278,81 @@ def test_rbac_and_node_identity_decide_who_reads_pod_metrics(world):
     # A node's own token reads no pod metrics, not even of its own pods (RBAC gives nodes none).
     assert get(world, "/namespaces/default/pods", who="system:node:n1").status_code == 403
     assert get(world, "/namespaces/default/pods/web", who="system:node:n1").status_code == 403
+
+
+class _ScriptedAgent:
+    """A loopback HTTP server answering /stats/pods with `handle(request_handler)`."""
+
+    def __init__(self, handle):
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                handle(self)
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.node = node_obj("n1", self.server.server_address[1])
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_agent_trickling_its_answer_is_cut_off_at_the_deadline(monkeypatch):
+    """The read timeout bounds each wait for a byte, not the answer: an agent sending a
+    byte every 0.2 s must not hold the scrape's thread past its deadline."""
+    monkeypatch.setattr(pod_metrics.usage_scrape, "DEADLINE_SECONDS", 1.0)
+
+    def trickle(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.end_headers()
+        try:
+            for _ in range(100):                      # at most 20 s, ends when the client goes
+                handler.wfile.write(b" ")
+                handler.wfile.flush()
+                time.sleep(0.2)
+        except OSError:
+            pass
+    agent = _ScriptedAgent(trickle)
+    try:
+        started = time.monotonic()
+        with pytest.raises(pod_metrics.usage_scrape.NodeFailed, match="did not finish its answer"):
+            pod_metrics.usage_scrape.scrape_node(agent.node, "default", None, "r1")
+        assert time.monotonic() - started < 4.0
+    finally:
+        agent.stop()
+
+
+def test_odd_answers_from_an_agent_are_left_out_and_the_rest_is_shown():
+    """Infinity, 1e308, a list for a name, a number for containers: each pod with such an
+    answer is left out (they raised OverflowError/TypeError: a 500 for the whole listing)."""
+    good = {"namespace": "default", "name": "web", "uid": "u1", "timestamp": "2026-12-02T00:00:00Z",
+            "windowSeconds": 10.0, "containers": [{"name": "app", "cpuNanoCores": 5, "memoryWorkingSetBytes": 4096}]}
+    odd = [dict(good, name="w1", windowSeconds=1e308), dict(good, name="w2", containers=5),
+           dict(good, name="w3", containers=[{"name": ["x"], "cpuNanoCores": 1, "memoryWorkingSetBytes": 1}]),
+           dict(good, name="w4", containers=[{"name": "app", "cpuNanoCores": float("inf"),
+                                              "memoryWorkingSetBytes": 1}]),
+           dict(good, name=["w5"]), "not a pod"]
+    import json as _json
+    body = _json.dumps({"node": "n1", "pods": [good] + odd}).encode()   # Infinity, as Python writes it
+
+    def answer(handler):
+        handler.send_response(200)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+    agent = _ScriptedAgent(answer)
+    try:
+        pods = pod_metrics.usage_scrape.scrape_node(agent.node, "default", None, "r1")
+    finally:
+        agent.stop()
+    assert [p["name"] for p in pods] == ["web"]
+    shown = pod_metrics.pod_metrics(pod_obj("web", "n1"), pods[0])
+    assert shown["containers"] == [{"name": "app", "usage": {"cpu": "5n", "memory": "4Ki"}}]
