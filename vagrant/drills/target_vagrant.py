@@ -20,7 +20,8 @@ for path in (HERE, VAGRANT_DIR):
     if path not in sys.path:
         sys.path.insert(0, path)
 
-from cluster_layout import RAFT_PORT, ClusterLayout, admin_token, pki_dir, provisioned_server_options  # noqa: E402
+from cluster_layout import (RAFT_PORT, ClusterLayout, LayoutError, admin_token, pki_dir,  # noqa: E402
+                            provisioned_server_options)
 from shepherd_ha.controllers.settings import ControllerSettings  # noqa: E402
 
 try:  # the drills helper's interface; the class works without it too
@@ -119,10 +120,10 @@ class VagrantTarget(Target):
                 reply = requests.get(self.layout.api_url(host) + "/shepherd/v1/members", headers=self.headers(),
                                      timeout=5, verify=self.verify())
                 members = reply.json()["members"] if reply.status_code == 200 else None
-            except (requests.RequestException, ValueError, KeyError):
-                continue
-            if members:
-                return [self.layout.host_of_replica(m["id"]) for m in members]
+                if members:
+                    return [self.layout.host_of_replica(m["id"]) for m in members]
+            except (requests.RequestException, ValueError, KeyError, TypeError, LayoutError):
+                continue        # not answering, or members this layout does not know (CP_SPARE too small)
         return None
 
     def close(self):
