@@ -155,9 +155,16 @@ class PipelinedSyncObj(SyncObj):
     def _compact_when_big(self):
         # PySyncObj compacts by entry count and age only; every entry since the last dump is
         # also held in memory, so a log of big entries is compacted by its bytes too.
+        # Forced once per crossing: the log stays over the bound until the dump is done and
+        # trimmed, and PySyncObj keeps a forced request after its dump, so forcing on every
+        # tick meant a second full dump at once under the load that made the first.
         size = getattr(self._SyncObj__raftLog, "byte_size", None)
-        if self._compaction_bytes and size is not None and size() > self._compaction_bytes:
+        if not self._compaction_bytes or size is None:
+            return
+        over = size() > self._compaction_bytes
+        if over and not getattr(self, "_compaction_forced", False):
             self.forceLogCompaction()
+        self._compaction_forced = over
 
     def _make_durable(self):
         journal = self._SyncObj__raftLog
