@@ -18,11 +18,13 @@
 `run` is an Iptables (its prefix runs the commands in a namespace in tests).
 """
 import logging
+import os
 import shutil
 
 log = logging.getLogger(__name__)
 
 SERVICE_ROUTE_PROTO = "249"
+BRIDGE_NF_SYSCTL = "/proc/sys/net/bridge/bridge-nf-call-iptables"   # exists once br_netfilter is in
 SYSCTLS = (("net.bridge.bridge-nf-call-iptables", "1"), ("net.ipv4.ip_forward", "1"))
 
 
@@ -30,7 +32,9 @@ def prepare_node(run):
     """Load br_netfilter (when modprobe is there) and set the sysctls. Returns the
     problems met (a list of sentences; empty when all is set)."""
     problems = []
-    if shutil.which("modprobe"):
+    # Built into the kernel or loaded already: nothing to load (modprobe then fails on a
+    # kernel without /lib/modules, as on this project's machines once kmod is installed).
+    if not os.path.exists(BRIDGE_NF_SYSCTL) and shutil.which("modprobe"):
         proc = run.run(["modprobe", "br_netfilter"], check=False)
         if proc.returncode != 0:
             problems.append("modprobe br_netfilter: %s" % (proc.stderr or "").strip())

@@ -193,3 +193,27 @@ def test_the_service_route_goes_through_the_pod_bridge_unless_told_otherwise():
     assert resolve(proxy_mode="iptables", service_route_dev="eth9").service_route_dev == "eth9"
     assert resolve(proxy_mode="iptables", pod_network="none").service_route_dev == ""
     assert resolve().service_route_dev == ""                   # no proxy: no route
+
+
+def test_br_netfilter_is_loaded_only_when_its_sysctl_is_missing(tmp_path, monkeypatch):
+    """A kernel with br_netfilter built in (or loaded) has the sysctl already: modprobe is
+    not run (it fails without /lib/modules and was reported as a problem); without the
+    sysctl it is."""
+    import subprocess
+    from agent.proxy import node_setup
+
+    class Run:
+        def __init__(self):
+            self.argvs = []
+
+        def run(self, argv, check=True):
+            self.argvs.append(argv)
+            return subprocess.CompletedProcess(argv, 0, "", "")
+    present = tmp_path / "bridge-nf-call-iptables"
+    present.write_text("1\n")
+    monkeypatch.setattr(node_setup.shutil, "which", lambda name: "/usr/sbin/" + name)
+    for path, loads in ((str(present), False), (str(tmp_path / "missing"), True)):
+        monkeypatch.setattr(node_setup, "BRIDGE_NF_SYSCTL", path)
+        run = Run()
+        assert node_setup.prepare_node(run) == []
+        assert (["modprobe", "br_netfilter"] in run.argvs) is loads
