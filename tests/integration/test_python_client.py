@@ -210,9 +210,18 @@ def test_typed_subresources_scale_and_status(typed):
     assert isinstance(scale, k.V1Scale) and scale.spec.replicas == 0
     patched = apps.patch_namespaced_deployment_scale(name, NS, {"spec": {"replicas": 2}})
     assert isinstance(patched, k.V1Scale) and patched.spec.replicas == 2
-    scale = apps.read_namespaced_deployment_scale(name, NS)
-    scale.spec.replicas = 0
-    assert apps.replace_namespaced_deployment_scale(name, NS, scale).spec.replicas == 0
+    # read-modify-replace, again on a 409 as a client does: the deployment controller's
+    # status writes move the resourceVersion the Scale carries
+    for attempt in range(10):
+        scale = apps.read_namespaced_deployment_scale(name, NS)
+        scale.spec.replicas = 0
+        try:
+            replaced = apps.replace_namespaced_deployment_scale(name, NS, scale)
+            break
+        except ApiException as exc:
+            if exc.status != 409 or attempt == 9:
+                raise
+    assert replaced.spec.replicas == 0
     assert apps.read_namespaced_deployment(name, NS).spec.replicas == 0
     status = apps.read_namespaced_deployment_status(name, NS)
     assert isinstance(status, k.V1Deployment) and status.metadata.name == name
