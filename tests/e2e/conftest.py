@@ -17,6 +17,7 @@ import uuid
 import pytest
 
 from tests.integration.helpers import start_cluster
+from tests.integration.kubectl_kit import KubeCluster
 
 from .helpers import E2E, AgentSet, docker_engine_or_fail
 
@@ -52,3 +53,18 @@ def agents(e2e_cluster, docker_engine, request):
     group = AgentSet(e2e_cluster, docker_engine, tag)
     request.addfinalizer(group.cleanup)
     return group
+
+
+@pytest.fixture(scope="module")
+def kube(tmp_path_factory, docker_engine):
+    """A `local up` cluster (HTTPS, tokens: tests/integration/kubectl_kit.py) with one agent
+    on the real Docker engine, named `kube.node`; its containers are removed at the end."""
+    node = "kube-%s" % uuid.uuid4().hex[:6]
+    k = KubeCluster(tmp_path_factory.mktemp("kube"))
+    try:
+        k.add_agent(node, "docker", extra_args=E2E.agent_args)
+        k.node = node
+        yield k
+    finally:
+        k.stop()
+        k.lc.purge_containers()

@@ -11,30 +11,13 @@ import subprocess
 import threading
 import uuid
 
-import pytest
-
-from tests.integration.kubectl_kit import KubeCluster
-
-from .helpers import E2E, IMAGE, NODE_LABEL, wait_until
+from .helpers import IMAGE, NODE_LABEL, wait_until
 
 WAIT = 60.0
 NS = "default"
 # five lines at once, then one more each time /tmp/go appears (made with docker exec)
 LOGGER = ("mkdir -p /tmp; for i in 1 2 3 4 5; do echo line $i; done; "
           "while true; do if [ -f /tmp/go ]; then rm /tmp/go; echo line after; fi; sleep 0.1; done")
-
-
-@pytest.fixture(scope="module")
-def kube(tmp_path_factory, docker_engine):
-    node = "kubectl-logs-%s" % uuid.uuid4().hex[:6]
-    k = KubeCluster(tmp_path_factory.mktemp("kube-logs"))
-    try:
-        k.add_agent(node, "docker", extra_args=E2E.agent_args)
-        k.node = node
-        yield k
-    finally:
-        k.stop()
-        k.lc.purge_containers()
 
 
 def running_logger(kube, docker_engine):

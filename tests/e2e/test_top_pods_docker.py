@@ -9,12 +9,9 @@ request (shepherd_ha/api/pod_metrics.py)."""
 import json
 import uuid
 
-import pytest
-
-from tests.integration.kubectl_kit import KubeCluster
 from tests.integration.test_kubectl_read import rows
 
-from .helpers import E2E, IMAGE, wait_until
+from .helpers import IMAGE, wait_until
 
 WAIT = 60.0     # two usage samples (one every 10 s) on a loaded machine
 
@@ -31,19 +28,6 @@ def millicores(text):
 def mebibytes(text):
     assert text.endswith("Mi"), text
     return int(text[:-2])
-
-
-@pytest.fixture(scope="module")
-def kube(tmp_path_factory, docker_engine):
-    node = "top-pods-%s" % uuid.uuid4().hex[:6]
-    k = KubeCluster(tmp_path_factory.mktemp("kube-top"))
-    try:
-        k.add_agent(node, "docker", extra_args=E2E.agent_args)
-        k.node = node
-        yield k
-    finally:
-        k.stop()
-        k.lc.purge_containers()
 
 
 def test_a_busy_pod_shows_more_cpu_than_an_idle_one_and_both_use_memory(kube):
