@@ -16,10 +16,12 @@ import threading
 
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.store.owner_index import UnreadableOwner
 from shepherd_ha.store.raft_node import Unavailable
 
 from shepherd_ha.workqueue import WorkQueue
 
+from .deployment_util import controller_ref
 from .faults import ControllerFaults
 
 log = logging.getLogger("shepherd_ha.controllers")
@@ -123,6 +125,15 @@ class Controller:
             except Exception as exc:
                 self.object_failed(stage, resource, obj, exc)
         return chosen
+
+    def owned(self, resource, namespace, uid, kind, stage="reconcile"):
+        """The `resource` objects in `namespace` whose controller ownerReference is to
+        the `kind` with `uid`, from the store's owner index (no scan of the kind); one
+        whose ownerReferences cannot be read is left out and reported, as select does."""
+        objects, unreadable = self.store.owned(resource, namespace, uid)
+        for obj in unreadable:
+            self.object_failed(stage, resource, obj, UnreadableOwner("its ownerReferences cannot be read"))
+        return [o for o in objects if controller_ref(o).get("kind") == kind]
 
     def key_failed(self, key, exc):
         """reconcile(key) raised: report it on the key's object (of the first watched resource)."""

@@ -72,11 +72,6 @@ def controller_ref(obj):
     return None
 
 
-def owned_by(obj, uid, kind="Deployment"):
-    ref = controller_ref(obj)
-    return ref is not None and ref.get("uid") == uid and ref.get("kind") == kind
-
-
 def owner_reference(owner):
     """The controller ownerReference to a Deployment or a ReplicaSet."""
     meta = owner["metadata"]

@@ -32,7 +32,7 @@ from .controller import Controller, Retry, key_of
 from .deployment_history import migrate
 from .deployment_pass import DeploymentPass
 from .deployment_status import DEADLINE_EXCEEDED, NEW_PODS_AVAILABLE, PAUSED, PODS_UPDATING, find_condition
-from .deployment_util import controller_ref, owned_by, pod_change_matters
+from .deployment_util import controller_ref, pod_change_matters
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -95,20 +95,14 @@ class DeploymentController(Controller):
                 self._trackers.pop(key, None)
             return None
         uid = deployment["metadata"]["uid"]
-        replica_sets = self.select("replicasets", self.store.list("replicasets", namespace),
-                                   lambda r: owned_by(r, uid) and not r["metadata"].get("deletionTimestamp"))
-        by_uid = {rs["metadata"]["uid"]: [] for rs in replica_sets}
-        legacy = []
+        live = lambda o: not o["metadata"].get("deletionTimestamp")      # noqa: E731
+        replica_sets = [r for r in self.owned("replicasets", namespace, uid, "Deployment") if live(r)]
         # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
-        for pod in self.select("pods", self.store.list("pods", namespace),
-                               lambda p: controller_ref(p) is not None and not p["metadata"].get("deletionTimestamp")):
-            ref = controller_ref(pod)
-            if ref.get("kind") == "ReplicaSet" and ref.get("uid") in by_uid:
-                by_uid[ref["uid"]].append(pod)
-            elif ref.get("kind") == "Deployment" and ref.get("uid") == uid:
-                legacy.append(pod)
-        revisions = self.select("controllerrevisions", self.store.list("controllerrevisions", namespace),
-                                lambda r: owned_by(r, uid))
+        by_uid = {rs["metadata"]["uid"]: [p for p in self.owned("pods", namespace, rs["metadata"]["uid"], "ReplicaSet")
+                                          if live(p)]
+                  for rs in replica_sets}
+        legacy = [p for p in self.owned("pods", namespace, uid, "Deployment") if live(p)]
+        revisions = self.owned("controllerrevisions", namespace, uid, "Deployment")
         if revisions or legacy:
             done = migrate(self, deployment, revisions, legacy, replica_sets)
             self.queue.add(key)          # the next pass starts from the migrated state

@@ -20,7 +20,7 @@ from shepherd_ha.store.deletion import delete_object_op
 
 from .controller import Controller, Retry, key_of
 from .deployment_util import (availability, controller_ref, deletion_order, is_ready, is_terminal,
-                              names_summary, new_pod, owned_by, plural, pod_change_matters, random_suffix,
+                              names_summary, new_pod, plural, pod_change_matters, random_suffix,
                               rs_pod_prototype, _name_base)
 
 
@@ -60,17 +60,15 @@ class ReplicaSetController(Controller):
         rs = self.store.get("replicasets", namespace, name)
         if rs is None or rs["metadata"].get("deletionTimestamp"):
             return None
-        uid = rs["metadata"]["uid"]
-        all_pods = self.store.list("pods", namespace)
-        pods = self.select("pods", all_pods, lambda p: owned_by(p, uid, "ReplicaSet")
-                           and not p["metadata"].get("deletionTimestamp"))
-        taken = {p["metadata"]["name"] for p in all_pods}
-        return _Pass(self, key, rs, pods, taken).run()
+        pods = [p for p in self.owned("pods", namespace, rs["metadata"]["uid"], "ReplicaSet")
+                if not p["metadata"].get("deletionTimestamp")]
+        return _Pass(self, key, rs, pods).run()
 
 
 class _Pass:
-    def __init__(self, ctl, key, rs, pods, taken):
-        self.ctl, self.key, self.rs, self.pods, self.taken = ctl, key, rs, pods, set(taken)
+    def __init__(self, ctl, key, rs, pods):
+        self.ctl, self.key, self.rs, self.pods = ctl, key, rs, pods
+        self.taken = set()           # names given out in this pass
         self.meta = rs["metadata"]
         self.spec = rs.get("spec") or {}
         self.name = self.meta["name"]
@@ -83,7 +81,7 @@ class _Pass:
         base = _name_base(self.name, 6)
         while True:
             name = "%s-%s" % (base, random_suffix())
-            if name not in self.taken:
+            if name not in self.taken and self.ctl.store.get("pods", self.namespace, name) is None:
                 self.taken.add(name)
                 return name
 

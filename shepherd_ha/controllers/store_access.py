@@ -40,6 +40,12 @@ class StoreAccess:
         with self._lock:
             return self._fsm_of().list(resource, namespace)
 
+    def owned(self, resource, namespace, uid):
+        """(owned, unreadable): `resource` objects in `namespace` controlled by `uid`,
+        and those whose ownerReferences cannot be read (store/owner_index.py)."""
+        with self._lock:
+            return self._fsm_of().owned(resource, namespace, uid)
+
     def snapshot(self, resources):
         """{resource: [objects]} and the revision they are at, taken atomically."""
         with self._lock:

@@ -13,6 +13,7 @@ import threading
 
 from .fsm import DELETED, Change
 from .object_reads import ObjectReads
+from .owner_index import OwnerIndex
 from .watch_log import WatchLog
 
 
@@ -37,6 +38,8 @@ class Mirror(ObjectReads):
         # when the RBAC kinds' marks move (api/authz/authorizer.py), not on every write.
         self._changed_at = {}        # resource -> revision of its last change
         self._snapshots = 0          # bumped by replace(): every resource may have changed
+        # Built on the first owned() (the controllers' worker asks; other workers never pay).
+        self._owners = None
 
     # ---- fed by the stream ----
 
@@ -62,10 +65,16 @@ class Mirror(ObjectReads):
             for change in fresh:
                 bucket = self.objects.setdefault(change.resource, {})
                 self._changed_at[change.resource] = change.revision
+                key = _key(change.object or change.previous)
+                stored = bucket.get(key)
+                if self._owners is not None and stored is not None:
+                    self._owners.drop(change.resource, key, stored)
                 if change.type == DELETED:
-                    bucket.pop(_key(change.previous), None)
+                    bucket.pop(key, None)
                 else:
-                    bucket[_key(change.object)] = change.object
+                    bucket[key] = change.object
+                    if self._owners is not None:
+                        self._owners.put(change.resource, key, change.object)
                 self.revision = change.revision
             # Under the lock, as the store appends: watchers see changes in revision order.
             if fresh:
@@ -76,9 +85,17 @@ class Mirror(ObjectReads):
     def replace(self, objects, revision):
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
+            self._owners = None
             self._snapshots += 1
             self.watch_log.reset(revision)
         self._release()
+
+    def owned(self, resource, namespace, uid):
+        """As ObjectReads.owned, from the owner index instead of a scan."""
+        with self.lock:
+            if self._owners is None:
+                self._owners = OwnerIndex(self.objects)
+            return self._owners.owned(resource, namespace, uid)
 
     def change_marks(self, resources):
         """A value that differs whenever one of `resources` changed (cheap: no scan)."""

@@ -1,5 +1,6 @@
 """The read side shared by the FSM and the API worker's mirror of it: objects kept as
 `{resource plural: {(namespace or "", name): object}}`."""
+from .owner_index import scan_owned
 
 
 class ObjectReads:
@@ -13,6 +14,11 @@ class ObjectReads:
         if namespace is None:
             return list(bucket.values())
         return [o for (ns, _), o in bucket.items() if ns == namespace]
+
+    def owned(self, resource, namespace, uid):
+        """(owned, unreadable): the objects whose controller ownerReference has `uid`,
+        and those whose owner cannot be read (store/owner_index.py); the mirror indexes it."""
+        return scan_owned(self.objects.get(resource, {}), namespace, uid)
 
     def count(self):
         return sum(len(b) for b in self.objects.values())
