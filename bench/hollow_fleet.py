@@ -32,15 +32,9 @@ for _path in (HERE, os.path.dirname(HERE)):
         sys.path.insert(0, _path)
 
 from fleet_checks import ReadinessTracker  # noqa: E402
+from shepherd_ha.cli.open_files import raise_open_file_limit  # noqa: E402
 from hollow_kubelet import HollowKubelet  # noqa: E402
 from hollow_nodes import NodeFleet  # noqa: E402
-
-
-def _raise_fd_limit():
-    import resource
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 def window(samples, since=None, until=None):
@@ -60,7 +54,7 @@ class HollowFleet:
     def __init__(self, urls, nodes, prefix="hollow", lease_interval=5.0, status_interval=30.0,
                  count_label=None, grace=15.0, check_node=True, register_timeout=300.0,
                  roles=("nodes", "kubelet")):
-        _raise_fd_limit()
+        raise_open_file_limit()
         self.urls = list(urls)
         self.roles = tuple(roles)
         self.register_timeout = register_timeout

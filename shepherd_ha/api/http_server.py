@@ -287,6 +287,9 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
     options["fix_addr"]: the client address of what accept() returns (a Unix socket's)."""
     make_channel, maintenance = build(limits, max_body, gate, header_timeout)
     options.update(channel_timeout=idle_timeout, cleanup_interval=min(CLEANUP_INTERVAL, idle_timeout),
+                   # poll(), not select(): select() raises ValueError on a descriptor numbered
+                   # 1,024 or more, which killed the API worker at ~1,000 connections
+                   asyncore_use_poll=True,
                    # ours first: waitress's own limit would stop accepting altogether
                    connection_limit=(limits.total or 10 ** 6) + 64,
                    # a safety net only: Content-Length and chunked bodies are refused above

@@ -25,7 +25,8 @@ from shepherd_ha.store.store_service import StoreService
 from shepherd_ha.tls import serving
 from shepherd_ha.tls.server_options import server_tls
 
-from . import join, supervisor
+from . import join, open_files, supervisor
+from .open_files import OPEN_FILES_WANTED
 
 log = logging.getLogger("shepherd_ha.server")
 
@@ -129,6 +130,10 @@ def run(args):
         return run_api_worker(values, settings, peers, host, port, api_url, controller_settings, tokens, flow,
                               threads, worker, socket_path, connection_limits, credentials, tls)
 
+    soft, _ = open_files.raise_open_file_limit()
+    if soft < OPEN_FILES_WANTED:
+        log.warning("open-file limit %d: a replica serving many nodes needs more (raise `ulimit -Hn` to %d or "
+                    "more, or LimitNOFILE in its systemd unit)", soft, OPEN_FILES_WANTED)
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)
