@@ -4,7 +4,10 @@ API workers or a snapshot child), the store's size on disk, and how long each du
 (snapshot) took, seen from its data directory.
 
 ResourceWatch samples on a thread every `interval` s; mark(name) remembers each
-process's CPU time at a point, so a phase's CPU is the difference of two marks.
+process's CPU time at a point, so a phase's CPU is the difference of two marks. A
+replica's memory is the peak of what its live processes hold at one sample, as RSS
+(shared pages counted in each process: a forked dump child counts the store twice)
+and as PSS (shared pages split between the processes sharing them: what it costs).
 DumpWatch sees PySyncObj write `raft.dump.tmp` and rename it to `raft.dump`: the
 time from first seeing the temporary file to the new dump's mtime (resolution: the
 polling interval) is the dump time.
@@ -49,6 +52,7 @@ class ResourceWatch(PeriodicSampler):
         self.last_rss = {}
         self.last_cpu = {}         # pid -> cpu seconds at the last sample
         self.marks = {}            # name -> (monotonic, {pid: cpu seconds})
+        self.peak_sum = {}         # replica -> (RSS bytes, PSS bytes): peaks of the per-sample sums
         self._lock = threading.Lock()
 
     def sample(self):
@@ -57,13 +61,20 @@ class ResourceWatch(PeriodicSampler):
                 for proc in replica_processes(pid):
                     if proc.pid not in self.procs:
                         self.procs[proc.pid] = (replica, proc, describe(proc))
-            for pid, (_, proc, _) in self.procs.items():
+            sums = {}
+            for pid, (replica, proc, _) in self.procs.items():
                 with contextlib.suppress(psutil.Error):
                     rss = proc.memory_info().rss
                     t = proc.cpu_times()
                     self.last_rss[pid] = rss
                     self.peak_rss[pid] = max(rss, self.peak_rss.get(pid, 0))
                     self.last_cpu[pid] = t.user + t.system
+                    total = sums.setdefault(replica, [0, 0])
+                    total[0] += rss
+                    total[1] += pss_bytes(pid, rss)
+            for replica, (rss, pss) in sums.items():
+                before = self.peak_sum.get(replica, (0, 0))
+                self.peak_sum[replica] = (max(before[0], rss), max(before[1], pss))
 
     def mark(self, name):
         self.sample()
@@ -83,11 +94,20 @@ class ResourceWatch(PeriodicSampler):
         return out
 
     def replica_peak_mb(self):
-        """{replica: peak of the sum of its processes' RSS} (sum of per-process peaks: an upper bound)."""
-        out = {}
-        for pid, (replica, _, _) in self.procs.items():
-            out[replica] = out.get(replica, 0.0) + self.peak_rss.get(pid, 0) / 1e6
-        return out
+        """{replica: (peak RSS MB, peak PSS MB)} of its processes alive at one sample."""
+        with self._lock:
+            return {r: (rss / 1e6, pss / 1e6) for r, (rss, pss) in self.peak_sum.items()}
+
+
+def pss_bytes(pid, default):
+    """A process's proportional set size from /proc/PID/smaps_rollup (one read, not a
+    walk of every mapping); `default` where the kernel has no rollup."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/%d/smaps_rollup" % pid) as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    return default
 
 
 def dir_size(path):
