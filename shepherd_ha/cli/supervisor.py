@@ -86,6 +86,22 @@ def socket_path(data_dir):
     return os.path.join(tempfile.mkdtemp(prefix="shepherd-ha-"), local_protocol.SOCKET_NAME)
 
 
+# On a saturated machine the store process (the Raft tick: a heartbeat late by the
+# election timeout is an election) gets the CPU before the API (workers and their TLS
+# terminators). Raising one's own niceness needs no privilege; at +3 a busy API thread
+# weighs about half a store thread, and the store's wakeups preempt it.
+NICENESS = {"api": 3, "tls": 3}
+
+
+def _lower_priority(role):
+    step = NICENESS.get(role, 0)
+    if step:
+        try:
+            os.nice(step)
+        except OSError as exc:
+            log.warning("%s keeps its priority (nice failed: %s)", role, exc)
+
+
 class _Child:
     def __init__(self, name, role, worker=None):
         self.name, self.role, self.worker = name, role, worker
@@ -116,6 +132,7 @@ class Supervisor:
                 # A terminal's Ctrl-C reaches the whole group: the supervisor alone handles it
                 # (workers, then the store), or it might restart a child that stopped first.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                _lower_priority(child.role)
                 code = self.child_main(child.role, child.worker or 0, self.path)
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else 1
