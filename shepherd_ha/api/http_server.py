@@ -35,6 +35,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
 from waitress.utilities import Error, RequestEntityTooLarge
 
+from .epoll_loop import EPOLL_LOOP
 from .errors import status_body
 
 log = logging.getLogger(__name__)
@@ -282,13 +283,16 @@ def _close_longest_idle(server):
     return True
 
 
-def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_timeout=HEADER_TIMEOUT, **options):
+def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_timeout=HEADER_TIMEOUT,
+          event_loop="epoll", **options):
     """waitress.serve(app, **options) with the limits above; runs until the process ends.
-    options["fix_addr"]: the client address of what accept() returns (a Unix socket's)."""
+    options["fix_addr"]: the client address of what accept() returns (a Unix socket's).
+    event_loop "epoll" (api/epoll_loop.py), or "poll": waitress's own, which
+    bench/bench_idle_connections.py compares it with."""
     make_channel, maintenance = build(limits, max_body, gate, header_timeout)
     options.update(channel_timeout=idle_timeout, cleanup_interval=min(CLEANUP_INTERVAL, idle_timeout),
-                   # poll(), not select(): select() raises ValueError on a descriptor numbered
-                   # 1,024 or more, which killed the API worker at ~1,000 connections
+                   # never select(): it raises ValueError on a descriptor numbered 1,024 or
+                   # more, which killed the API worker at ~1,000 connections (event_loop)
                    asyncore_use_poll=True,
                    # ours first: waitress's own limit would stop accepting altogether
                    connection_limit=(limits.total or 10 ** 6) + 64,
@@ -297,6 +301,10 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
     quiet = options.pop("_quiet", False)
     fix_addr = options.pop("fix_addr", None)
     server = waitress.create_server(app, **options)
+    if event_loop == "epoll":
+        server.asyncore = EPOLL_LOOP
+    elif event_loop != "poll":
+        raise ValueError("event_loop: epoll or poll, not %r" % (event_loop,))
     if not quiet:
         server.print_listen("Serving on http://{}:{}")
     listeners = [server] if isinstance(server, BaseWSGIServer) else \

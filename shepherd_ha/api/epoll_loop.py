@@ -1,0 +1,153 @@
+"""waitress's event loop on epoll, telling the kernel only what changed.
+
+waitress's own poll() loop (wasyncore.poll2) builds a new poll set of every open
+connection on every turn, and the kernel then scans all of them: at 1,000 hollow
+nodes (about 700 keep-alive connections per API worker) that loop held the worker's
+GIL 44 % of the time, 18 % in poll2's own lines (py-spy --gil; docs/benchmarks.md).
+This loop asks each channel the same readable()/writable() questions every turn, as
+poll2 does, but keeps one epoll set and calls epoll.modify only for the channels
+whose answer changed, and epoll_wait costs what is ready, not what is open.
+
+A quiet connection (an agent's keep-alive between renewals: no request, nothing
+buffered, nothing to close) is parked: left registered for reading and not asked
+again until the kernel reports it, or until the next full pass (every
+FULL_PASS_SECONDS), which sees what waitress's maintenance changed behind it (an idle
+connection marked to close). Only the loop thread changes a quiet channel: a task
+exists only while a request does.
+
+Semantics kept from poll2: level-triggered; a channel that wants neither reading nor
+writing is not in the set (so its hangup is seen once it asks again); the event bits
+are poll's (EPOLLIN == POLLIN...), handed to wasyncore.readwrite unchanged.
+
+One difference: an HTTP channel whose request's task is running is polled for writing
+only while the task does not hold the channel's output lock. The task flushes its own
+writes under that lock; handle_write then tries the lock, fails and sends nothing, and
+a level-triggered loop turns on that socket until the task lets go: cheap turns made
+it a spin (8 clients: 36,890 writable events for 384 responses) holding the GIL the
+task needed. A task that leaves bytes unsent pulls waitress's trigger once it lets go
+of the lock, which wakes the loop to look again.
+"""
+import errno
+import importlib.metadata
+import select
+import time
+
+from waitress import wasyncore
+from waitress.channel import HTTPChannel
+
+# What wants_write reads of a waitress 3 HTTPChannel (handle_write's precondition);
+# checked here, so an upgrade that moves them fails at import instead of spinning.
+_WAITRESS = importlib.metadata.version("waitress")
+if not _WAITRESS.startswith("3."):
+    raise ImportError("api/epoll_loop.py reads waitress 3's HTTPChannel; found waitress %s" % _WAITRESS)
+for _name in ("handle_write", "writable", "_flush_some_if_lockable", "request", "will_close", "close_when_flushed",
+              "total_outbufs_len"):
+    if not hasattr(HTTPChannel, _name):
+        raise ImportError("api/epoll_loop.py: waitress's HTTPChannel has no %r any more" % _name)
+
+_READ = select.EPOLLIN | select.EPOLLPRI
+_WRITE = select.EPOLLOUT
+FULL_PASS_SECONDS = 0.5
+
+
+class EpollLoop:
+    """What a waitress server calls as `self.asyncore`: `loop` is ours, the rest
+    (dispatcher, readwrite...) is wasyncore's."""
+
+    def __getattr__(self, name):
+        return getattr(wasyncore, name)
+
+    def loop(self, timeout=30.0, use_poll=False, map=None, count=None):
+        state = LoopState()
+        try:
+            while map and (count is None or count > 0):
+                self.turn(state, map, timeout)
+                if count is not None:
+                    count -= 1
+        finally:
+            state.epoll.close()
+
+    @staticmethod
+    def turn(state, map, timeout):
+        epoll, registered, parked = state.epoll, state.registered, state.parked
+        now = time.monotonic()
+        full = now >= state.next_full_pass
+        if full:
+            parked.clear()
+            state.next_full_pass = now + FULL_PASS_SECONDS
+        for fd, obj in list(map.items()):
+            if parked.get(fd) is obj:
+                continue
+            flags = 0
+            if obj.readable():
+                flags |= _READ
+            if wants_write(obj):
+                flags |= _WRITE
+            if flags == _READ and _quiet(obj):
+                parked[fd] = obj
+            known = registered.get(fd)
+            if known is not None and known[0] is obj and known[1] == flags:
+                continue
+            if known is not None:
+                _forget(epoll, fd)       # another channel on a reused fd, or new interest
+            if flags:
+                try:
+                    epoll.register(fd, flags)
+                except OSError as exc:   # closed under us: the map drops it soon
+                    if exc.errno not in (errno.EBADF, errno.ENOENT):
+                        raise
+                    registered.pop(fd, None)
+                    continue
+            registered[fd] = (obj, flags)
+        if full:
+            for fd in [fd for fd in registered if fd not in map]:
+                _forget(epoll, fd)
+                del registered[fd]
+        try:
+            ready = epoll.poll(timeout if timeout is not None else -1)
+        except InterruptedError:
+            return
+        for fd, flags in ready:
+            parked.pop(fd, None)
+            obj = map.get(fd)
+            if obj is not None:
+                wasyncore.readwrite(obj, flags)
+
+
+class LoopState:
+    def __init__(self):
+        self.epoll = select.epoll()
+        self.registered = {}             # fd -> (channel, flags) as the kernel has it
+        self.parked = {}                 # fd -> quiet channel not asked again until an event
+        self.next_full_pass = 0.0
+
+
+def _quiet(obj):
+    """An HTTP channel with no request, nothing buffered and nothing to close: only an
+    event on its socket (or the loop thread's maintenance) changes what it wants."""
+    return (isinstance(obj, HTTPChannel) and not obj.requests and obj.request is None and not obj.total_outbufs_len
+            and not obj.will_close and not obj.close_when_flushed and getattr(obj, "lingering_until", None) is None)
+
+
+def wants_write(obj):
+    """obj.writable(), less an HTTP channel whose running task holds its output lock
+    (handle_write would find it taken and send nothing)."""
+    if not obj.writable() or obj.accepting:
+        return False
+    if not isinstance(obj, HTTPChannel) or not obj.requests:
+        return True
+    lock = obj.outbuf_lock
+    if lock.acquire(False):
+        lock.release()
+        return True
+    return False
+
+
+def _forget(epoll, fd):
+    try:
+        epoll.unregister(fd)
+    except OSError:                      # never registered (flags 0) or already closed
+        pass
+
+
+EPOLL_LOOP = EpollLoop()

@@ -1,0 +1,141 @@
+"""The API's event loop (api/epoll_loop.py) on a real waitress server over loopback:
+quiet connections parked and still answered, idle ones still closed, big responses to
+slow readers delivered whole, and no writing interest while a task holds its output."""
+import http.client
+import socket
+import threading
+import time
+
+import pytest
+
+from shepherd_ha.api import epoll_loop, http_server
+
+BIG = 8 * 1024 * 1024
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def app(environ, start_response):
+    path = environ["PATH_INFO"]
+    if path == "/big":
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(BIG))])
+        return [b"x" * (BIG // 2), b"y" * (BIG // 2)]
+    start_response("200 OK", [("Content-Type", "text/plain"), ("Content-Length", "2")])
+    return [b"ok"]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = _free_port()
+    thread = threading.Thread(target=http_server.serve, daemon=True, kwargs=dict(
+        app=app, limits=http_server.Limits(0, 0), max_body=1 << 20, idle_timeout=2.0,
+        host="127.0.0.1", port=port, threads=8, _quiet=True))
+    thread.start()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.05)
+    yield port
+
+
+def get(conn, path):
+    conn.request("GET", path)
+    response = conn.getresponse()
+    return response.status, response.read()
+
+
+def test_a_quiet_keep_alive_connection_is_answered_again_later(server):
+    port = server
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    assert get(conn, "/healthz") == (200, b"ok")
+    time.sleep(0.8)                      # parked, and past a full pass
+    assert get(conn, "/healthz") == (200, b"ok")
+    conn.close()
+
+
+def test_an_idle_connection_is_still_closed_by_the_idle_timeout(server):
+    port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    answer = b""
+    while not answer.endswith(b"ok"):
+        answer += sock.recv(1024)
+    assert answer.startswith(b"HTTP/1.1 200")
+    started = time.monotonic()
+    assert sock.recv(1024) == b"", "closed by the server (idle_timeout 2 s)"
+    assert time.monotonic() - started < 8
+    sock.close()
+
+
+def test_a_big_response_reaches_a_slow_reader_whole(server):
+    port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)          # read nothing yet: the socket's buffers fill, the rest waits for the loop
+    received = bytearray()
+    head_end = -1
+    while head_end < 0 or len(received) - head_end - 4 < BIG:
+        chunk = sock.recv(1 << 20)
+        assert chunk, "the connection closed after %d bytes" % len(received)
+        received += chunk
+        if head_end < 0:
+            head_end = received.find(b"\r\n\r\n")
+    sock.close()
+    assert received.startswith(b"HTTP/1.1 200")
+    body = bytes(received[head_end + 4:])
+    assert len(body) == BIG and body[:1] == b"x" and body[-1:] == b"y"
+
+
+def test_a_channel_is_not_polled_for_writing_while_its_task_holds_its_output():
+    """The spin: writable() is true (bytes buffered) but handle_write cannot take the lock."""
+    from waitress.channel import HTTPChannel
+    channel = object.__new__(HTTPChannel)
+    channel.requests, channel.total_outbufs_len, channel.accepting = ["a request"], 119, False
+    channel.outbuf_lock = threading.Condition()
+    assert channel.writable()
+    held, release = threading.Event(), threading.Event()
+
+    def task():
+        with channel.outbuf_lock:
+            held.set()
+            release.wait(5)
+    thread = threading.Thread(target=task)
+    thread.start()
+    held.wait(5)
+    try:
+        assert not epoll_loop.wants_write(channel), "the task holds the lock: the loop would spin"
+    finally:
+        release.set()
+        thread.join(5)
+    assert epoll_loop.wants_write(channel), "lock free: handle_write can flush"
+    channel.requests = []
+    assert epoll_loop.wants_write(channel)
+
+
+def test_many_quiet_connections_and_one_busy_one(server):
+    port = server
+    quiet = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(300)]
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        assert all(get(conn, "/healthz") == (200, b"ok") for _ in range(50))
+        conn.close()
+        for sock in quiet[:20]:          # parked ones wake when they speak
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        for sock in quiet[:20]:
+            answer = b""
+            while not answer.endswith(b"ok"):
+                chunk = sock.recv(1024)
+                assert chunk, "closed before answering"
+                answer += chunk
+            assert answer.startswith(b"HTTP/1.1 200")
+    finally:
+        for sock in quiet:
+            sock.close()
