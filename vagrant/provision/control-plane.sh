@@ -71,6 +71,8 @@ Restart=always
 RestartSec=2
 # SIGTERM first: the replica closes its journal cleanly.
 KillSignal=SIGTERM
+# Every API connection and watch is a descriptor (the server also raises its soft limit to this).
+LimitNOFILE=65536
 TimeoutStopSec=20
 
 [Install]
