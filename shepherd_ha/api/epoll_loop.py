@@ -19,13 +19,16 @@ Semantics kept from poll2: level-triggered; a channel that wants neither reading
 writing is not in the set (so its hangup is seen once it asks again); the event bits
 are poll's (EPOLLIN == POLLIN...), handed to wasyncore.readwrite unchanged.
 
-One difference: an HTTP channel whose request's task is running is polled for writing
-only while the task does not hold the channel's output lock. The task flushes its own
-writes under that lock; handle_write then tries the lock, fails and sends nothing, and
-a level-triggered loop turns on that socket until the task lets go: cheap turns made
-it a spin (8 clients: 36,890 writable events for 384 responses) holding the GIL the
-task needed. A task that leaves bytes unsent pulls waitress's trigger once it lets go
-of the lock, which wakes the loop to look again.
+One difference: an HTTP channel whose request's task is running is not polled for
+writing while the task holds the channel's output lock (the task flushes its own
+writes under it): handle_write would try the lock, fail and send nothing, and a
+level-triggered loop would turn on that socket until the task lets go. Cheap turns
+made that a spin (8 clients: 36,890 writable events for 384 responses) holding the
+GIL the task needed. The task pulls waitress's trigger while it still holds the lock,
+so nothing wakes the loop when it lets go: while any channel is skipped so, the loop
+looks again within BUSY_RECHECK_SECONDS. Above the output high-water mark the task
+waits on that lock for the loop to flush (waitress's _flush_outbufs_below_high_watermark),
+so such a channel is polled for writing whoever holds the lock.
 """
 import errno
 import importlib.metadata
@@ -40,14 +43,15 @@ from waitress.channel import HTTPChannel
 _WAITRESS = importlib.metadata.version("waitress")
 if not _WAITRESS.startswith("3."):
     raise ImportError("api/epoll_loop.py reads waitress 3's HTTPChannel; found waitress %s" % _WAITRESS)
-for _name in ("handle_write", "writable", "_flush_some_if_lockable", "request", "will_close", "close_when_flushed",
-              "total_outbufs_len"):
+for _name in ("handle_write", "writable", "_flush_some_if_lockable", "_flush_outbufs_below_high_watermark",
+              "request", "will_close", "close_when_flushed", "total_outbufs_len"):
     if not hasattr(HTTPChannel, _name):
         raise ImportError("api/epoll_loop.py: waitress's HTTPChannel has no %r any more" % _name)
 
 _READ = select.EPOLLIN | select.EPOLLPRI
 _WRITE = select.EPOLLOUT
 FULL_PASS_SECONDS = 0.5
+BUSY_RECHECK_SECONDS = 0.02
 
 
 class EpollLoop:
@@ -75,13 +79,17 @@ class EpollLoop:
         if full:
             parked.clear()
             state.next_full_pass = now + FULL_PASS_SECONDS
+        busy = False
         for fd, obj in list(map.items()):
             if parked.get(fd) is obj:
                 continue
             flags = 0
             if obj.readable():
                 flags |= _READ
-            if wants_write(obj):
+            want = wants_write(obj)
+            if want is BUSY:
+                busy = True
+            elif want:
                 flags |= _WRITE
             if flags == _READ and _quiet(obj):
                 parked[fd] = obj
@@ -103,6 +111,8 @@ class EpollLoop:
             for fd in [fd for fd in registered if fd not in map]:
                 _forget(epoll, fd)
                 del registered[fd]
+        if busy:
+            timeout = BUSY_RECHECK_SECONDS if timeout is None else min(timeout, BUSY_RECHECK_SECONDS)
         try:
             ready = epoll.poll(timeout if timeout is not None else -1)
         except InterruptedError:
@@ -129,18 +139,23 @@ def _quiet(obj):
             and not obj.will_close and not obj.close_when_flushed and getattr(obj, "lingering_until", None) is None)
 
 
+BUSY = "busy"     # wants to write, but its task holds the output lock: look again soon
+
+
 def wants_write(obj):
-    """obj.writable(), less an HTTP channel whose running task holds its output lock
-    (handle_write would find it taken and send nothing)."""
+    """True or False: obj.writable(); BUSY for an HTTP channel whose running task holds
+    its output lock below the high-water mark (handle_write would send nothing)."""
     if not obj.writable() or obj.accepting:
         return False
     if not isinstance(obj, HTTPChannel) or not obj.requests:
         return True
+    if obj.total_outbufs_len > obj.adj.outbuf_high_watermark:
+        return True                  # the task waits on the lock for us to flush
     lock = obj.outbuf_lock
     if lock.acquire(False):
         lock.release()
         return True
-    return False
+    return BUSY
 
 
 def _forget(epoll, fd):

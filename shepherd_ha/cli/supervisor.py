@@ -103,6 +103,18 @@ def _set_priority(role):
             os.nice(step)
         except OSError as exc:
             log.warning("%s keeps its priority (nice %+d: %s)", role, step, exc)
+            return
+        if step < 0:
+            # Only the Raft tick is meant to go first: the child PySyncObj forks to pickle a
+            # dump (seconds of CPU at scale) goes back to the server's niceness.
+            os.register_at_fork(after_in_child=lambda: _renice_quietly(-step))
+
+
+def _renice_quietly(step):
+    try:
+        os.nice(step)
+    except OSError:
+        pass
 
 
 class _Child:

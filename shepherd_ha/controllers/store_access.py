@@ -16,6 +16,7 @@ import uuid
 from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.mirror import Mirror
 from shepherd_ha.store.replica import WRITE_TIMEOUT
 from shepherd_ha.store.watch_log import WatchLog
 
@@ -80,10 +81,12 @@ class StoreAccess:
 
 
 class MemoryStore(StoreAccess):
-    """An FSM in this process with a watch log: commands apply at once."""
+    """An FSM in this process with a watch log: commands apply at once. Owned objects
+    are read from a mirror fed the same changes, as on a real leader (store/mirror.py)."""
 
     def __init__(self, clock=time.monotonic, replica="test", term=1, namespaces=("default",)):
         self.fsm = StoreFSM()
+        self.mirror = Mirror(watch_log_size=1)
         lock = threading.RLock()
         super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, self._apply_many, [term, replica],
                          clock)
@@ -101,7 +104,12 @@ class MemoryStore(StoreAccess):
             result, changes = self.fsm.apply_with_changes(command)
             if changes:
                 self.watch_log.append(changes)
+                self.mirror.apply_changes(changes)
         return result
+
+    def owned(self, resource, namespace, uid):
+        with self._lock:
+            return self.mirror.owned(resource, namespace, uid)
 
     def _apply(self, command, timeout):
         size = command_bytes(command)

@@ -38,8 +38,9 @@ class Mirror(ObjectReads):
         # when the RBAC kinds' marks move (api/authz/authorizer.py), not on every write.
         self._changed_at = {}        # resource -> revision of its last change
         self._snapshots = 0          # bumped by replace(): every resource may have changed
-        # Built on the first owned() (the controllers' worker asks; other workers never pay).
-        self._owners = None
+        # A resource is indexed on its first owned() (the controllers' worker asks for
+        # pods, replicasets and controllerrevisions; other workers never pay).
+        self._owners = OwnerIndex()
 
     # ---- fed by the stream ----
 
@@ -67,14 +68,11 @@ class Mirror(ObjectReads):
                 self._changed_at[change.resource] = change.revision
                 key = _key(change.object or change.previous)
                 stored = bucket.get(key)
-                if self._owners is not None and stored is not None:
-                    self._owners.drop(change.resource, key, stored)
                 if change.type == DELETED:
                     bucket.pop(key, None)
                 else:
                     bucket[key] = change.object
-                    if self._owners is not None:
-                        self._owners.put(change.resource, key, change.object)
+                self._owners.replace(change.resource, key, stored, change.object)
                 self.revision = change.revision
             # Under the lock, as the store appends: watchers see changes in revision order.
             if fresh:
@@ -85,7 +83,7 @@ class Mirror(ObjectReads):
     def replace(self, objects, revision):
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
-            self._owners = None
+            self._owners = OwnerIndex()
             self._snapshots += 1
             self.watch_log.reset(revision)
         self._release()
@@ -93,8 +91,8 @@ class Mirror(ObjectReads):
     def owned(self, resource, namespace, uid):
         """As ObjectReads.owned, from the owner index instead of a scan."""
         with self.lock:
-            if self._owners is None:
-                self._owners = OwnerIndex(self.objects)
+            if not self._owners.covers(resource):
+                self._owners.add(resource, self.objects.get(resource, {}))
             return self._owners.owned(resource, namespace, uid)
 
     def change_marks(self, resources):

@@ -32,6 +32,16 @@ def controller_uid(obj):
     return None
 
 
+_BAD = object()
+
+
+def _uid_or_bad(obj):
+    try:
+        return controller_uid(obj)
+    except UnreadableOwner:
+        return _BAD
+
+
 def _in(namespace, key):
     return namespace is None or key[0] == (namespace or "")
 
@@ -53,14 +63,38 @@ def scan_owned(bucket, namespace, uid):
 
 class OwnerIndex:
     """{resource: {owner uid: {key: object}}} plus the objects whose owner cannot be
-    read, kept current by `put`/`drop` under the caller's lock."""
+    read, for the resources it was asked about (`add`), kept current by `replace`
+    under the caller's lock."""
 
-    def __init__(self, objects=None):
+    def __init__(self):
         self._owned = {}             # resource -> uid -> {key: object}
         self._unreadable = {}        # resource -> {key: object}
-        for resource, bucket in (objects or {}).items():
-            for key, obj in bucket.items():
-                self.put(resource, key, obj)
+
+    def covers(self, resource):
+        return resource in self._owned
+
+    def add(self, resource, bucket):
+        """Index `resource` from its bucket ({key: object}), in the bucket's order."""
+        self._owned[resource], self._unreadable[resource] = {}, {}
+        for key, obj in bucket.items():
+            self.put(resource, key, obj)
+
+    def replace(self, resource, key, old, new):
+        """`old` (or None) stored at `key` becomes `new` (or None: deleted). An object
+        keeping its owner keeps its place, so owned() lists in creation order as a scan does."""
+        if resource not in self._owned:
+            return
+        if old is not None and new is not None and _uid_or_bad(old) == _uid_or_bad(new):
+            uid = _uid_or_bad(old)
+            if uid is _BAD:
+                self._unreadable[resource][key] = new
+            elif uid is not None:
+                self._owned[resource][uid][key] = new
+            return
+        if old is not None:
+            self.drop(resource, key, old)
+        if new is not None:
+            self.put(resource, key, new)
 
     def put(self, resource, key, obj):
         try:

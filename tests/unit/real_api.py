@@ -102,8 +102,10 @@ class ApiStore(MemoryStore):
     def apply(self, command):
         if not self._snapshotting:
             return super().apply(command)
-        with self._lock:    # a snapshot's writes: applied, never in the watch log
-            return self.fsm.apply_with_changes(command)[0]
+        with self._lock:    # a snapshot's writes: applied, never in the watch log (the owner mirror sees them)
+            result, changes = self.fsm.apply_with_changes(command)
+            self.mirror.apply_changes(changes)
+            return result
 
     def install_snapshot(self, *objects):
         """What a replica that fell behind sees: the state jumps past the writes of `objects`

@@ -11,6 +11,7 @@ import pytest
 from shepherd_ha.api import epoll_loop, http_server
 
 BIG = 8 * 1024 * 1024
+HUGE = 48 * 1024 * 1024      # past waitress's 16 MiB output high-water mark, three times
 
 
 def _free_port():
@@ -21,6 +22,9 @@ def _free_port():
 
 def app(environ, start_response):
     path = environ["PATH_INFO"]
+    if path == "/huge":
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(HUGE))])
+        return (b"z" * (1 << 20) for _ in range(HUGE >> 20))
     if path == "/big":
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(BIG))])
         return [b"x" * (BIG // 2), b"y" * (BIG // 2)]
@@ -28,22 +32,25 @@ def app(environ, start_response):
     return [b"ok"]
 
 
-@pytest.fixture(scope="module")
-def server():
+def start_server(**options):
     port = _free_port()
     thread = threading.Thread(target=http_server.serve, daemon=True, kwargs=dict(
         app=app, limits=http_server.Limits(0, 0), max_body=1 << 20, idle_timeout=2.0,
-        host="127.0.0.1", port=port, threads=8, _quiet=True))
+        host="127.0.0.1", port=port, threads=8, _quiet=True, channel_request_lookahead=1, **options))
     thread.start()
     deadline = time.monotonic() + 10
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return port
         except OSError:
             assert time.monotonic() < deadline, "the server did not start"
             time.sleep(0.05)
-    yield port
+
+
+@pytest.fixture(scope="module")
+def server():
+    return start_server()
 
 
 def get(conn, path):
@@ -94,11 +101,31 @@ def test_a_big_response_reaches_a_slow_reader_whole(server):
     assert len(body) == BIG and body[:1] == b"x" and body[-1:] == b"y"
 
 
+def test_a_response_past_the_high_water_mark_flows_without_waiting_for_the_loop_timeout():
+    """The task waits on its output lock above 16 MiB for the loop to flush: the loop
+    must poll that channel for writing (a miss stalls until the loop's 60 s timeout,
+    past this socket's 20 s timeout)."""
+    port = start_server(asyncore_loop_timeout=60)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=20)
+    sock.sendall(b"GET /huge HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.5)          # read nothing yet: past the mark, the task waits for the loop
+    received, head_end = bytearray(), -1
+    while head_end < 0 or len(received) - head_end - 4 < HUGE:
+        chunk = sock.recv(1 << 20)
+        assert chunk, "the connection closed after %d bytes" % len(received)
+        received += chunk
+        if head_end < 0:
+            head_end = received.find(b"\r\n\r\n")
+    sock.close()
+    assert len(received) - head_end - 4 == HUGE
+
+
 def test_a_channel_is_not_polled_for_writing_while_its_task_holds_its_output():
     """The spin: writable() is true (bytes buffered) but handle_write cannot take the lock."""
     from waitress.channel import HTTPChannel
     channel = object.__new__(HTTPChannel)
     channel.requests, channel.total_outbufs_len, channel.accepting = ["a request"], 119, False
+    channel.adj = type("Adj", (), {"outbuf_high_watermark": 16 * 1024 * 1024})()
     channel.outbuf_lock = threading.Condition()
     assert channel.writable()
     held, release = threading.Event(), threading.Event()
@@ -111,13 +138,16 @@ def test_a_channel_is_not_polled_for_writing_while_its_task_holds_its_output():
     thread.start()
     held.wait(5)
     try:
-        assert not epoll_loop.wants_write(channel), "the task holds the lock: the loop would spin"
+        assert epoll_loop.wants_write(channel) is epoll_loop.BUSY, "the task holds the lock: the loop would spin"
+        channel.total_outbufs_len = 17 * 1024 * 1024
+        assert epoll_loop.wants_write(channel) is True, "above the mark the task waits for the loop to flush"
+        channel.total_outbufs_len = 119
     finally:
         release.set()
         thread.join(5)
-    assert epoll_loop.wants_write(channel), "lock free: handle_write can flush"
+    assert epoll_loop.wants_write(channel) is True, "lock free: handle_write can flush"
     channel.requests = []
-    assert epoll_loop.wants_write(channel)
+    assert epoll_loop.wants_write(channel) is True
 
 
 def test_many_quiet_connections_and_one_busy_one(server):

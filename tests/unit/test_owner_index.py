@@ -27,16 +27,18 @@ def pod(namespace, name, refs):
     return {"metadata": meta}
 
 
-def names(objects):
-    return sorted((o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects)
+def names(objects, ordered=False):
+    listed = [(o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects]
+    return listed if ordered else sorted(listed)
 
 
-def check(mirror):
+def check(mirror, ordered=False):
     for uid in UIDS + ["other", None]:
         for namespace in ("default", "other", None):
             indexed = mirror.owned("pods", namespace, uid)
             scanned = scan_owned(mirror.objects.get("pods", {}), namespace, uid)
-            assert [names(part) for part in indexed] == [names(part) for part in scanned], (uid, namespace)
+            assert [names(part, ordered) for part in indexed] == [names(part, ordered) for part in scanned], \
+                (uid, namespace)
 
 
 @settings(max_examples=300, deadline=None)
@@ -59,6 +61,26 @@ def test_the_index_answers_as_a_scan_does(steps):
             kind = MODIFIED if current is not None else ADDED
             mirror.apply_changes([Change(revision, kind, "pods", pod(namespace, name, refs), current)])
     check(mirror)
+
+
+def test_updates_that_keep_the_owner_keep_the_scan_order():
+    """A scan lists in creation order; so does the index while owners stay put (status
+    updates), and deletion_order's ties then fall the same way on every leader."""
+    mirror = Mirror()
+    refs = [{"kind": "ReplicaSet", "uid": "u1", "controller": True}]
+    revision = 0
+    for name in ("c", "a", "d", "b"):
+        revision += 1
+        mirror.apply_changes([Change(revision, ADDED, "pods", pod("default", name, refs), None)])
+    check(mirror, ordered=True)
+    for name in ("a", "c", "b"):
+        revision += 1
+        current = mirror.get("pods", "default", name)
+        updated = dict(current, status={"phase": "Running"})
+        mirror.apply_changes([Change(revision, MODIFIED, "pods", updated, current)])
+    check(mirror, ordered=True)
+    assert names(mirror.owned("pods", "default", "u1")[0], ordered=True) == [
+        ("default", n) for n in ("c", "a", "d", "b")]
 
 
 def test_controller_uid_reads_as_the_deployment_controller_does():
