@@ -101,6 +101,8 @@ class EpollLoop:
             if flags:
                 try:
                     epoll.register(fd, flags)
+                except FileExistsError:  # still in the set under an old channel's close: take it over
+                    epoll.modify(fd, flags)
                 except OSError as exc:   # closed under us: the map drops it soon
                     if exc.errno not in (errno.EBADF, errno.ENOENT):
                         raise
