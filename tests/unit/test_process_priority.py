@@ -1,62 +1,66 @@
 """Each role's CPU priority (cli/supervisor.py NICENESS): the store first where it may
-be, and a child the store forks (PySyncObj's dump) back at the server's niceness."""
+be, and a child the store forks (PySyncObj's dump) back at the server's niceness.
+
+Each case runs in a fresh interpreter: fork hooks other tests registered in this one
+(store/pysyncobj_overrides/snapshot_child.py ends grandchildren) must not take part."""
+import json
 import os
+import subprocess
+import sys
 
 from shepherd_ha.cli import supervisor
 
+PROBE = r'''
+import json, os, sys
+from shepherd_ha.cli import supervisor
 
-def _in_child(body):
-    """Run body() in a forked child; its return value (a small int tuple) comes back."""
+def niceness_of_a_child():
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        os.close(read)
-        try:
-            os.write(write, repr(body()).encode())
-        finally:
-            os._exit(0)
+        os.write(write, str(os.getpriority(os.PRIO_PROCESS, 0)).encode())
+        os._exit(0)
     os.close(write)
-    data = b""
-    while True:
-        chunk = os.read(read, 4096)
-        if not chunk:
-            break
-        data += chunk
-    os.close(read)
+    value = int(os.read(read, 64))
     os.waitpid(pid, 0)
-    return eval(data.decode())           # a tuple of ints we wrote ourselves
+    return value
 
-
-def _may_lower():
-    def probe():
+def may_lower():
+    pid = os.fork()
+    if pid == 0:
         try:
             os.nice(-1)
-            return (1,)
+            os._exit(0)
         except OSError:
-            return (0,)
-    return _in_child(probe) == (1,)
+            os._exit(1)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+permitted = may_lower()
+supervisor._set_priority(sys.argv[1])
+print(json.dumps({"permitted": permitted, "mine": os.getpriority(os.PRIO_PROCESS, 0),
+                  "child": niceness_of_a_child()}))
+'''
+
+
+def run_as(role):
+    done = subprocess.run([sys.executable, "-c", PROBE, role], capture_output=True, text=True, timeout=60,
+                          cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_the_store_goes_first_and_its_dump_child_does_not():
     base = os.getpriority(os.PRIO_PROCESS, 0)
-
-    def store():
-        supervisor._set_priority("store")
-        mine = os.getpriority(os.PRIO_PROCESS, 0)
-        dump_child = _in_child(lambda: (os.getpriority(os.PRIO_PROCESS, 0),))[0]
-        return (mine, dump_child)
-    mine, dump_child = _in_child(store)
-    if _may_lower():
-        assert mine == max(-20, base + supervisor.NICENESS["store"])
+    seen = run_as("store")
+    if seen["permitted"]:
+        assert seen["mine"] == max(-20, base + supervisor.NICENESS["store"])
     else:
-        assert mine == base, "not permitted: the store keeps the server's niceness"
-    assert dump_child == base, "the dump child pickles at the server's niceness, not the store's"
+        assert seen["mine"] == base, "not permitted: the store keeps the server's niceness"
+    assert seen["child"] == base, "the dump child pickles at the server's niceness, not the store's"
 
 
 def test_the_api_runs_after_the_store():
     base = os.getpriority(os.PRIO_PROCESS, 0)
-
-    def api():
-        supervisor._set_priority("api")
-        return (os.getpriority(os.PRIO_PROCESS, 0),)
-    assert _in_child(api) == (min(19, base + supervisor.NICENESS["api"]),)
+    seen = run_as("api")
+    assert seen["mine"] == min(19, base + supervisor.NICENESS["api"])
+    assert seen["child"] == seen["mine"], "only the store's children go back"
