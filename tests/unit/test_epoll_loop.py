@@ -82,22 +82,26 @@ def test_an_idle_connection_is_still_closed_by_the_idle_timeout(server):
     sock.close()
 
 
-def test_a_big_response_reaches_a_slow_reader_whole(server):
-    port = server
-    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
-    time.sleep(0.3)          # read nothing yet: the socket's buffers fill, the rest waits for the loop
-    received = bytearray()
-    head_end = -1
-    while head_end < 0 or len(received) - head_end - 4 < BIG:
+def read_response(sock, body_length):
+    """(head, body) of one response of `body_length` body bytes; closes the socket."""
+    received, head_end = bytearray(), -1
+    while head_end < 0 or len(received) - head_end - 4 < body_length:
         chunk = sock.recv(1 << 20)
         assert chunk, "the connection closed after %d bytes" % len(received)
         received += chunk
         if head_end < 0:
             head_end = received.find(b"\r\n\r\n")
     sock.close()
-    assert received.startswith(b"HTTP/1.1 200")
-    body = bytes(received[head_end + 4:])
+    return bytes(received[:head_end]), bytes(received[head_end + 4:])
+
+
+def test_a_big_response_reaches_a_slow_reader_whole(server):
+    port = server
+    sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock.sendall(b"GET /big HTTP/1.1\r\nHost: x\r\n\r\n")
+    time.sleep(0.3)          # read nothing yet: the socket's buffers fill, the rest waits for the loop
+    head, body = read_response(sock, BIG)
+    assert head.startswith(b"HTTP/1.1 200")
     assert len(body) == BIG and body[:1] == b"x" and body[-1:] == b"y"
 
 
@@ -109,15 +113,8 @@ def test_a_response_past_the_high_water_mark_flows_without_waiting_for_the_loop_
     sock = socket.create_connection(("127.0.0.1", port), timeout=20)
     sock.sendall(b"GET /huge HTTP/1.1\r\nHost: x\r\n\r\n")
     time.sleep(0.5)          # read nothing yet: past the mark, the task waits for the loop
-    received, head_end = bytearray(), -1
-    while head_end < 0 or len(received) - head_end - 4 < HUGE:
-        chunk = sock.recv(1 << 20)
-        assert chunk, "the connection closed after %d bytes" % len(received)
-        received += chunk
-        if head_end < 0:
-            head_end = received.find(b"\r\n\r\n")
-    sock.close()
-    assert len(received) - head_end - 4 == HUGE
+    _, body = read_response(sock, HUGE)
+    assert len(body) == HUGE
 
 
 def test_a_channel_is_not_polled_for_writing_while_its_task_holds_its_output():
