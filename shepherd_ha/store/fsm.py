@@ -23,6 +23,7 @@ from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_servic
 
 from .commands import shape_error
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, Idempotency  # noqa: F401 - names kept here too
+from .interning import Interner
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
 from .service_allocation import AllocationError, allocate
@@ -188,11 +189,19 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
             return _failure(f.code, f.reason, f.message, f.index)
-        self._commit(planned, changes)
+        stored = self._commit(planned, changes)
+        # Each result names the object as stored (shared parts and all), as readers see it.
+        for result in results:
+            obj = result.get("object")
+            if obj is not None and id(obj) in stored:
+                result["object"] = stored[id(obj)]
         return {"ok": True, "results": results, "revision": self.revision}
 
     def _commit(self, planned, changes):
-        """Nothing has been touched yet: commit the plan in order."""
+        """Nothing has been touched yet: commit the plan in order. Returns
+        {id(object planned): object stored} (store/interning.py shares its equal parts)."""
+        interner = self._interner()
+        stored = {}
         for change in planned:
             # setdefault: a snapshot written before a kind existed has no bucket for it.
             bucket = self.objects.setdefault(change.resource, {})
@@ -201,10 +210,25 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             if change.type == DELETED:
                 bucket.pop(key, None)
             else:
-                bucket[key] = change.object
+                planned_object = change.object
+                change = change._replace(object=interner.intern_object(planned_object))
+                stored[id(planned_object)] = bucket[key] = change.object
             self.revision = change.revision
             self._track_pod_cidr(change)
-        changes.extend(planned)
+            changes.append(change)
+        return stored
+
+    def _interner(self):
+        # Not state: left out of dumps (__getstate__) and made again after a load.
+        interner = self.__dict__.get("_shared")
+        if interner is None:
+            interner = self.__dict__["_shared"] = Interner()
+        return interner
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state.pop("_shared", None)
+        return state
 
     # ---- ops: plan a change against the store plus what this write staged ----
 

@@ -12,6 +12,7 @@ import itertools
 import threading
 
 from .fsm import DELETED, Change
+from .interning import Interner
 from .object_reads import ObjectReads
 from .owner_index import OwnerIndex
 from .watch_log import WatchLog
@@ -41,6 +42,7 @@ class Mirror(ObjectReads):
         # A resource is indexed on its first owned() (the controllers' worker asks for
         # pods, replicasets and controllerrevisions; other workers never pay).
         self._owners = OwnerIndex()
+        self._shared = Interner()    # equal parts of objects kept once (store/interning.py)
 
     # ---- fed by the stream ----
 
@@ -54,7 +56,7 @@ class Mirror(ObjectReads):
         elif kind == "snapshot-chunk":
             bucket = self._incoming[1].setdefault(frame["resource"], {})
             for obj in frame["objects"]:
-                bucket[_key(obj)] = obj
+                bucket[_key(obj)] = self._shared.intern_object(obj)
         elif kind == "snapshot-end":
             revision, objects = self._incoming
             self._incoming = None
@@ -62,16 +64,24 @@ class Mirror(ObjectReads):
 
     def apply_changes(self, changes):
         with self.lock:
-            fresh = [c for c in changes if c.revision > self.revision]
-            for change in fresh:
+            fresh = []
+            for change in changes:
+                if change.revision <= self.revision:
+                    continue
                 bucket = self.objects.setdefault(change.resource, {})
                 self._changed_at[change.resource] = change.revision
                 key = _key(change.object or change.previous)
                 stored = bucket.get(key)
+                # The stream sent its own copy of the previous version: keep ours, which is
+                # equal and already shared (store/interning.py).
+                previous = change.previous if stored is None else stored
                 if change.type == DELETED:
                     bucket.pop(key, None)
+                    change = change._replace(previous=previous)
                 else:
+                    change = change._replace(object=self._shared.intern_object(change.object), previous=previous)
                     bucket[key] = change.object
+                fresh.append(change)
                 self._owners.replace(change.resource, key, stored, change.object)
                 self.revision = change.revision
             # Under the lock, as the store appends: watchers see changes in revision order.

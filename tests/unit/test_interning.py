@@ -1,0 +1,136 @@
+"""store/interning.py: an interned object equals the original (values, types, key order),
+equal parts are one instance, and nothing the table alone holds outlives a sweep."""
+import copy
+import gc
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shepherd_ha.store import commands, interning
+from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.interning import Interner
+from shepherd_ha.store.mirror import Mirror
+
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-300, 300), st.floats(allow_nan=False),
+                    st.sampled_from(["", "a", "True", "1", "2026-12-02T11:29:56Z", "x" * 40]))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(["a", "b", "c", "1"]), inner, max_size=4)),
+    max_leaves=20)
+
+
+def pod(name, labels, node):
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default", "labels": dict(labels), "resourceVersion": "7"},
+            "spec": {"containers": [{"name": "app", "image": "registry.example/app:1.0",
+                                     "resources": {"requests": {"cpu": "10m"}}}], "nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def typed(value):
+    """The value with every scalar's type made visible (1, True and 1.0 differ)."""
+    if isinstance(value, dict):
+        return [(k, typed(v)) for k, v in value.items()]
+    if isinstance(value, list):
+        return ["list"] + [typed(v) for v in value]
+    return (type(value).__name__, repr(value))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["metadata", "spec", "status", "x"]), values, max_size=4),
+                min_size=1, max_size=6))
+def test_interned_objects_are_equal_to_the_originals_with_their_types_and_key_order(objects):
+    interner = Interner()
+    originals = copy.deepcopy(objects)
+    interned = [interner.intern_object(o) for o in objects]
+    for before, after in zip(originals, interned):
+        assert typed(after) == typed(before)
+        assert json.dumps(after) == json.dumps(before)
+    assert objects == originals          # the input is not changed either
+    assert interner.corrupted() == []
+
+
+def test_equal_parts_of_different_objects_are_one_instance():
+    interner = Interner()
+    a = interner.intern_object(pod("a", {"app": "web"}, "n1"))
+    b = interner.intern_object(pod("b", {"app": "web"}, "n2"))
+    assert a["metadata"]["labels"] is b["metadata"]["labels"]
+    assert a["spec"]["containers"] is b["spec"]["containers"]
+    assert a["status"] is b["status"]
+    assert a["spec"] is not b["spec"]                  # nodeName differs
+    assert a["metadata"] is not b["metadata"]          # an object's own metadata is never shared
+    assert a["metadata"]["name"] == "a" and b["spec"]["nodeName"] == "n2"
+
+
+def test_true_one_and_one_point_zero_stay_apart():
+    interner = Interner()
+    objs = [interner.intern_object({"metadata": {}, "spec": {"v": v}}) for v in (1, True, 1.0, "1")]
+    assert [typed(o["spec"]["v"]) for o in objs] == [("int", "1"), ("bool", "True"), ("float", "1.0"),
+                                                     ("str", "'1'")]
+
+
+def test_a_part_that_is_not_shared_is_still_copied_whole():
+    # A float is never shared; the dict holding it must still have every key.
+    interner = Interner()
+    out = interner.intern_object({"metadata": {}, "usage": {"cpu": 12.5, "load": {"a": 1}, "n": 3}})
+    assert out == {"metadata": {}, "usage": {"cpu": 12.5, "load": {"a": 1}, "n": 3}}
+
+
+def test_a_sweep_drops_what_only_the_table_holds():
+    interner = Interner()
+    kept = interner.intern_object(pod("kept", {"app": "a"}, "n1"))
+    gone = [interner.intern_object(pod("p%d" % i, {"app": "b", "i": str(i)}, "n%d" % i)) for i in range(50)]
+    before = len(interner)
+    del gone
+    gc.collect()
+    interner.sweep()
+    assert len(interner) < before
+    again = interner.intern_object(pod("again", {"app": "a"}, "n1"))
+    assert again["spec"] is kept["spec"]           # what is still held stays shared
+    assert interner.corrupted() == []
+
+
+def test_a_shared_part_mutated_in_place_is_reported(monkeypatch):
+    monkeypatch.setattr(interning, "MUTATED", [])
+    monkeypatch.setattr(interning, "VERIFY", True)
+    interner = Interner()
+    a = interner.intern_object(pod("a", {"app": "web"}, "n1"))
+    a["metadata"]["labels"]["app"] = "changed"        # the bug VERIFY is there to catch
+    interner.intern_object(a)
+    assert interning.MUTATED and interning.MUTATED[0][1] == {"app": "changed"}
+    assert interner.corrupted() == [{"app": "changed"}]
+
+
+NAMESPACE = {"metadata": {"name": "default"}, "spec": {}}
+
+
+def create(fsm, resource, obj):
+    return fsm.apply_with_changes(commands.write([commands.create(resource, obj)]))
+
+
+def test_the_fsm_stores_and_reports_shared_objects_and_dumps_without_its_table():
+    fsm = StoreFSM()
+    create(fsm, "namespaces", NAMESPACE)
+    results = [create(fsm, "pods", pod(n, {"app": "web"}, "n1"))[0] for n in ("a", "b")]
+    a, b = fsm.get("pods", "default", "a"), fsm.get("pods", "default", "b")
+    assert a["spec"] is b["spec"]
+    assert results[0]["results"][0]["object"] is a         # the result is the stored object
+    state = fsm.__getstate__()
+    assert "_shared" not in state and state["objects"] is fsm.objects
+
+
+def test_the_mirror_keeps_its_own_previous_version_and_shares_parts():
+    fsm, mirror = StoreFSM(), Mirror()
+    status = commands.write([commands.update("pods", "default", "a", dict(pod("a", {"app": "web"}, "n1"),
+                                                                          status={"phase": "Failed"}),
+                                             subresource="status")])
+    for _, changes in (create(fsm, "namespaces", NAMESPACE), create(fsm, "pods", pod("a", {"app": "web"}, "n1")),
+                       create(fsm, "pods", pod("b", {"app": "web"}, "n1")), fsm.apply_with_changes(status)):
+        mirror.apply_changes(copy.deepcopy(changes))       # the stream delivers its own copies
+    a, b = mirror.get("pods", "default", "a"), mirror.get("pods", "default", "b")
+    assert a == fsm.get("pods", "default", "a") and a["status"] == {"phase": "Failed"}
+    assert a["spec"] is b["spec"]
+    last = mirror.watch_log.since(mirror.revision - 1)[0]
+    assert last.object is a and last.previous["status"] == {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True"}]}
+    assert last.previous["spec"] is a["spec"]             # the mirror's own version, sharing its parts
