@@ -20,8 +20,10 @@ Phases run one after the other (API cluster stopped before raw starts), each wit
 a warm-up that is not counted. Prints creates/s, p50, p99, API/raw, CPU use.
 """
 import argparse
+import base64
 import collections
 import itertools
+import json
 import multiprocessing
 import os
 import shutil
@@ -47,9 +49,20 @@ PROFILE_RATE = 100          # py-spy samples per second (--profile-rate)
 FLOOR_PATH = "/healthz"     # --http-floor: the cheapest request the API serves
 
 
-def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, floor=False):
+ETCD_PUT_PATH = "/v3/kv/put"   # etcd's JSON gateway (bench_writes_vs_etcd.py)
+
+
+def _etcd_put_body(size, name):
+    """A put of about `size` bytes of value under key `name` (base64, as the gateway wants)."""
+    value = (name + "x" * size)[:size]
+    return json.dumps({"key": base64.b64encode(name.encode()).decode(),
+                       "value": base64.b64encode(value.encode()).decode()}).encode()
+
+
+def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, floor=False, etcd_size=None):
     conns = [common.KeepAlive(u, timeout) for u in urls]
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    ok = 200 if floor or etcd_size else 201
     latencies, errors, done = [], collections.Counter(), 0
     for conn in conns:                        # connect before the clock starts
         try:
@@ -69,6 +82,8 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, 
         try:
             if floor:
                 status, _ = conn.request("GET", FLOOR_PATH, None, {})
+            elif etcd_size:
+                status, _ = conn.post(ETCD_PUT_PATH, _etcd_put_body(etcd_size, name), headers)
             else:
                 status, _ = conn.post(common.PODS_PATH, common.pod_body(template, name), headers)
         except (OSError, common.http.client.HTTPException) as exc:
@@ -76,7 +91,7 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, 
         t1 = time.perf_counter()
         now = time.monotonic()
         if measure_from <= now <= stop_at:
-            if status == (200 if floor else 201):
+            if status == ok:
                 latencies.append(t1 - t0)
                 done += 1
             else:
@@ -87,14 +102,15 @@ def _api_client_thread(client, urls, template, prefix, timeout, go, clock, out, 
 
 
 def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
-                       node_name=None, floor=False):
+                       node_name=None, floor=False, etcd=False):
     """One client process: `clients` is the list of client numbers it runs as threads."""
     template = common.pod_template(size, name_len=len(prefix) + 13, node_name=node_name)
     go = threading.Event()
     clock = {}
     out = []
     threads = [threading.Thread(target=_api_client_thread,
-                                args=(c, urls, template, prefix, timeout, go, clock, out, floor))
+                                args=(c, urls, template, prefix, timeout, go, clock, out, floor,
+                                      size if etcd else None))
                for c in clients]
     for t in threads:
         t.start()
@@ -123,7 +139,9 @@ def api_client_process(index, clients, urls, size, prefix, timeout, ready_q, go_
 
 
 def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, server_pids, profile_dir=None,
-                  profile_targets=None, node_name=None, floor=False):
+                  profile_targets=None, node_name=None, floor=False, etcd=False):
+    """Creates through the API (or, with etcd=True, puts of `size` bytes to etcd's JSON
+    gateway at `urls`): the same client loop either way."""
     ctx = multiprocessing.get_context("spawn")
     processes = max(1, min(processes, clients))
     groups = [list(range(clients))[i::processes] for i in range(processes)]
@@ -133,7 +151,7 @@ def run_api_phase(urls, clients, processes, duration, warmup, size, timeout, ser
     clock_value = ctx.Array("d", 2)
     procs = [ctx.Process(target=api_client_process,
                          args=(i, g, urls, size, prefix, timeout, ready_q, go_event, clock_value, result_q,
-                               node_name, floor),
+                               node_name, floor, etcd),
                          daemon=True) for i, g in enumerate(groups)]
     for p in procs:
         p.start()

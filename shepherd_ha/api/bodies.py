@@ -4,7 +4,7 @@ import json
 from flask import g, request
 
 from . import protobuf_bodies
-from .errors import ApiError
+from .errors import ApiError, dumps
 
 MAX_DEPTH = 100
 
@@ -115,10 +115,6 @@ TRUE_VALUES = ("1", "true", "yes")      # authz/attributes.py reads ?watch= with
 def flag(name):
     value = request.args.get(name)
     return value is not None and value.lower() in TRUE_VALUES
-
-
-def dumps(obj):
-    return json.dumps(obj, separators=(",", ":"))
 
 
 LIST_CHUNK_ITEMS = 100

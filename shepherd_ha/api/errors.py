@@ -1,5 +1,7 @@
 """Kubernetes-style Status errors: every failure the API returns is one of these."""
-from flask import jsonify
+import json
+
+from flask import Response
 
 _REASONS = {
     400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed", 409: "Conflict", 410: "Gone",
@@ -27,12 +29,16 @@ def status_body(code, message, reason=None, details=None, metadata=None):
     return body
 
 
+def dumps(obj):
+    """Compact JSON: every body the API writes (here for errors, which bodies.py imports)."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
 def error_response(err):
-    response = jsonify(status_body(err.code, err.message, err.reason, err.details, getattr(err, "metadata", None)))
-    response.status_code = err.code
-    for k, v in err.headers.items():
-        response.headers[k] = v
-    return response
+    # Not flask.jsonify: it sorts keys and asks the app's provider, about a tenth of a worker
+    # that answered mostly 429s at 1,000 nodes (docs/benchmarks.md, "Run K").
+    body = status_body(err.code, err.message, err.reason, err.details, getattr(err, "metadata", None))
+    return Response(dumps(body), status=err.code, headers=err.headers, mimetype="application/json")
 
 
 def unavailable(exc):
