@@ -72,13 +72,13 @@ class Mirror(ObjectReads):
                 self._changed_at[change.resource] = change.revision
                 key = _key(change.object or change.previous)
                 stored = bucket.get(key)
-                # The stream sent its own copy of the previous version: keep ours, which is
-                # equal and already shared (store/interning.py).
-                previous = change.previous if stored is None else stored
                 if change.type == DELETED:
+                    # Its previous is the object as deleted (the FSM stamps the delete's revision).
                     bucket.pop(key, None)
-                    change = change._replace(previous=previous)
                 else:
+                    # The stream sent its own copy of the previous version: keep ours, which is
+                    # equal and already shared (store/interning.py).
+                    previous = change.previous if stored is None else stored
                     change = change._replace(object=self._shared.intern_object(change.object), previous=previous)
                     bucket[key] = change.object
                 fresh.append(change)
