@@ -78,8 +78,12 @@ class ContainerRunner:
             cs = state.containers.get(name)
             if cs is None:
                 cs = state.containers[name] = ContainerState(name, self.backoff_base, self.backoff_cap)
-            latest = self._latest(state, cs, instances.get(name) or [])
+            latest, kept = self._latest(state, cs, instances.get(name) or [])
             delay = self.container_sync.sync(state, pod, c, cs, latest, policy, sandbox_id, now)
+            if kept is not None and latest is not None and cs.instance is not None and cs.instance.id != latest.id:
+                # a new instance started: `latest` is now the previous one, so the one kept
+                # before it goes now, not at the next sync (never three instances at once)
+                self.runtime.remove(kept.id)
             if delay is not None:
                 wake.append(delay)
 
@@ -115,21 +119,21 @@ class ContainerRunner:
             log.warning("pod %s: refreshing configMap volumes: %s", state.key, exc)
 
     def _latest(self, state, cs, instances):
-        """The newest instance; older ones are removed (a running duplicate is killed),
-        except the newest exited one before it, kept for `logs --previous`."""
+        """The newest instance and the exited one kept before it (for `logs --previous`), each
+        or None; older ones are removed (a running duplicate is killed)."""
         if not instances:
-            return None
+            return None, None
         instances.sort(key=lambda i: (L.restart_count_of(i.labels), i.running, i.started_at or ""))
         latest = instances[-1]
         older = instances[:-1]
-        kept_previous = False
+        kept = None
         for info in reversed(older):
             if info.running:
                 log.warning("pod %s: container %s has a second running instance %s; removing it",
                             state.key, cs.name, info.id[:12])
                 self.runtime.remove(info.id)
-            elif not kept_previous:
-                kept_previous = True
+            elif kept is None:
+                kept = info
             else:
                 self.runtime.remove(info.id)
-        return latest
+        return latest, kept
