@@ -1,8 +1,9 @@
 """Our SyncObj subclass, the FSM's consumer and the journal factory swap.
 
 - PipelinedSyncObj keeps pipelined appends, makes the journal durable once per
-  tick, staggers early elections, aligns the journal with the dump on start, uses
-  our AES-GCM cipher and times its ticks (see each part below).
+  tick, asks for pre-votes before it campaigns, staggers early elections, aligns the
+  journal with the dump on start, uses our AES-GCM cipher and times its ticks (see
+  each part below).
 - FSMConsumer holds the FSM; PySyncObj snapshots and restores `self.fsm`.
 - durable_journals(): PySyncObj builds its journal with a module-level factory; we
   swap in the crash-safe one while a SyncObj is constructed.
@@ -94,6 +95,10 @@ class PipelinedSyncObj(SyncObj):
         # would raise its term, and once added its first vote request would depose the leader.
         # It stays passive until a leader has contacted it (which only a member's leader does).
         self._joining = joining
+        self._pre_vote = None              # (term asked for, nodes that granted it) while asking
+        self._pre_vote_won_in = None       # the term a won pre-vote lets this node campaign from
+        self._pre_votes_sent = 0           # rounds asked (tests, status)
+        self._last_leader_contact = None   # raft_clock() of the last append from a current leader
         # Our transport: checked frame sizes, handshake deadlines, no pickled globals (transport).
         super().__init__(selfNode, otherNodes, conf, consumers=consumers, transportClass=GuardedTransport)
 
@@ -134,8 +139,11 @@ class PipelinedSyncObj(SyncObj):
                 self._SyncObj__raftElectionDeadline = raft_clock() + self.conf.raftMaxTimeout
         self._compact_when_big()
         self._drain_if_late()
+        self._pre_vote_if_due()
         super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
         self._last_poll_end = raft_clock()
+        if self._pre_vote_won_in is not None and self._SyncObj__raftCurrentTerm != self._pre_vote_won_in:
+            self._pre_vote_won_in = None    # the campaign it allowed has started
         self._make_durable()
 
     # A tick that starts late (this process stood still: a slow disk sync, the GIL, the CPU,
@@ -151,6 +159,66 @@ class PipelinedSyncObj(SyncObj):
             return
         if self._SyncObj__transport.ready:
             self._poller.poll(0)
+
+    # ---- Pre-vote (Raft thesis 9.6; etcd's --pre-vote) ----
+    #
+    # PySyncObj campaigns as soon as a follower's election timeout passes: it raises its
+    # term and asks for votes, and a leader that sees the higher term steps down. So one
+    # follower that alone stops hearing the leader (a lost link, a slow path to it, its own
+    # stall) deposes a leader the rest of the cluster still follows: every term change is
+    # a leaderless gap, failed writes and re-activated controllers. Before campaigning a
+    # node now asks its peers whether they would vote for it at the next term, without
+    # changing any term. A peer says yes only if the candidate's log is as up to date as
+    # its own and it has not heard from a leader within the minimum election timeout (a
+    # leader never says yes). Only with a majority of yeses does the real campaign start.
+    # A leadership transfer (timeout_now) campaigns at once, as in etcd.
+
+    def _pre_vote_if_due(self):
+        state = self._SyncObj__raftState
+        if (state == _RAFT_STATE.LEADER or self.selfNode is None or not self.otherNodes
+                or not self._SyncObj__transport.ready or self._SyncObj__transferInProgress):
+            return
+        now = raft_clock()
+        if self._SyncObj__raftElectionDeadline >= now or self._pre_vote_won_in is not None:
+            return                      # not due, or due and allowed: PySyncObj campaigns
+        if not self._SyncObj__connectedToAnyone():
+            return                      # PySyncObj waits too
+        term = self._SyncObj__raftCurrentTerm + 1
+        self._pre_vote = (term, {self.selfNode})
+        self._pre_votes_sent += 1
+        # Ask again after a full timeout, or soon after the leader's link dropped (the
+        # survivors may not all have noticed yet when the first one asks).
+        wait = (self.EARLY_ELECTION_STEP + random.uniform(0.0, self.EARLY_ELECTION_JITTER)
+                if self._last_leader_contact is None else self._SyncObj__generateRaftTimeout())
+        self._SyncObj__raftElectionDeadline = now + wait
+        for node in self.otherNodes:
+            self._SyncObj__transport.send(node, {
+                "type": "pre_vote", "term": term,
+                "last_log_index": self._SyncObj__getCurrentLogIndex(),
+                "last_log_term": self._SyncObj__getCurrentLogTerm()})
+
+    def _answer_pre_vote(self, node, message):
+        term, index, log_term = message.get("term"), message.get("last_log_index"), message.get("last_log_term")
+        if not all(type(v) is int for v in (term, index, log_term)):
+            return
+        leader_heard = (self._SyncObj__raftState == _RAFT_STATE.LEADER or (
+            self._last_leader_contact is not None
+            and raft_clock() - self._last_leader_contact < self.conf.raftMinTimeout))
+        up_to_date = (log_term, index) >= (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())
+        granted = term > self._SyncObj__raftCurrentTerm and up_to_date and not leader_heard
+        self._SyncObj__transport.send(node, {"type": "pre_vote_response", "term": term, "granted": granted})
+
+    def _count_pre_vote(self, node, message):
+        if (self._pre_vote is None or message.get("granted") is not True
+                or message.get("term") != self._pre_vote[0] or node not in self.otherNodes
+                or self._SyncObj__raftState == _RAFT_STATE.LEADER):
+            return
+        term, granted = self._pre_vote
+        granted.add(node)
+        if len(granted) > (len(self.otherNodes) + 1) / 2 and term == self._SyncObj__raftCurrentTerm + 1:
+            self._pre_vote = None
+            self._pre_vote_won_in = self._SyncObj__raftCurrentTerm
+            self._SyncObj__raftElectionDeadline = 0      # the next tick campaigns
 
     def _compact_when_big(self):
         # PySyncObj compacts by entry count and age only; every entry since the last dump is
@@ -237,7 +305,20 @@ class PipelinedSyncObj(SyncObj):
             return IGNORED_MEMBERSHIP_CHANGE
 
     def _SyncObj__onMessageReceived(self, node, message):
-        if message.get("type") == "next_node_idx" and message.get("success") and not message.get("reset"):
+        kind = message.get("type")
+        if kind == "pre_vote":
+            if self.selfNode is not None:
+                self._answer_pre_vote(node, message)
+            return
+        if kind == "pre_vote_response":
+            self._count_pre_vote(node, message)
+            return
+        if kind == "append_entries" and isinstance(message.get("term"), int) \
+                and message["term"] >= self._SyncObj__raftCurrentTerm:
+            # a current leader reached us: no pre-vote of ours or anyone's is needed now
+            self._last_leader_contact = raft_clock()
+            self._pre_vote = self._pre_vote_won_in = None
+        if kind == "next_node_idx" and message.get("success") and not message.get("reset"):
             ahead = self._SyncObj__raftNextIndex.get(node)
             super()._SyncObj__onMessageReceived(node, message)
             if ahead is not None and self._SyncObj__raftNextIndex.get(node, ahead) < ahead:
@@ -258,6 +339,8 @@ class PipelinedSyncObj(SyncObj):
 
     def _SyncObj__onNodeDisconnected(self, node):
         super()._SyncObj__onNodeDisconnected(node)
+        if node == self._SyncObj__raftLeader:
+            self._last_leader_contact = None        # grant the survivors' pre-votes at once
         # A leader whose process died has its sockets closed by the kernel: there is
         # no need to wait out the election timeout to notice. (A paused or cut-off
         # leader keeps its connections and is caught by the timeout as usual.)

@@ -1,0 +1,154 @@
+"""No election that a working leader did not make necessary: three real PySyncObj nodes
+on loopback, in this process.
+
+- A follower whose own Raft tick stood still (a slow disk sync, the GIL, the CPU) does
+  not start an election on its next tick while its leader's heartbeats wait unread in
+  its socket (one follower's journal sync stalled for longer than the election timeout).
+- A follower that stops hearing the leader while the rest of the cluster still does
+  (the leader's messages to it dropped) does not raise the term or depose the leader:
+  its pre-vote is refused (Raft thesis 9.6, etcd's --pre-vote), and it follows again
+  once the leader reaches it.
+- A leader that dies is still replaced: the survivors grant each other's pre-votes.
+"""
+import threading
+import time
+
+from pysyncobj.syncobj import _RAFT_STATE
+
+import pytest
+
+from shepherd_ha.cli.local_cluster import find_base_port
+from shepherd_ha.store import commands
+from shepherd_ha.store.raft_node import RaftNode, RaftSettings
+
+STALL = 1.5          # seconds: well over the 0.3-0.6 s election timeout
+
+
+@pytest.fixture
+def nodes(tmp_path):
+    made = []
+    base = find_base_port(3)
+    addresses = ["127.0.0.1:%d" % (base + 170 + i) for i in range(3)]
+    for i, address in enumerate(addresses):
+        settings = RaftSettings(self_address=address, peer_addresses=[a for a in addresses if a != address],
+                                data_dir=str(tmp_path / ("r%d" % i)), password="test-password",
+                                salt="00112233445566778899aabbccddeeff")
+        made.append(RaftNode(settings, lambda changes: None, lambda revision: None))
+    yield made
+    for node in made:
+        node.destroy()
+
+
+def _stable_leader(nodes, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        leaders = [n for n in nodes if n.is_leader()]
+        if len(leaders) == 1 and all(n.leader_address() == leaders[0].settings.self_address for n in nodes):
+            return leaders[0]
+        assert time.monotonic() < deadline, "no stable leader in %.0f s" % timeout
+        time.sleep(0.05)
+
+
+def _stall_next_sync(node, seconds):
+    """The node's next journal sync (at the start of a tick) takes `seconds`; returns an
+    Event set once it has."""
+    journal = node.syncobj._SyncObj__raftLog
+    real_sync, done = journal.sync, threading.Event()
+
+    def stalled_sync():
+        if not done.is_set():
+            time.sleep(seconds)
+            done.set()
+        return real_sync()
+    journal.sync = stalled_sync
+    return done
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_a_follower_that_stood_still_reads_its_leader_before_it_campaigns(nodes, round_):
+    leader = _stable_leader(nodes)
+    time.sleep(1.0)                     # past the early elections
+    leader = _stable_leader(nodes)
+    terms = [n.term() for n in nodes]
+    follower = next(n for n in nodes if n is not leader)
+    stalled = _stall_next_sync(follower, STALL)
+    assert stalled.wait(10), "the follower's tick never synced its journal"
+    time.sleep(1.5)                     # several election timeouts after the stall
+    # The gap is counted when the next tick starts, just after the stall.
+    assert follower.tick_gaps.longest >= STALL * 0.9, "the stall was not on the tick thread"
+    assert [n.term() for n in nodes] == terms, "an election after a follower's own stall"
+    assert leader.is_leader()
+
+
+def _drop_messages_to(leader, follower):
+    """The leader's Raft messages to `follower` are lost (its heartbeats included); the
+    TCP link stays up and the follower still reaches everyone. Returns the undo."""
+    transport = leader.syncobj._SyncObj__transport
+    real_send = transport.send
+    cut = follower.settings.self_address
+
+    def send(node, message):
+        if node.address == cut:
+            return True
+        return real_send(node, message)
+    transport.send = send
+    return lambda: setattr(transport, "send", real_send)
+
+
+def _watch_roles(nodes, stop):
+    """Every (node index, role, term) seen while `stop` is unset, sampled each 10 ms."""
+    seen = set()
+
+    def watch():
+        while not stop.is_set():
+            for i, n in enumerate(nodes):
+                seen.add((i, n.syncobj.role(), n.term()))
+            time.sleep(0.01)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return seen, thread
+
+
+def test_a_follower_cut_off_from_its_leader_alone_does_not_depose_it(nodes):
+    leader = _stable_leader(nodes)
+    time.sleep(1.0)                     # past the early elections
+    leader = _stable_leader(nodes)
+    terms = [n.term() for n in nodes]
+    cut = next(n for n in nodes if n is not leader)
+    stop = threading.Event()
+    seen, watcher = _watch_roles(nodes, stop)
+    undo = _drop_messages_to(leader, cut)
+    try:
+        time.sleep(3.0)                 # 5-10 election timeouts of the cut-off follower
+        asked = getattr(cut.syncobj, "_pre_votes_sent", 0)
+    finally:
+        undo()
+    time.sleep(1.0)
+    stop.set()
+    watcher.join(5)
+    assert [n.term() for n in nodes] == terms, "the term moved: %s -> %s" % (terms, [n.term() for n in nodes])
+    assert {(role, term) for i, role, term in seen if nodes[i] is leader} == {("leader", terms[0])}, \
+        "the leader stepped down while one follower could not hear it"
+    assert asked >= 3, "the cut-off follower asked for pre-votes %d times in 3 s" % asked
+    # the cut-off follower follows again: it holds a write made after the cut
+    assert leader.submit(commands.barrier(), 5.0) is not None
+    _stable_leader(nodes)
+    deadline = time.monotonic() + 10
+    while cut.syncobj.raftLastApplied < leader.syncobj.raftLastApplied:
+        assert time.monotonic() < deadline, "the follower did not catch up after the link came back"
+        time.sleep(0.05)
+
+
+def test_the_survivors_of_a_dead_leader_still_elect_one_of_them(nodes):
+    leader = _stable_leader(nodes)
+    time.sleep(1.0)
+    leader = _stable_leader(nodes)
+    term = leader.term()
+    nodes.remove(leader)
+    started = time.monotonic()
+    leader.destroy()                    # its sockets close: the survivors notice at once
+    new = _stable_leader(nodes, timeout=10.0)
+    took = time.monotonic() - started
+    assert new.term() > term and new.syncobj._SyncObj__raftState == _RAFT_STATE.LEADER
+    # pre-vote adds a round trip, not an election timeout, to a failover after a crash
+    assert took < 2.0, "a new leader %.2f s after the old one's sockets closed" % took
