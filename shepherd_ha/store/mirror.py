@@ -76,8 +76,8 @@ class Mirror(ObjectReads):
                     # Its previous is the object as deleted (the FSM stamps the delete's revision).
                     bucket.pop(key, None)
                 else:
-                    # The stream sent its own copy of the previous version: keep ours, which is
-                    # equal and already shared (store/interning.py).
+                    # A modification comes without its previous version (store_service.py):
+                    # ours is that version, and already shared (store/interning.py).
                     previous = change.previous if stored is None else stored
                     change = change._replace(object=self._shared.intern_object(change.object), previous=previous)
                     bucket[key] = change.object

@@ -210,3 +210,23 @@ def test_a_write_is_not_answered_ok_while_this_workers_copy_is_behind(tmp_path):
     finally:
         remote.close()
         service.close()
+
+
+def test_a_modification_travels_without_its_previous_and_the_mirror_supplies_it(served, monkeypatch):
+    fake, service, remote, _ = served
+    fake.call(create("m"), 1)
+    wait_for(lambda: remote.mirror.revision == fake.revision())
+    before, _ = remote.get("pods", "default", "m", consistent=False)
+    frames = []
+    real_apply = remote.mirror.apply_frame
+    monkeypatch.setattr(remote.mirror, "apply_frame", lambda frame: (frames.append(frame), real_apply(frame)))
+    changed = dict(pod("m"), metadata=dict(pod("m")["metadata"], labels={"tier": "x"}))
+    assert fake.call(commands.write([commands.update("pods", "default", "m", changed)], "k-m2", None), 1)["ok"]
+    fake.call(commands.write([commands.delete("pods", "default", "m")], "k-m3", None), 1)
+    wait_for(lambda: remote.mirror.revision == fake.revision())
+    sent = [c for f in frames if f.get("kind") == "changes" for c in f["changes"]]
+    assert [(c[1], c[4] is None) for c in sent] == [("MODIFIED", True), ("DELETED", False)]
+    modified, deleted = remote.watch_log.since(fake.revision() - 2)
+    assert modified.type == "MODIFIED" and modified.previous is before
+    assert modified.object["metadata"]["labels"] == {"tier": "x"}
+    assert deleted.type == "DELETED" and deleted.previous["metadata"]["labels"] == {"tier": "x"}
