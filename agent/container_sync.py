@@ -25,8 +25,9 @@ class ContainerSync:
     def _terminated_of(self, info, cs):
         return terminated_of(self.runtime.name, info, cs)
 
-    def sync(self, state, pod, c, cs, latest, policy, sandbox_id, now):
-        """Converge one container; returns seconds until it needs another look, or None."""
+    def sync(self, state, pod, c, cs, latest, policy, sandbox_id, now, kept=None):
+        """Converge one container; returns seconds until it needs another look, or None.
+        `kept` is the exited instance kept before `latest` (for `logs --previous`)."""
         name = c.get("name")
         if latest is not None and latest.state == "created" and not latest.ever_started:
             # created and never started: the agent died between create and start, or a
@@ -103,6 +104,10 @@ class ContainerSync:
                 cs.waiting = ("CrashLoopBackOff", "back-off %s restarting failed container=%s pod=%s_%s(%s)"
                               % (B.human_seconds(cs.current_delay), name, state.name, state.namespace, state.uid))
                 return cs.retry_at - now
+            if kept is not None:
+                # `latest` becomes the previous instance: the one kept before it goes first,
+                # so there are never three instances, not even between create and start
+                self.runtime.remove(kept.id)
             return self.starter.start(state, pod, c, cs, cs.restart_count + 1, sandbox_id,
                                self._terminated_of(latest, cs), now)
 

@@ -79,11 +79,7 @@ class ContainerRunner:
             if cs is None:
                 cs = state.containers[name] = ContainerState(name, self.backoff_base, self.backoff_cap)
             latest, kept = self._latest(state, cs, instances.get(name) or [])
-            delay = self.container_sync.sync(state, pod, c, cs, latest, policy, sandbox_id, now)
-            if kept is not None and latest is not None and cs.instance is not None and cs.instance.id != latest.id:
-                # a new instance started: `latest` is now the previous one, so the one kept
-                # before it goes now, not at the next sync (never three instances at once)
-                self.runtime.remove(kept.id)
+            delay = self.container_sync.sync(state, pod, c, cs, latest, policy, sandbox_id, now, kept)
             if delay is not None:
                 wake.append(delay)
 

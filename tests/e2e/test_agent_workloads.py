@@ -102,7 +102,8 @@ def test_a_crashing_container_backs_off(agents):
     elapsed = time.monotonic() - started
     assert 2 <= count <= 5, "restartCount %d after %.1fs" % (count, elapsed)
     # only the newest instance and the one before it are kept
-    assert len(agents.containers(node, "crash")) <= 2
+    kept = agents.containers(node, "crash")
+    assert len(kept) <= 2, [(c["Names"], c["State"], c["Status"], c["Labels"].get("shepherd.io/restart-count")) for c in kept]
 
 
 def test_graceful_deletion_sends_sigterm_then_sigkill_after_the_grace_period(agents):

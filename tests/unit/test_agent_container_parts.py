@@ -189,7 +189,7 @@ class ContainerSyncFake:
         self.delay = delay
         self.seen = []
 
-    def sync(self, state, pod, c, cs, latest, policy, sandbox_id, now):
+    def sync(self, state, pod, c, cs, latest, policy, sandbox_id, now, kept=None):
         self.seen.append((c["name"], latest.id if latest else None, policy))
         return self.delay
 

@@ -30,6 +30,7 @@ class FakeRuntime(HollowRuntime):
         self.pullable = set()
         self.start_errors = {}           # container-name label -> message
         self.created = []
+        self.most_instances = 0          # instances of one container at once, right after a create
         self.ignore_term = False         # SIGTERM does nothing (a process that traps it)
         self.signals = []
 
@@ -44,6 +45,8 @@ class FakeRuntime(HollowRuntime):
     def create(self, config):
         cid = super().create(config)
         self.created.append(config)
+        same = {k: config.labels[k] for k in (L.POD_UID, L.CONTAINER_NAME) if k in config.labels}
+        self.most_instances = max(self.most_instances, len(self.list(same)))
         return cid
 
     def start(self, container_id):
@@ -231,7 +234,8 @@ def test_a_killed_container_restarts_at_once_then_backs_off(env):
     pod = resync(manager, client, "web")
     assert cstatus(pod)["restartCount"] == 2 and "running" in cstatus(pod)["state"]
     # the instance before the last one is kept for `logs --previous`; the one before it went
-    # as the new one started, not at a later sync
+    # before the new one was created (never three, not even between create and start)
+    assert runtime.most_instances == 2
     names = sorted(c.name for c in runtime.list({L.POD_NAME: "web"}))
     assert names == ["shepherd_node-a_default_web_main_1", "shepherd_node-a_default_web_main_2"]
 
