@@ -141,8 +141,6 @@ class DeploymentPass:
             number = highest_other + 1
             rs = new_replica_set(self.ctl.store, self.d, spec_hash, self.spec.get("template"), number, 0, cause)
             ops.append(commands.create("replicasets", rs))
-            self.done.append("created replica set %s (revision %d)" % (rs["metadata"]["name"], number))
-            self.ctl.emit(self.d, "ScalingReplicaSet", "Created new replica set %s" % rs["metadata"]["name"])
         else:
             number = revision_of(current)
             if number <= highest_other:
@@ -165,6 +163,9 @@ class DeploymentPass:
             if op_result["resource"] == "deployments":
                 self.d, self.meta = obj, obj["metadata"]
             else:
+                if current is None:     # said once the write took (a conflict creates nothing)
+                    self.done.append("created replica set %s (revision %d)" % (obj["metadata"]["name"], number))
+                    self.ctl.emit(self.d, "ScalingReplicaSet", "Created new replica set %s" % obj["metadata"]["name"])
                 self.replica_sets = [r for r in self.replica_sets if r["metadata"]["uid"] != obj["metadata"]["uid"]]
                 self.replica_sets.append(obj)
                 target = obj

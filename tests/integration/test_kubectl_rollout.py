@@ -196,6 +196,10 @@ def test_python_client_typed_deployment_and_replica_sets(kube, client):
                         kubernetes.client.V1Container(name="app", image="nginx:1.25")]))))
         created = apps.create_namespaced_deployment(NS, body)
         assert isinstance(created, kubernetes.client.V1Deployment) and created.metadata.uid
+        # the first template's ReplicaSet first: a template changed before the controller made
+        # it never gets one (as in Kubernetes), and the count below would be 1
+        wait_for("the first ReplicaSet", lambda: [r for r in apps.list_namespaced_replica_set(NS).items
+                                                  if r.metadata.name.startswith("typed-")], timeout=60)
         patched = apps.patch_namespaced_deployment("typed", NS, {"spec": {"template": {"spec": {"containers": [
             {"name": "app", "image": "nginx:1.26"}]}}}})
         assert patched.spec.template.spec.containers[0].image == "nginx:1.26", "strategic merge by name"

@@ -800,3 +800,25 @@ def test_a_deployment_created_paused_waits_for_resume(env):
     env.update_deployment(lambda d: d["spec"].update(paused=False))
     env.settle()
     assert len(env.pods()) == 2 and [revision(r) for r in env.revisions()] == [1]
+
+
+def test_a_replica_set_whose_create_conflicted_is_not_announced():
+    """The template changes between the controller's read and its write: the write (new
+    ReplicaSet + revision annotation, preconditioned) is refused whole, and no Event says a
+    ReplicaSet was created that never existed (the CI race of test_kubectl_rollout)."""
+    env = Env()
+    write = env.store.write
+    raced = []
+
+    def racing_write(ops, key=None):
+        if not raced and any(op.get("op") == "create" and op.get("resource") == "replicasets" for op in ops):
+            raced.append(env.set_image("nginx:1.26"))      # lands first: the preconditions go stale
+        return write(ops, key=key)
+    env.store.write = racing_write
+    env.create_deployment()
+    env.settle()
+    assert raced, "the race was not staged"
+    names = {rs["metadata"]["name"] for rs in env.replica_sets()}
+    announced = [e["message"] for e in env.events("ScalingReplicaSet") if e["message"].startswith("Created new")]
+    assert len(names) == 1 and announced == ["Created new replica set %s" % n for n in names]
+    assert template_of(env.replica_sets()[0])["spec"]["containers"][0]["image"] == "nginx:1.26"
