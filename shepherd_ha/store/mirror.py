@@ -11,7 +11,7 @@ import heapq
 import itertools
 import threading
 
-from .fsm import DELETED, Change
+from .fsm import DELETED, MODIFIED, Change
 from .interning import Interner
 from .object_reads import ObjectReads
 from .owner_index import OwnerIndex
@@ -78,7 +78,7 @@ class Mirror(ObjectReads):
                 else:
                     # A modification comes without its previous version (store_service.py):
                     # ours is that version, and already shared (store/interning.py).
-                    previous = change.previous if stored is None else stored
+                    previous = stored if change.type == MODIFIED and stored is not None else change.previous
                     change = change._replace(object=self._shared.intern_object(change.object), previous=previous)
                     bucket[key] = change.object
                 fresh.append(change)

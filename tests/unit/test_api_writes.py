@@ -326,3 +326,29 @@ def test_an_unknown_field_named_in_any_script_is_warned_about_in_an_ascii_header
     warning = resp.headers["Warning"]
     assert warning.isascii() and "\\u5b57" in warning and "\\xe9" in warning
     assert "字é" not in client.get("/api/v1/namespaces/default/configmaps/cm-warn").get_json()
+
+
+def test_patches_change_one_of_two_equal_parts_only(api):
+    """Equal parts of a stored object (selector and template labels, requests and limits,
+    two probes) are shared by interning; a patch of one must not change the other (a JSON
+    patch of limits.cpu changed requests.cpu, and a template label was refused as a
+    selector change, before stored objects were kept trees)."""
+    client, _ = api
+    probe = {"tcpSocket": {"port": 80}}
+    web = web_deployment()
+    web["spec"]["template"]["spec"]["containers"][0].update(
+        resources={"requests": {"cpu": "1"}, "limits": {"cpu": "1"}}, livenessProbe=probe, readinessProbe=probe)
+    assert client.put(WEB, json=web).status_code == 200
+    resp = patch(client, WEB, [{"op": "replace", "path": "/spec/template/spec/containers/0/resources/limits/cpu",
+                                "value": "2"},
+                               {"op": "add", "path": "/spec/template/metadata/labels/tier", "value": "x"}],
+                 "application/json-patch+json")
+    assert resp.status_code == 200, resp.get_json()
+    stored = client.get(WEB).get_json()
+    assert container(stored)["resources"] == {"requests": {"cpu": "1"}, "limits": {"cpu": "2"}}
+    assert stored["spec"]["selector"]["matchLabels"] == {"app": "web"}
+    assert stored["spec"]["template"]["metadata"]["labels"] == {"app": "web", "tier": "x"}
+    resp = patch(client, WEB, {"spec": {"template": {"spec": {"containers": [
+        {"name": "web", "readinessProbe": {"tcpSocket": {"port": 81}}}]}}}}, SMP)
+    assert resp.status_code == 200, resp.get_json()
+    assert container(client.get(WEB).get_json())["livenessProbe"]["tcpSocket"] == {"port": 80}
