@@ -155,10 +155,28 @@ class Interner:
                 fixed[key] = untangled
         if fixed is None:
             return value
-        # Its parts are all shared (or private): the same fix in another object finds this one.
-        result = self._container(fixed)
+        # The same fix in another object finds this one (its parts are kept as they are:
+        # rebuilding a private one could bring back a shared instance seen elsewhere).
+        result = self._share(fixed)
         seen.add(id(result))
         return result
+
+    def _share(self, built):
+        """`built` (its parts as they are) as a shared instance, or itself when a part is
+        not shared."""
+        shape = [type(built) is list]
+        for key, part in (enumerate(built) if type(built) is list else built.items()):
+            part = self._shape_of(part)
+            if part is None:
+                return built
+            shape.extend((part,) if type(built) is list else (key, part))
+        shape = tuple(shape)
+        shared = self._table.get(shape)
+        if shared is not None:
+            return shared
+        self._table[shape] = built
+        self._keys[id(built)] = shape
+        return built
 
     def _duplicate(self, value, seen, dups):
         """An equal tree with no container in common with anything seen in this object."""

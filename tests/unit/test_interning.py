@@ -197,3 +197,18 @@ def test_a_sweep_goes_in_slices_and_still_drops_what_only_the_table_holds(monkey
     again = interner.intern_object(pod("again", {"app": "a"}, "n1"))
     assert again["spec"] is kept["spec"]            # what is still held stays shared
     assert interner.corrupted() == []
+
+
+@settings(max_examples=150, deadline=None)
+@given(values, values)
+def test_any_object_with_equal_parts_is_interned_as_an_equal_tree(a, b):
+    interner = Interner()
+    for name in ("one", "two", "three"):      # later ones find the table's entries, duplicates too
+        obj = {"metadata": {"name": name}, "spec": {"a": copy.deepcopy(a), "b": copy.deepcopy(a),
+                                                    "c": [copy.deepcopy(b), {"x": copy.deepcopy(a)}]},
+               "status": {"b": copy.deepcopy(b)}}
+        stored = interner.intern_object(copy.deepcopy(obj))
+        ids = _container_ids(stored, [])
+        assert len(ids) == len(set(ids)), "a container appears twice in one object"
+        assert typed(stored) == typed(obj)
+    assert interner.corrupted() == []
