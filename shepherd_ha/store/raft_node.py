@@ -109,6 +109,7 @@ class RaftNode:
         self.lock = threading.RLock()
         self.consumer = FSMConsumer(self.lock, on_changes, on_reset)
         self._on_state_change = on_state_change
+        self._led_term = None
         conf = checked_conf(
             password=settings.password,
             bindAddress=settings.bind_address or settings.self_address,
@@ -154,6 +155,18 @@ class RaftNode:
         return self.consumer.fsm
 
     def _state_changed(self, old, new):
+        # Every role change with its term, and why a leader stopped leading: the figures
+        # of an election under load start here (docs/benchmarks.md, "Run M").
+        term = self.syncobj.raftCurrentTerm if hasattr(self, "syncobj") else None
+        why = ""
+        if ROLES.get(old) == "leader":
+            why = (": no answer from a majority within %.1f s (leader fallback)" % self.settings.leader_fallback
+                   if term == self._led_term else ": a higher term was seen")
+        elif ROLES.get(new) == "leader":
+            self._led_term = term
+        elif ROLES.get(new) == "candidate" and term is not None:
+            term += 1                   # PySyncObj raises the term just after this callback
+        log.info("Raft role %s -> %s at term %s%s", ROLES.get(old), ROLES.get(new), term, why)
         if self._on_state_change is not None:
             self._on_state_change(ROLES.get(new) == "leader")
 

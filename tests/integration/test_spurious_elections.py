@@ -10,12 +10,12 @@ on loopback, in this process.
   once the leader reaches it.
 - A leader that dies is still replaced: the survivors grant each other's pre-votes.
 """
+import logging
 import threading
 import time
 
-from pysyncobj.syncobj import _RAFT_STATE
-
 import pytest
+from pysyncobj.syncobj import _RAFT_STATE
 
 from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.store import commands
@@ -152,3 +152,31 @@ def test_the_survivors_of_a_dead_leader_still_elect_one_of_them(nodes):
     assert new.term() > term and new.syncobj._SyncObj__raftState == _RAFT_STATE.LEADER
     # pre-vote adds a round trip, not an election timeout, to a failover after a crash
     assert took < 2.0, "a new leader %.2f s after the old one's sockets closed" % took
+
+
+def test_a_leader_cut_off_from_everyone_steps_down_and_the_rest_elect_and_say_why(nodes, caplog):
+    caplog.set_level(logging.INFO, logger="shepherd_ha.store.raft_node")
+    leader = _stable_leader(nodes)
+    time.sleep(1.0)
+    leader = _stable_leader(nodes)
+    term = leader.term()
+    others = [n for n in nodes if n is not leader]
+    undo = [_drop_messages_to(leader, n) for n in others]
+    transport = leader.syncobj._SyncObj__transport
+    real_receive = transport._onMessageReceivedCallback
+    transport._onMessageReceivedCallback = lambda node, message: None      # and it hears nobody
+    try:
+        new = _stable_leader(others, timeout=10.0)
+        deadline = time.monotonic() + 5
+        while leader.is_leader():
+            assert time.monotonic() < deadline, "the cut-off leader never stepped down"
+            time.sleep(0.05)
+    finally:
+        transport._onMessageReceivedCallback = real_receive
+        for u in undo:
+            u()
+    assert new.term() > term
+    said = [r.getMessage() for r in caplog.records]
+    assert any("leader -> follower at term %d: no answer from a majority" % term in m for m in said), said
+    assert any(m.endswith("-> leader at term %d" % new.term()) for m in said), said
+    _stable_leader(nodes)               # the old leader follows the new one once it hears again
