@@ -34,6 +34,17 @@ POD = "/api/v1/namespaces/{ns}/pods/{name}"
 
 # ---------------------------------------------------------------- HTTP
 
+def loopback_raft_settings(data_root, offset, count=3):
+    """RaftSettings of `count` real PySyncObj members on 127.0.0.1 (ports from a free base
+    plus `offset`), each with its data dir under `data_root` (a pathlib.Path)."""
+    from shepherd_ha.store.raft_node import RaftSettings
+    base = find_base_port(count)
+    addresses = ["127.0.0.1:%d" % (base + offset + i) for i in range(count)]
+    return [RaftSettings(self_address=address, peer_addresses=[a for a in addresses if a != address],
+                         data_dir=str(data_root / ("r%d" % i)), password="test-password",
+                         salt="00112233445566778899aabbccddeeff") for i, address in enumerate(addresses)]
+
+
 def call(method, url, timeout=HTTP_TIMEOUT, **kwargs):
     return requests.request(method, url, timeout=timeout, **kwargs)
 

@@ -15,9 +15,10 @@ import pytest
 from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET
 from pysyncobj.syncobj import SyncObj
 
-from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.store.pysyncobj_overrides import journal as durable_journal
-from shepherd_ha.store.raft_node import RaftNode, RaftSettings
+from shepherd_ha.store.raft_node import RaftNode
+
+from .helpers import loopback_raft_settings
 
 
 def durable_last_index(path):
@@ -84,12 +85,7 @@ def watched_nodes(tmp_path, monkeypatch):
     monkeypatch.setattr(durable_journal.DurableFileJournal, "sync", counted_sync)
 
     nodes = []
-    base = find_base_port(3)
-    addresses = ["127.0.0.1:%d" % (base + 150 + i) for i in range(3)]
-    for i, address in enumerate(addresses):
-        settings = RaftSettings(self_address=address, peer_addresses=[a for a in addresses if a != address],
-                                data_dir=str(tmp_path / ("r%d" % i)), password="test-password",
-                                salt="00112233445566778899aabbccddeeff")
+    for settings in loopback_raft_settings(tmp_path, 150):
         node = RaftNode(settings, lambda changes: None, lambda revision: None)
         journal_of[node.syncobj] = os.path.join(settings.data_dir, "raft.journal")
         # The FSM takes this lock for every entry it applies: check the leader's journal there.

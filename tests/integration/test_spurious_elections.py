@@ -17,23 +17,18 @@ import time
 import pytest
 from pysyncobj.syncobj import _RAFT_STATE
 
-from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.store import commands
-from shepherd_ha.store.raft_node import RaftNode, RaftSettings
+from shepherd_ha.store.raft_node import RaftNode
+
+from .helpers import loopback_raft_settings
 
 STALL = 1.5          # seconds: well over the 0.3-0.6 s election timeout
 
 
 @pytest.fixture
 def nodes(tmp_path):
-    made = []
-    base = find_base_port(3)
-    addresses = ["127.0.0.1:%d" % (base + 170 + i) for i in range(3)]
-    for i, address in enumerate(addresses):
-        settings = RaftSettings(self_address=address, peer_addresses=[a for a in addresses if a != address],
-                                data_dir=str(tmp_path / ("r%d" % i)), password="test-password",
-                                salt="00112233445566778899aabbccddeeff")
-        made.append(RaftNode(settings, lambda changes: None, lambda revision: None))
+    made = [RaftNode(settings, lambda changes: None, lambda revision: None)
+            for settings in loopback_raft_settings(tmp_path, 170)]
     yield made
     for node in made:
         node.destroy()
