@@ -31,12 +31,15 @@ import logging
 import os
 import sys
 import threading
+import weakref
 
 LOG = logging.getLogger(__name__)
 # Tests set this (tests/conftest.py): every reuse of a shared container first checks that
-# it still matches its key, so a reader that mutated a stored object in place is caught.
+# it still matches its key, so a reader that mutated a stored object in place is caught,
+# and every interned object is checked to be a tree.
 VERIFY = os.environ.get("SHEPHERD_VERIFY_SHARING") == "1"
-MUTATED = []             # what VERIFY caught in this process: (shape, value now)
+MUTATED = []             # what VERIFY caught in this process: (shape or "not a tree", value)
+LIVE = weakref.WeakSet()  # with VERIFY: every Interner of this process (conftest checks each after a test)
 
 _SCALARS = (str, int, bool, type(None))
 SHORT_STRING = 24        # strings up to this length are interned (timestamps, IPs, phases; not uids)
@@ -56,6 +59,8 @@ class Interner:
         self._lock = threading.Lock()
         self.hits = 0
         self.sweeps = 0
+        if VERIFY:
+            LIVE.add(self)
 
     def __len__(self):
         return len(self._table)
@@ -76,6 +81,9 @@ class Interner:
                 value = self._value(value)
             out[_intern_key(key)] = value
         self._make_tree(out)
+        if VERIFY and not _is_tree(out, set()):
+            MUTATED.append(("not a tree", out))
+            LOG.error("an interned object holds one container at two places (a bug): %r", out)
         if self._sweeping is None and len(self._table) >= self._next_sweep:
             self._sweeping = list(self._table)
         if self._sweeping is not None:
@@ -257,6 +265,15 @@ class Interner:
             if not self._intact(shape, value):
                 bad.append(value)
         return bad
+
+
+def _is_tree(value, seen):
+    if type(value) is dict or type(value) is list:
+        if id(value) in seen:
+            return False
+        seen.add(id(value))
+        return all(_is_tree(v, seen) for v in (value.values() if type(value) is dict else value))
+    return True
 
 
 def _tree_copy(value):

@@ -175,3 +175,31 @@ def test_a_leader_cut_off_from_everyone_steps_down_and_the_rest_elect_and_say_wh
     assert any("leader -> follower at term %d: no answer from a majority" % term in m for m in said), said
     assert any(m.endswith("-> leader at term %d" % new.term()) for m in said), said
     _stable_leader(nodes)               # the old leader follows the new one once it hears again
+
+
+def test_a_longer_log_at_a_lower_term_still_wins_once_refused_with_the_higher_term(nodes):
+    """Two survivors: one with the longer log but a lower term, one with a higher term (a
+    campaign it lost) but a shorter log. Each refuses the other's pre-vote (term, log), so
+    without the refuser's term in the answer nobody would ever be elected (a reviewer's
+    find); with it the lower one takes the higher term and then wins."""
+    leader = _stable_leader(nodes)
+    time.sleep(1.0)
+    leader = _stable_leader(nodes)
+    behind, third = [n for n in nodes if n is not leader]
+    undo = _drop_messages_to(leader, behind)
+    try:
+        for _ in range(3):              # committed by the leader and the third: `behind` misses them
+            assert leader.submit(commands.barrier(), 5.0) is not None
+        behind.syncobj._SyncObj__setCurrentTerm(leader.term() + 1, None)     # as after a lost campaign
+        nodes.remove(third)
+        third.destroy()
+        deadline = time.monotonic() + 5
+        while leader.is_leader():       # no majority answers it any more: it steps down
+            assert time.monotonic() < deadline, "the leader never stepped down"
+            time.sleep(0.05)
+    finally:
+        undo()
+    assert behind.term() > leader.term()
+    assert behind.last_log_index() < leader.last_log_index()
+    new = _stable_leader(nodes, timeout=10.0)
+    assert new is leader, "only the longer log can win"

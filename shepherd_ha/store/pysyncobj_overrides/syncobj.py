@@ -95,7 +95,9 @@ class PipelinedSyncObj(SyncObj):
         # would raise its term, and once added its first vote request would depose the leader.
         # It stays passive until a leader has contacted it (which only a member's leader does).
         self._joining = joining
-        self._pre_vote = None              # (term asked for, nodes that granted it) while asking
+        self._pre_vote = None              # (round, term asked for, nodes that granted it) while asking
+        self._pre_vote_round = 0
+        self._leader_link_lost = False     # the leader's connection dropped: ask again soon, once
         self._pre_vote_won_in = None       # the term a won pre-vote lets this node campaign from
         self._pre_votes_sent = 0           # rounds asked (tests, status)
         self._last_leader_contact = None   # raft_clock() of the last append from a current leader
@@ -171,7 +173,14 @@ class PipelinedSyncObj(SyncObj):
     # changing any term. A peer says yes only if the candidate's log is as up to date as
     # its own and it has not heard from a leader within the minimum election timeout (a
     # leader never says yes). Only with a majority of yeses does the real campaign start.
-    # A leadership transfer (timeout_now) campaigns at once, as in etcd.
+    # A refusal carries the refuser's term, and a higher one is taken (as a follower, no
+    # vote cast), as in etcd: a node with the longer log but a lower term could otherwise
+    # never win a pre-vote from one with a higher term and a shorter log, and two such
+    # survivors would elect nobody. A leadership transfer (timeout_now) campaigns at once.
+
+    # PySyncObj reads the clock again when it checks the deadline: one this close counts
+    # as passed here already, so it never campaigns unasked.
+    DUE_EARLY = 0.005
 
     def _pre_vote_if_due(self):
         state = self._SyncObj__raftState
@@ -179,21 +188,23 @@ class PipelinedSyncObj(SyncObj):
                 or not self._SyncObj__transport.ready or self._SyncObj__transferInProgress):
             return
         now = raft_clock()
-        if self._SyncObj__raftElectionDeadline >= now or self._pre_vote_won_in is not None:
-            return                      # not due, or due and allowed: PySyncObj campaigns
+        if self._pre_vote_won_in is not None or self._SyncObj__raftElectionDeadline > now + self.DUE_EARLY:
+            return                      # due and allowed (PySyncObj campaigns), or not due
         if not self._SyncObj__connectedToAnyone():
             return                      # PySyncObj waits too
         term = self._SyncObj__raftCurrentTerm + 1
-        self._pre_vote = (term, {self.selfNode})
+        self._pre_vote_round += 1
+        self._pre_vote = (self._pre_vote_round, term, {self.selfNode})
         self._pre_votes_sent += 1
-        # Ask again after a full timeout, or soon after the leader's link dropped (the
+        # Ask again after a full timeout, or once soon after the leader's link dropped (the
         # survivors may not all have noticed yet when the first one asks).
         wait = (self.EARLY_ELECTION_STEP + random.uniform(0.0, self.EARLY_ELECTION_JITTER)
-                if self._last_leader_contact is None else self._SyncObj__generateRaftTimeout())
+                if self._leader_link_lost else self._SyncObj__generateRaftTimeout())
+        self._leader_link_lost = False
         self._SyncObj__raftElectionDeadline = now + wait
         for node in self.otherNodes:
             self._SyncObj__transport.send(node, {
-                "type": "pre_vote", "term": term,
+                "type": "pre_vote", "round": self._pre_vote_round, "term": term,
                 "last_log_index": self._SyncObj__getCurrentLogIndex(),
                 "last_log_term": self._SyncObj__getCurrentLogTerm()})
 
@@ -206,14 +217,24 @@ class PipelinedSyncObj(SyncObj):
             and raft_clock() - self._last_leader_contact < self.conf.raftMinTimeout))
         up_to_date = (log_term, index) >= (self._SyncObj__getCurrentLogTerm(), self._SyncObj__getCurrentLogIndex())
         granted = term > self._SyncObj__raftCurrentTerm and up_to_date and not leader_heard
-        self._SyncObj__transport.send(node, {"type": "pre_vote_response", "term": term, "granted": granted})
+        self._SyncObj__transport.send(node, {"type": "pre_vote_response", "round": message.get("round"),
+                                             "term": term, "granted": granted,
+                                             "current_term": self._SyncObj__raftCurrentTerm})
 
     def _count_pre_vote(self, node, message):
-        if (self._pre_vote is None or message.get("granted") is not True
-                or message.get("term") != self._pre_vote[0] or node not in self.otherNodes
-                or self._SyncObj__raftState == _RAFT_STATE.LEADER):
+        if self._pre_vote is None or node not in self.otherNodes or self._SyncObj__raftState == _RAFT_STATE.LEADER:
             return
-        term, granted = self._pre_vote
+        round_, term, granted = self._pre_vote
+        if message.get("round") != round_ or message.get("term") != term:
+            return                      # an answer to an earlier round
+        if message.get("granted") is not True:
+            theirs = message.get("current_term")
+            if type(theirs) is int and theirs > self._SyncObj__raftCurrentTerm:
+                self._SyncObj__setCurrentTerm(theirs, None)
+                self._SyncObj__setState(_RAFT_STATE.FOLLOWER)
+                self._pre_vote = None
+                self._SyncObj__raftElectionDeadline = raft_clock()     # ask again, at the new term
+            return
         granted.add(node)
         if len(granted) > (len(self.otherNodes) + 1) / 2 and term == self._SyncObj__raftCurrentTerm + 1:
             self._pre_vote = None
@@ -341,6 +362,7 @@ class PipelinedSyncObj(SyncObj):
         super()._SyncObj__onNodeDisconnected(node)
         if node == self._SyncObj__raftLeader:
             self._last_leader_contact = None        # grant the survivors' pre-votes at once
+            self._leader_link_lost = True
         # A leader whose process died has its sockets closed by the kernel: there is
         # no need to wait out the election timeout to notice. (A paused or cut-off
         # leader keeps its connections and is caught by the timeout as usual.)
