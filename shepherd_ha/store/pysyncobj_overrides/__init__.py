@@ -3,6 +3,7 @@
 - syncobj: PipelinedSyncObj (pipelined appends, one journal sync per tick, held
   acks, early staggered elections, journal aligned with the dump, our cipher as its
   encryptor, timed ticks), FSMConsumer, and the createJournal swap;
+- pre_vote: the PreVote mixin of PipelinedSyncObj (ask before campaigning);
 - journal: the crash-safe file journal (FileJournal's mangled internals);
 - snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
 - transport: the Raft port's connections (frame caps, handshake deadlines, protocol 5);
@@ -37,14 +38,14 @@ import pysyncobj.syncobj as _pysyncobj_syncobj  # noqa: E402
 from pysyncobj.tcp_connection import TcpConnection  # noqa: E402
 from pysyncobj.transport import TCPTransport  # noqa: E402
 
-from . import journal, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
+from . import journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
 from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
 from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
 
-OVERRIDES = ((PipelinedSyncObj, SyncObj), (FSMConsumer, SyncObjConsumer), (DurableFileJournal, FileJournal),
+OVERRIDES = ((PipelinedSyncObj, SyncObj), (pre_vote.PreVote, SyncObj), (FSMConsumer, SyncObjConsumer), (DurableFileJournal, FileJournal),
              (DurableMetaStorer, MetaStorer), (transport.GuardedConnection, TcpConnection),
              (transport.GuardedTransport, TCPTransport))
-compat.check_names([syncobj, journal, transport], OVERRIDES)
+compat.check_names([syncobj, pre_vote, journal, transport], OVERRIDES)
 
 # Log entries, chunked entries, dumps and snapshots from a leader: no arbitrary globals.
 _pysyncobj_syncobj.pickle = restricted_pickle.SAFE_PICKLE
