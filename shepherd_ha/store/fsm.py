@@ -211,7 +211,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 bucket.pop(key, None)
             else:
                 planned_object = change.object
-                change = change._replace(object=interner.intern_object(planned_object))
+                # Its previous version (or, for a new one, the last of its kind) is mostly equal.
+                change = change._replace(object=interner.intern_object(planned_object, change.previous,
+                                                                       change.resource))
                 stored[id(planned_object)] = bucket[key] = change.object
             self.revision = change.revision
             self._track_pod_cidr(change)

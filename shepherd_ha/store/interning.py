@@ -20,6 +20,14 @@ at one place would change the other too. The second place gets a duplicate inste
 equal tree with containers of its own, itself shared (keyed by its original and its
 number within the object), so the path above it is shared between objects again.
 
+Building a shape walks the whole object in Python, most of an interning's cost. An
+object is mostly equal to one already interned: a new version to its previous one (a
+status write leaves the spec as it was), a Deployment's new pod to its sibling. So a
+caller passes that prior object, and a part equal to the prior's part at the same place
+is taken from it after one comparison in C, not walked (`==` alone would take 1 for True
+or 1.0 and ignore key order: the parts' reprs must match too). Without a prior, the last
+object interned of the same kind serves.
+
 A table entry is keyed by its value's shape: for a dict its items in order (so key
 order, which the JSON on the wire keeps, is kept too), scalars with their type (True,
 1 and 1.0 stay apart) and containers by the id of their shared instance (alive as long
@@ -42,6 +50,7 @@ MUTATED = []             # what VERIFY caught in this process: (shape or "not a 
 LIVE = weakref.WeakSet()  # with VERIFY: every Interner of this process (conftest checks each after a test)
 
 _SCALARS = (str, int, bool, type(None))
+_EMPTY = {}              # the prior of a part that has none (never written to)
 SHORT_STRING = 24        # strings up to this length are interned (timestamps, IPs, phases; not uids)
 MIN_SWEEP = 4096         # entries before the first sweep
 SWEEP_SLICE = 256        # entries a sweep looks at per interned object (~20-40 us)
@@ -57,7 +66,9 @@ class Interner:
         # Callers apply one change at a time, but a race here would leave an id in
         # _keys for an object the table does not hold: that id, reused, would share wrongly.
         self._lock = threading.Lock()
+        self._last = {}          # kind -> the last object interned of it (intern_object's prior)
         self.hits = 0
+        self.reused = 0          # parts taken from a prior object after one comparison
         self.sweeps = 0
         if VERIFY:
             LIVE.add(self)
@@ -65,20 +76,29 @@ class Interner:
     def __len__(self):
         return len(self._table)
 
-    def intern_object(self, obj):
-        """A stored object (a dict with metadata): equal, its subtrees shared."""
+    def intern_object(self, obj, prior=None, kind=None):
+        """A stored object (a dict with metadata): equal, its subtrees shared. `prior`: an
+        interned object this one is likely much like (its previous version); without one,
+        the last object interned with the same `kind` (a resource name) is used."""
         if type(obj) is not dict:
             return obj
         with self._lock:
-            return self._intern_object(obj)
+            if prior is None and kind is not None:
+                prior = self._last.get(kind)
+            out = self._intern_object(obj, prior if type(prior) is dict else _EMPTY)
+            if kind is not None:
+                self._last[kind] = out
+            return out
 
-    def _intern_object(self, obj):
+    def _intern_object(self, obj, prior):
         out = {}
         for key, value in obj.items():
+            before = prior.get(key)
             if key == "metadata" and type(value) is dict:
-                value = {_intern_key(k): self._value(v) for k, v in value.items()}
+                before = before if type(before) is dict else _EMPTY
+                value = {_intern_key(k): self._value(v, before.get(k)) for k, v in value.items()}
             else:
-                value = self._value(value)
+                value = self._value(value, before)
             out[_intern_key(key)] = value
         self._make_tree(out)
         if VERIFY and not _is_tree(out, set()):
@@ -90,34 +110,45 @@ class Interner:
             self._sweep_slice(SWEEP_SLICE)
         return out
 
-    def _value(self, value):
+    def _value(self, value, prior=None):
         kind = type(value)
         if kind is str:
             return sys.intern(value) if len(value) <= SHORT_STRING else value
         if kind is dict or kind is list:
-            return self._container(value)
+            return self._container(value, prior if type(prior) is kind else None)
         return value
 
-    def _container(self, value):
+    def _container(self, value, prior=None):
+        """`value` with its parts shared; `prior` (of the same type, or None): an interned
+        container at the same place of a similar object, whose equal parts are taken."""
         shape = self._keys.get(id(value))
         if shape is not None:                # already the shared instance (kept from a previous version)
             self.hits += 1
             if VERIFY:
                 self._verify(shape, value)
             return value
+        if prior is not None:
+            prior_shape = self._keys.get(id(prior))
+            if prior_shape is not None and value == prior and repr(value) == repr(prior):
+                self.reused += 1
+                if VERIFY:
+                    self._verify(prior_shape, prior)
+                return prior
         shape = []            # None once a part is not shared (a float, a tuple): built, kept apart
         if type(value) is dict:
             built = {}
+            before = prior if prior is not None else _EMPTY
             for k, v in value.items():
                 k = _intern_key(k)
-                built[k] = v = self._value(v)
+                built[k] = v = self._value(v, before.get(k))
                 if shape is not None:
                     part = self._shape_of(v)
                     shape = None if part is None else _extend(shape, k, part)
         else:
             built = []
-            for v in value:
-                built.append(v := self._value(v))
+            before = prior if prior is not None else ()
+            for index, v in enumerate(value):
+                built.append(v := self._value(v, before[index] if index < len(before) else None))
                 if shape is not None:
                     part = self._shape_of(v)
                     shape = None if part is None else _extend(shape, part)
@@ -156,6 +187,8 @@ class Interner:
         seen.add(id(value))
         fixed = None
         for key, part in (value.items() if kind is dict else enumerate(value)):
+            if type(part) is not dict and type(part) is not list:
+                continue                     # (most parts: no call for them)
             untangled = self._untangled(part, seen, dups)
             if untangled is not part:
                 if fixed is None:

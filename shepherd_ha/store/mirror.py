@@ -56,7 +56,7 @@ class Mirror(ObjectReads):
         elif kind == "snapshot-chunk":
             bucket = self._incoming[1].setdefault(frame["resource"], {})
             for obj in frame["objects"]:
-                bucket[_key(obj)] = self._shared.intern_object(obj)
+                bucket[_key(obj)] = self._shared.intern_object(obj, kind=frame["resource"])
         elif kind == "snapshot-end":
             revision, objects = self._incoming
             self._incoming = None
@@ -79,7 +79,9 @@ class Mirror(ObjectReads):
                     # A modification comes without its previous version (store_service.py):
                     # ours is that version, and already shared (store/interning.py).
                     previous = stored if change.type == MODIFIED and stored is not None else change.previous
-                    change = change._replace(object=self._shared.intern_object(change.object), previous=previous)
+                    change = change._replace(object=self._shared.intern_object(change.object, previous,
+                                                                               change.resource),
+                                             previous=previous)
                     bucket[key] = change.object
                 fresh.append(change)
                 self._owners.replace(change.resource, key, stored, change.object)
