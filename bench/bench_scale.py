@@ -89,10 +89,12 @@ class Probe(threading.Thread):
         self.label, self.urls, self.make_request = name, urls, make_request
         self.period, self.until = period, until
         self.latencies, self.errors, self.codes = [], 0, {}
+        self.worst = None          # (seconds, when it started (monotonic), replica index) of the slowest
         self.conns = [KeepAlive(u, 10.0) for u in urls]
 
     def run(self):
         n = 0
+        self.began = time.monotonic()
         while time.monotonic() < self.until:
             started = time.monotonic()
             method, path, body = self.make_request(n)
@@ -105,6 +107,8 @@ class Probe(threading.Thread):
             self.codes[code] = self.codes.get(code, 0) + 1
             if code is not None and 200 <= code < 300:
                 self.latencies.append(took)
+                if self.worst is None or took > self.worst[0]:
+                    self.worst = (took, started, n % len(self.conns))
             else:
                 self.errors += 1
             n += 1
@@ -313,6 +317,10 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
     rows.append(("lease renewal (fleet)", len(lat), "-", ms(percentile(lat, 50)), ms(percentile(lat, 99)),
                  ms(max(lat) if lat else None), ""))
     table(["request", "n", "errors", "p50", "p99", "max", "codes"], rows)
+    for p in probes:
+        if p.worst is not None and p.worst[0] > SLO:
+            say("  slowest %s: %.0f ms, sent to r%d %.1f s into the steady state" % (
+                p.label, p.worst[0] * 1000, p.worst[2] + 1, p.worst[1] - p.began))
     say()
     say("replica processes (CPU: cores averaged over the phase)")
     conv = dict(((r[0], r[1]), r) for r in res.rows("t0", "converged"))
