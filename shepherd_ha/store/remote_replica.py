@@ -122,12 +122,20 @@ class RemoteReplica:
                 conn.send({"op": "subscribe", "args": {"from": -1 if resync else self.mirror.revision}})
                 resync = False
                 self.connected = True
+                snapshot_began = None
                 while True:
                     frame = conn.recv()
-                    if frame.get("kind") == "state":
+                    kind = frame.get("kind")
+                    if kind == "state":
                         self._set_leading(frame["leader"], frame["term"])
-                    else:
-                        self.mirror.apply_frame(frame)
+                        continue
+                    if kind == "snapshot-begin":
+                        snapshot_began = time.monotonic()
+                    self.mirror.apply_frame(frame)
+                    if kind == "snapshot-end" and snapshot_began is not None:
+                        # Writes and linearizable reads on this worker wait meanwhile.
+                        log.info("copy of the store loaded from a snapshot at revision %d in %.1f s",
+                                 frame["revision"], time.monotonic() - snapshot_began)
             except (OSError, EOFError, lp.ProtocolError) as exc:
                 if self.connected:
                     log.warning("change stream from the store process lost (%s); reconnecting", exc)

@@ -185,7 +185,11 @@ class StoreService:
                     continue
                 try:
                     changes = watch_log.since(last)
-                except WatchExpired:
+                except WatchExpired as exc:
+                    # Costly on both sides (the worker rebuilds its copy meanwhile): say so.
+                    if last > 0:
+                        log.warning("change stream subscriber at revision %d is behind: %s; sending a snapshot",
+                                    last, exc)
                     last = self._send_snapshot(conn)
                     continue
                 if changes:

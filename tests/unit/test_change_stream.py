@@ -1,5 +1,6 @@
 """The store service and a RemoteReplica over a real Unix socket, with an in-memory
 FSM standing in for Raft: the change stream, snapshots, state frames, read-your-writes."""
+import logging
 import time
 
 import pytest
@@ -103,8 +104,9 @@ def test_stream_resumes_from_its_revision_after_a_reconnect(served):
     assert [c.object["metadata"]["name"] for c in remote.watch_log.since(before)] == ["c2"]
 
 
-def test_subscriber_behind_the_watch_log_gets_a_snapshot(served):
+def test_subscriber_behind_the_watch_log_gets_a_snapshot(served, caplog):
     fake, service, remote, _ = served
+    caplog.set_level(logging.INFO)
     service.close()
     service.drop_subscribers()
     wait_for(lambda: not remote.connected)
@@ -114,6 +116,10 @@ def test_subscriber_behind_the_watch_log_gets_a_snapshot(served):
     service.start()
     wait_for(lambda: remote.mirror.revision == fake.revision())
     assert remote.watch_log.resets == resets + 1
+    # Both sides say so: the store why, the worker how long its copy took to load.
+    assert any("is behind" in r.getMessage() and "sending a snapshot" in r.getMessage() for r in caplog.records)
+    wait_for(lambda: any("loaded from a snapshot at revision %d" % fake.revision() in r.getMessage()
+                         for r in caplog.records))
     assert sorted(o["metadata"]["name"] for o in remote.list("pods", consistent=False)[0]) == \
         sorted("s%d" % i for i in range(20))
     assert remote.get("namespaces", None, "default", consistent=False)[0] is not None
