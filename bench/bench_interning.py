@@ -4,7 +4,7 @@ pay it for each change they apply: a Deployment's pods created, bound, then set 
 (statuses as bench/hollow_kubelet.py writes them), each decoded afresh from a pickle as
 the log and the change stream hand it over.
 
-Each phase runs twice on fresh interners, alternated: `plain` interns every object on
+Each round runs every phase in both modes on fresh interners, alternated: `plain` interns every object on
 its own (no prior), `prior` passes the previous version (for a create: the last pod
 interned). Prints microseconds per object and the ratio, and checks that both give
 equal objects holding the same memory.

@@ -208,7 +208,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             meta = (change.object or change.previous)["metadata"]
             key = _key(meta.get("namespace"), meta["name"])
             if change.type == DELETED:
-                bucket.pop(key, None)
+                interner.forget(change.resource, bucket.pop(key, None))
             else:
                 planned_object = change.object
                 # Its previous version (or, for a new one, the last of its kind) is mostly equal.

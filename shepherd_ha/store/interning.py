@@ -90,6 +90,13 @@ class Interner:
                 self._last[kind] = out
             return out
 
+    def forget(self, kind, obj):
+        """`obj` of `kind` was deleted: no longer keep it as the next prior (a big Secret's
+        data would otherwise stay in memory until the next object of its kind)."""
+        with self._lock:
+            if self._last.get(kind) is obj:
+                del self._last[kind]
+
     def _intern_object(self, obj, prior):
         out = {}
         for key, value in obj.items():

@@ -74,7 +74,7 @@ class Mirror(ObjectReads):
                 stored = bucket.get(key)
                 if change.type == DELETED:
                     # Its previous is the object as deleted (the FSM stamps the delete's revision).
-                    bucket.pop(key, None)
+                    self._shared.forget(change.resource, bucket.pop(key, None))
                 else:
                     # A modification comes without its previous version (store_service.py):
                     # ours is that version, and already shared (store/interning.py).

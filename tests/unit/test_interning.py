@@ -248,14 +248,15 @@ def test_an_object_interned_with_a_prior_equals_the_original_and_is_a_tree(prior
 
 def test_a_part_equal_to_the_priors_but_of_another_type_or_key_order_is_not_taken():
     interner = Interner()
+    # Every part here is shared (no float), so each would be taken were == enough.
     prior = interner.intern_object({"metadata": {"name": "a", "labels": {"x": "1", "y": "2"}},
-                                    "spec": {"flag": 1, "size": 1.0, "list": [0, 1]}})
+                                    "spec": {"flag": 1, "size": 2, "list": [0, 1]}})
     new = interner.intern_object({"metadata": {"name": "a", "labels": {"y": "2", "x": "1"}},
-                                  "spec": {"flag": True, "size": 1, "list": [False, True]}}, prior)
-    assert typed(new["spec"]) == [("flag", ("bool", "True")), ("size", ("int", "1")),
+                                  "spec": {"flag": True, "size": 2, "list": [False, True]}}, prior)
+    assert typed(new["spec"]) == [("flag", ("bool", "True")), ("size", ("int", "2")),
                                   ("list", ["list", ("bool", "False"), ("bool", "True")])]
     assert list(new["metadata"]["labels"]) == ["y", "x"]
-    assert interner.reused == 0
+    assert new["spec"] is not prior["spec"] and interner.reused == 0
 
 
 def test_a_new_version_takes_its_unchanged_parts_from_the_previous_one():
@@ -274,6 +275,11 @@ def test_a_new_version_takes_its_unchanged_parts_from_the_previous_one():
     sibling = interner.intern_object(pod("b", {"app": "web"}, "n1"), kind="pods")
     nephew = interner.intern_object(pod("c", {"app": "web"}, "n1"), kind="pods")
     assert nephew["spec"] is sibling["spec"] and nephew == pod("c", {"app": "web"}, "n1")
+    # A deleted object is not kept as the next prior (its data would stay in memory).
+    interner.forget("pods", sibling)
+    assert interner._last["pods"] is nephew
+    interner.forget("pods", nephew)
+    assert "pods" not in interner._last
     assert interner.corrupted() == []
 
 
