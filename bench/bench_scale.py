@@ -35,6 +35,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import common  # noqa: E402
 from common import KeepAlive, ms, percentile, progress, say, table  # noqa: E402
+import fleet_leader_kill  # noqa: E402
 from fleet_checks import ReplicaSampler, metric, metric_like, metrics_text  # noqa: E402
 from hollow_fleet import FleetProcess  # noqa: E402
 from replica_resources import DumpWatch, ResourceWatch, data_files, dir_size  # noqa: E402
@@ -149,6 +150,10 @@ def main():
     ap.add_argument("--converge-timeout", type=float, default=600.0)
     ap.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--keep", action="store_true", help="keep the cluster's files (logs, data) after the run")
+    ap.add_argument("--kill-leader", action="store_true",
+                    help="after the steady state, SIGKILL the leader while the fleet and a writer run, restart it, "
+                         "and check that nothing acknowledged was lost and the pods converge again "
+                         "(bench/fleet_leader_kill.py)")
     args = ap.parse_args()
     common.exit_on_sigterm()
     import yaml
@@ -213,11 +218,16 @@ def run(bc, args, tag):
         cpu_end = fleet.cpu_seconds()
         terms = sampler.stop()
         fleet_rss = fleet.rss_mb()
+        killed = None
+        if args.kill_leader:       # after every figure above: the kill is measured on its own
+            killed = fleet_leader_kill.kill_leader_under_fleet(
+                bc, fleet, args, tag, list(zip(names, sizes(args.pods, args.deployments))),
+                lambda since: wait_converged(fleet, sampler, args, since))
     finally:
         fleet.stop()
     res.stop()
     dumps.stop()
-    report(bc, args, converged, terms, final, probes, res, dumps,
+    report(bc, args, converged, terms, final, probes, res, dumps, killed,
            fleet_cpu=((cpu_conv - fleet_cpu0) / max(1e-9, t_steady - t0), (cpu_end - cpu_conv) / (t_end - t_steady)),
            fleet_rss=fleet_rss)
 
@@ -269,7 +279,7 @@ def log_counts(lc, ident):
     return counts
 
 
-def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fleet_rss):
+def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_cpu, fleet_rss):
     lc = bc.cluster
     say()
     say("results (%d nodes, %d pods in %d Deployments, lease %.0f s, status %.0f s)"
@@ -352,6 +362,10 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
     for ident in bc.ids():
         say("  %s: %s" % (ident, ", ".join("%s: %d" % kv for kv in log_counts(lc, ident).items())))
     say()
+    kill_ok = None
+    if killed is not None:
+        kill_ok = fleet_leader_kill.report(killed, say)
+        say()
     say("targets (issue 13)")
     common.target_line("all Running", "%s s" % _num(converged, "%.1f") if converged else "not converged", "<= 60 s",
                        converged is not None and converged <= 60)
@@ -364,6 +378,9 @@ def report(bc, args, converged, terms, final, probes, res, dumps, fleet_cpu, fle
     worst = max(pss for _, pss in peaks.values()) if peaks else None
     common.target_line("memory per replica (peak PSS)", "%s MB" % _num(worst, "%.0f"), "<= 500 MB",
                        worst is not None and worst <= 500)
+    if kill_ok is not None:
+        common.target_line("leader kill under the fleet", "passed" if kill_ok else "FAILED",
+                           "nothing acked lost, converged", kill_ok)
 
 
 def _num(value, fmt="%g"):

@@ -1,0 +1,158 @@
+"""A leader SIGKILLed while a hollow fleet runs (bench_scale.py --kill-leader): issue 13's
+"nothing acknowledged lost, the new leader's controllers converge" at fleet scale.
+
+While a writer creates ConfigMaps (each with its own Idempotency-Key, round-robin over
+the replicas, acknowledged = 201), the leader's server is SIGKILLed, a new leader must
+take over (its controllers active), and the victim is started again. Then every
+acknowledged ConfigMap must exist, every fleet Deployment must own exactly its replicas
+in pods (no pod lost or made twice across the failover), and all of them must be
+Running again within the convergence timeout.
+"""
+import json
+import threading
+import time
+import uuid
+
+import common
+from common import KeepAlive, progress
+
+NS = "default"
+CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
+PODS = "/api/v1/namespaces/%s/pods" % NS
+
+
+class AckedWriter(threading.Thread):
+    """ConfigMap creates at `rate` per second until stopped; names of the acknowledged ones."""
+
+    def __init__(self, urls, tag, rate=10.0):
+        super().__init__(name="acked-writer", daemon=True)
+        self.urls, self.tag, self.period = list(urls), tag, 1.0 / rate
+        self.acked, self.unknown, self.refused = [], 0, 0
+        self.acked_at = []            # monotonic time of each acknowledgement
+        self._stop = threading.Event()
+
+    def run(self):
+        conns = [KeepAlive(u, 5.0) for u in self.urls]
+        n = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            name = "kill-%s-%d" % (self.tag, n)
+            body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": name, "labels": {"kill-run": self.tag}},
+                               "data": {"n": str(n)}}).encode()
+            headers = {"Content-Type": "application/json", "Idempotency-Key": uuid.uuid4().hex}
+            try:
+                code, _ = conns[n % len(conns)].request("POST", CONFIGMAPS, body, headers)
+            except Exception:  # noqa: BLE001 - outcome unknown: it may or may not exist
+                code = None
+            if code == 201:
+                self.acked.append(name)
+                self.acked_at.append(time.monotonic())
+            elif code is None or code >= 500:
+                self.unknown += 1
+            else:
+                self.refused += 1
+            n += 1
+            self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+        for c in conns:
+            c.close()
+
+    def stop(self):
+        self._stop.set()
+        self.join(30)
+
+
+def _leader_state(urls, exclude=None):
+    for url in urls:
+        state = common.get_json(url, "/shepherd/v1/replica", 2.0)
+        if state and state.get("role") == "leader" and state.get("id") != exclude:
+            return state
+    return None
+
+
+def _list(url, path, selector, timeout=60):
+    data = common.get_json(url, "%s?labelSelector=%s" % (path, selector), timeout=timeout)
+    return None if data is None else data.get("items") or []
+
+
+def kill_leader_under_fleet(bc, fleet, args, tag, deployments, wait_converged):
+    """SIGKILL the leader with the fleet and a writer running; the result as a dict.
+    deployments: [(name, replicas)]; wait_converged(t0) -> seconds until all Running or None."""
+    urls = bc.urls()
+    writer = AckedWriter(urls, tag)
+    writer.start()
+    time.sleep(10)                   # acknowledged writes before the kill
+    before = _leader_state(urls)
+    if before is None:
+        writer.stop()
+        return {"error": "no leader before the kill"}
+    victim, term = before["id"], before["term"]
+    progress("killing the leader %s (term %d) with SIGKILL" % (victim, term))
+    t_kill = time.monotonic()
+    bc.cluster.kill(victim)
+    others = [u for u, i in zip(urls, bc.ids()) if i != victim]
+    new, elected, active = None, None, None
+    deadline = t_kill + 60
+    while time.monotonic() < deadline and active is None:
+        new = _leader_state(others, exclude=victim)
+        if new is not None:
+            elected = elected or time.monotonic() - t_kill
+            if (new.get("controllers") or {}).get("active"):
+                active = time.monotonic() - t_kill
+        time.sleep(0.05)
+    last_ack = max((t for t in writer.acked_at if t < t_kill), default=None)
+    progress("new leader %s (term %s) after %s s, its controllers active after %s s; restarting %s" % (
+        new and new["id"], new and new["term"], "%.2f" % elected if elected else "-",
+        "%.2f" % active if active else "-", victim))
+    bc.cluster.start(victim)
+    bc.cluster.wait_ready(120, ids=bc.ids())
+    time.sleep(10)                   # acknowledged writes after the victim is back
+    writer.stop()
+    first_ack = min((t for t in writer.acked_at if t > t_kill), default=None)
+    converged = wait_converged(t_kill)
+    # Every acknowledged ConfigMap, on a linearizable list from each replica.
+    missing = {}
+    for url, ident in zip(urls, bc.ids()):
+        items = _list(url, CONFIGMAPS, "kill-run=" + tag)
+        have = None if items is None else {i["metadata"]["name"] for i in items}
+        missing[ident] = None if have is None else sorted(set(writer.acked) - have)
+    counts = {}
+    for name, replicas in deployments:
+        items = _list(urls[0], PODS, "app=" + name)
+        counts[name] = (None if items is None else
+                        sum(1 for p in items if not (p.get("metadata") or {}).get("deletionTimestamp")), replicas)
+    return {"victim": victim, "term": term, "new_leader": new and new["id"], "new_term": new and new["term"],
+            "elected_after": elected, "controllers_active_after": active,
+            "write_gap": (first_ack - last_ack) if first_ack and last_ack else None,
+            "acked": len(writer.acked), "unknown": writer.unknown, "refused": writer.refused,
+            "missing": missing, "converged_after_kill": converged, "deployment_pods": counts}
+
+
+def report(result, say):
+    say("leader SIGKILLed while the fleet ran (--kill-leader)")
+    if "error" in result:
+        say("  %s" % result["error"])
+        return False
+    say("  victim %s (term %d) -> new leader %s (term %s) after %s s, its controllers active after %s s" % (
+        result["victim"], result["term"], result["new_leader"], result["new_term"],
+        _s(result["elected_after"]), _s(result["controllers_active_after"])))
+    say("  writer: %d creates acknowledged, %d unknown (timeouts, 5xx), %d refused; gap between the last "
+        "acknowledgement before the kill and the first after it: %s s" % (
+            result["acked"], result["unknown"], result["refused"], _s(result["write_gap"])))
+    lost = {i: m for i, m in result["missing"].items() if m}
+    unread = [i for i, m in result["missing"].items() if m is None]
+    say("  acknowledged creates missing: %s%s" % (
+        "none on any replica" if not lost and not unread else
+        "; ".join("%s: %d (%s)" % (i, len(m), ", ".join(m[:3])) for i, m in sorted(lost.items())),
+        "; not readable on %s" % ", ".join(unread) if unread else ""))
+    wrong = {n: c for n, c in result["deployment_pods"].items() if c[0] != c[1]}
+    say("  Deployments with a pod count other than their replicas: %s" % (
+        "none (%d checked)" % len(result["deployment_pods"]) if not wrong else
+        ", ".join("%s %s of %d" % (n, c[0], c[1]) for n, c in sorted(wrong.items()))))
+    say("  all pods Running again %s" % ("%.1f s after the kill" % result["converged_after_kill"]
+                                          if result["converged_after_kill"] is not None else "NOT within the timeout"))
+    return not lost and not unread and not wrong and result["converged_after_kill"] is not None
+
+
+def _s(value):
+    return "%.3f" % value if value is not None else "-"
