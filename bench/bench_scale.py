@@ -221,8 +221,10 @@ def run(bc, args, tag):
         killed = None
         if args.kill_leader:       # after every figure above: the kill is measured on its own
             killed = fleet_leader_kill.kill_leader_under_fleet(
-                bc, fleet, args, tag, list(zip(names, sizes(args.pods, args.deployments))),
-                lambda since: wait_converged(fleet, sampler, args, since))
+                bc, args, tag, list(zip(names, sizes(args.pods, args.deployments))),
+                lambda name, n: post_json(urls, DEPLOYMENTS, deployment(name, n, {"fleet-run": tag})),
+                lambda pods, since: wait_converged(fleet, sampler, argparse.Namespace(**dict(
+                    vars(args), pods=pods)), since))
     finally:
         fleet.stop()
     res.stop()

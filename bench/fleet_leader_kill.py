@@ -2,11 +2,12 @@
 "nothing acknowledged lost, the new leader's controllers converge" at fleet scale.
 
 While a writer creates ConfigMaps (each with its own Idempotency-Key, round-robin over
-the replicas, acknowledged = 201), the leader's server is SIGKILLed, a new leader must
-take over (its controllers active), and the victim is started again. Then every
-acknowledged ConfigMap must exist, every fleet Deployment must own exactly its replicas
-in pods (no pod lost or made twice across the failover), and all of them must be
-Running again within the convergence timeout.
+the replicas, acknowledged = 201) and the controllers are busy with a new Deployment (a
+tenth of the fleet's pods, created 3 s before), the leader's server is SIGKILLed, a new
+leader must take over (its controllers active), and the victim is started again. Then
+every acknowledged ConfigMap must exist on every replica, every fleet Deployment must own
+exactly its replicas in pods (none lost or made twice across the failover), and all of
+them must be Running within the convergence timeout.
 """
 import json
 import threading
@@ -29,12 +30,12 @@ class AckedWriter(threading.Thread):
         self.urls, self.tag, self.period = list(urls), tag, 1.0 / rate
         self.acked, self.unknown, self.refused = [], 0, 0
         self.acked_at = []            # monotonic time of each acknowledgement
-        self._stop = threading.Event()
+        self._halt = threading.Event()
 
     def run(self):
         conns = [KeepAlive(u, 5.0) for u in self.urls]
         n = 0
-        while not self._stop.is_set():
+        while not self._halt.is_set():
             started = time.monotonic()
             name = "kill-%s-%d" % (self.tag, n)
             body = json.dumps({"apiVersion": "v1", "kind": "ConfigMap",
@@ -53,12 +54,12 @@ class AckedWriter(threading.Thread):
             else:
                 self.refused += 1
             n += 1
-            self._stop.wait(max(0.0, self.period - (time.monotonic() - started)))
+            self._halt.wait(max(0.0, self.period - (time.monotonic() - started)))
         for c in conns:
             c.close()
 
     def stop(self):
-        self._stop.set()
+        self._halt.set()
         self.join(30)
 
 
@@ -75,13 +76,19 @@ def _list(url, path, selector, timeout=60):
     return None if data is None else data.get("items") or []
 
 
-def kill_leader_under_fleet(bc, fleet, args, tag, deployments, wait_converged):
-    """SIGKILL the leader with the fleet and a writer running; the result as a dict.
-    deployments: [(name, replicas)]; wait_converged(t0) -> seconds until all Running or None."""
+def kill_leader_under_fleet(bc, args, tag, deployments, create_deployment, wait_converged):
+    """SIGKILL the leader with the fleet, a writer and the controllers busy; the result as
+    a dict. deployments: [(name, replicas)] already Running; create_deployment(name,
+    replicas); wait_converged(pods, since) -> seconds until `pods` are Running, or None."""
     urls = bc.urls()
     writer = AckedWriter(urls, tag)
     writer.start()
-    time.sleep(10)                   # acknowledged writes before the kill
+    time.sleep(7)                    # acknowledged writes before the kill
+    extra = ("kill-%s" % tag, max(100, args.pods // 10))
+    create_deployment(*extra)
+    deployments = list(deployments) + [extra]
+    progress("Deployment %s of %d pods created; the kill follows in 3 s" % extra)
+    time.sleep(3)
     before = _leader_state(urls)
     if before is None:
         writer.stop()
@@ -109,7 +116,7 @@ def kill_leader_under_fleet(bc, fleet, args, tag, deployments, wait_converged):
     time.sleep(10)                   # acknowledged writes after the victim is back
     writer.stop()
     first_ack = min((t for t in writer.acked_at if t > t_kill), default=None)
-    converged = wait_converged(t_kill)
+    converged = wait_converged(sum(n for _, n in deployments), t_kill)
     # Every acknowledged ConfigMap, on a linearizable list from each replica.
     missing = {}
     for url, ident in zip(urls, bc.ids()):
@@ -149,8 +156,9 @@ def report(result, say):
     say("  Deployments with a pod count other than their replicas: %s" % (
         "none (%d checked)" % len(result["deployment_pods"]) if not wrong else
         ", ".join("%s %s of %d" % (n, c[0], c[1]) for n, c in sorted(wrong.items()))))
-    say("  all pods Running again %s" % ("%.1f s after the kill" % result["converged_after_kill"]
-                                          if result["converged_after_kill"] is not None else "NOT within the timeout"))
+    say("  all pods Running, the new Deployment's too (checked once the victim was back and the writer had "
+        "stopped): %s" % ("%.1f s after the kill" % result["converged_after_kill"]
+                          if result["converged_after_kill"] is not None else "NOT within the timeout"))
     return not lost and not unread and not wrong and result["converged_after_kill"] is not None
 
 
