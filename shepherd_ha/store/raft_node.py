@@ -28,7 +28,7 @@ import time
 
 from shepherd_ha.options import ConfigError
 
-from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj,
+from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj, raft_clock,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
 from . import data_at_rest, gc_tuning, raft_secrets
 from .entry_size import ENTRY_THRESHOLD
@@ -134,7 +134,8 @@ class RaftNode:
             onReady=gc_tuning.freeze_survivors,     # the journal replayed: out of the collector's way
         )
         snapshot_child.install()
-        self.tick_gaps = TickGapMeter()
+        # A tick this late may already let the followers campaign: say so when it happens.
+        self.tick_gaps = TickGapMeter(warn_after=settings.election_timeout_min)
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
@@ -166,9 +167,19 @@ class RaftNode:
             self._led_term = term
         elif ROLES.get(new) == "candidate" and term is not None:
             term += 1                   # PySyncObj raises the term just after this callback
+            why = self._why_campaign()
         log.info("Raft role %s -> %s at term %s%s", ROLES.get(old), ROLES.get(new), term, why)
         if self._on_state_change is not None:
             self._on_state_change(ROLES.get(new) == "leader")
+
+    def _why_campaign(self):
+        """What a candidate saw: how long since a leader last reached it, and how long its
+        own tick thread stood still lately (a stall of this process, not of the leader)."""
+        heard = getattr(self.syncobj, "_last_leader_contact", None)
+        since = ("no leader heard since start, or its connection dropped" if heard is None else
+                 "last heard from a leader %.2f s ago" % (raft_clock() - heard))
+        return ": %s; longest Raft tick gap here in the last minute %.2f s" % (
+            since, self.tick_gaps.snapshot()["maxSeconds"])
 
     # ---- state ----
 

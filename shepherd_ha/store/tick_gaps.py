@@ -7,16 +7,23 @@ GIL held by another thread, the whole process stopped, a slow apply) shows up as
 longer gap, and a gap near the election timeout costs an election.
 """
 import bisect
+import logging
 import threading
 import time
 
+log = logging.getLogger(__name__)
+
 BUCKETS = (0.025, 0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0)
+WARN_EVERY = 10.0          # seconds between two warnings of long gaps (the others are counted)
 
 
 class TickGapMeter:
-    def __init__(self, window=60.0, clock=time.monotonic):
+    def __init__(self, window=60.0, clock=time.monotonic, warn_after=None):
         self.window = window
         self._clock = clock
+        self.warn_after = warn_after    # a gap this long is logged (None: never)
+        self._warned_at = None
+        self._unwarned = 0              # long gaps since the last warning
         self._lock = threading.Lock()
         self._last_start = None
         self._window_start = None
@@ -33,6 +40,8 @@ class TickGapMeter:
             self._roll(now)
             if self._last_start is not None:
                 self._observe(now - self._last_start)
+                if self.warn_after is not None and now - self._last_start >= self.warn_after:
+                    self._warn(now - self._last_start, now)
             self._last_start = now
 
     def _roll(self, now):
@@ -44,6 +53,15 @@ class TickGapMeter:
             self._previous_max = self._window_max if elapsed < 2 * self.window else 0.0
             self._window_max = 0.0
             self._window_start = now - elapsed % self.window
+
+    def _warn(self, gap, now):
+        if self._warned_at is not None and now - self._warned_at < WARN_EVERY:
+            self._unwarned += 1
+            return
+        log.warning("the Raft tick thread stood still for %.2f s (the election timeout starts at %.2f s: the "
+                    "followers may campaign)%s", gap, self.warn_after,
+                    "; %d more such gap(s) since the last warning" % self._unwarned if self._unwarned else "")
+        self._warned_at, self._unwarned = now, 0
 
     def _observe(self, gap):
         self._counts[bisect.bisect_left(BUCKETS, gap)] += 1

@@ -174,6 +174,9 @@ def test_a_leader_cut_off_from_everyone_steps_down_and_the_rest_elect_and_say_wh
     said = [r.getMessage() for r in caplog.records]
     assert any("leader -> follower at term %d: no answer from a majority" % term in m for m in said), said
     assert any(m.endswith("-> leader at term %d" % new.term()) for m in said), said
+    # A candidate says how long it had not heard from a leader, and how still its own tick stood.
+    assert any("-> candidate at term %d: last heard from a leader" % t in m and "longest Raft tick gap here" in m
+               for m in said for t in range(term + 1, new.term() + 1)), said
     _stable_leader(nodes)               # the old leader follows the new one once it hears again
 
 

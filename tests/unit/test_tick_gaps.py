@@ -49,6 +49,21 @@ def test_a_tick_late_right_now_counts_before_it_happens():
     assert meter.snapshot()["maxSeconds"] == pytest.approx(3.0)
 
 
+def test_a_gap_as_long_as_the_election_timeout_is_logged_at_most_every_ten_seconds(caplog):
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock, warn_after=0.3)
+    for gap in (0.0, 0.05, 0.29, 0.45, 0.05, 0.6, 0.7):
+        clock.now += gap
+        meter.tick()
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "stood still for 0.45 s" in warned[0], warned
+    clock.now += 11
+    meter.tick()                       # an 11 s gap, after the quiet period: said, with the two skipped
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 2 and "stood still for 11.00 s" in warned[1] and "2 more such gap(s)" in warned[1]
+    assert TickGapMeter(clock=clock).warn_after is None      # off unless asked for
+
+
 @pytest.fixture
 def replica(tmp_path):
     port = find_base_port(1)
