@@ -4,7 +4,7 @@ control (shepherd_ha/api/flow_control.py), on fresh 3-replica local clusters.
 
 Each mode gets its own cluster:
   off   --max-requests-inflight 0 --max-watches 0 --api-threads 48 (the replica as it was)
-  on    the defaults (64 seats: system 32 / workload 31 / bulk 1, queues as long, 1 s wait)
+  on    the defaults (64 seats: system 16 / workload 47 / bulk 1, queues as long, 1 s wait)
 
 In each: node n1 and its lease, N pods (1 KiB, bound to n1). Then on the leader:
   idle  a lease renewal (merge PATCH of renewTime) every 0.2 s for --idle seconds

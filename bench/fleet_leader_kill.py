@@ -63,12 +63,19 @@ class AckedWriter(threading.Thread):
         self.join(30)
 
 
-def _leader_state(urls, exclude=None):
-    for url in urls:
-        state = common.get_json(url, "/shepherd/v1/replica", 2.0)
-        if state and state.get("role") == "leader" and state.get("id") != exclude:
-            return state
-    return None
+def _leader_state(urls, exclude=None, patience=0.0):
+    """The leader's /shepherd/v1/replica, asking each replica in turn for up to `patience`
+    seconds: under load a replica may answer 429 or slowly (a 1,000-node fleet holds most
+    of the `system` seats this report shares)."""
+    deadline = time.monotonic() + patience
+    while True:
+        for url in urls:
+            state = common.get_json(url, "/shepherd/v1/replica", 5.0)
+            if state and state.get("role") == "leader" and state.get("id") != exclude:
+                return state
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.2)
 
 
 def _list(url, path, selector, timeout=60):
@@ -89,10 +96,10 @@ def kill_leader_under_fleet(bc, args, tag, deployments, create_deployment, wait_
     deployments = list(deployments) + [extra]
     progress("Deployment %s of %d pods created; the kill follows in 3 s" % extra)
     time.sleep(3)
-    before = _leader_state(urls)
+    before = _leader_state(urls, patience=60)
     if before is None:
         writer.stop()
-        return {"error": "no leader before the kill"}
+        return {"error": "no replica reported itself leader within 60 s before the kill"}
     victim, term = before["id"], before["term"]
     progress("killing the leader %s (term %d) with SIGKILL" % (victim, term))
     t_kill = time.monotonic()

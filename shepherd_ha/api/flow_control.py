@@ -41,16 +41,13 @@ from shepherd_ha.options import ConfigError
 
 SYSTEM, WORKLOAD, BULK = "system", "workload", "bulk"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 32 / 31 / 1 seats). Bulk
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 47 / 1 seats). Bulk
 # stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
 # than one after the other, and each one more slows everything else down, the Raft
-# tick included (docs/benchmarks.md, flow control). System gets half: at 1,000 nodes
-# leases and node status are most of the requests, and a seat is held while the write
-# waits for Raft, so with a quarter (16) a loaded replica refused renewals until nodes
-# went NotReady. Measured (run N, 1,000 nodes / 30,000 pods, one run each): nodes
-# falsely NotReady 59 -> 36 and renewals done +37 %, for a burst that converged in
-# 565 s instead of 416 s: a healthy node marked NotReady takes its pods out of Services.
-SHARES = {SYSTEM: 32, WORKLOAD: 31, BULK: 1}
+# tick included (docs/benchmarks.md, flow control). Half the seats to system (32 / 31 / 1)
+# was tried at 1,000 nodes: fewer 429s for renewals, but no clear change in nodes falsely
+# NotReady or in convergence over two runs each (docs/benchmarks.md, run N).
+SHARES = {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
 SYSTEM_WATCH_SHARE = 0.75
 RETRY_AFTER = {SYSTEM: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
 SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers

@@ -96,7 +96,7 @@ def test_a_full_bulk_level_answers_429_while_system_requests_pass(setup):
     assert metric(url, 'shepherd_flowcontrol_rejected_requests_total{priority_level="bulk",reason="queue-full"}') == 1
     assert metric(url, 'shepherd_flowcontrol_current_inflight_requests{priority_level="bulk"}') == 1
     assert metric(url, 'shepherd_flowcontrol_current_inqueue_requests{priority_level="bulk"}') == 1
-    assert metric(url, 'shepherd_flowcontrol_seats{priority_level="system"}') == 4
+    assert metric(url, 'shepherd_flowcontrol_seats{priority_level="system"}') == 2
 
     replica.gate.set()
     for t in lists:

@@ -39,8 +39,8 @@ class Waiter(threading.Thread):
 # ---- seats ----
 
 def test_seats_are_shares_of_the_limit_rounded_up_at_least_one():
-    assert seats_by_level(64) == {SYSTEM: 32, WORKLOAD: 31, BULK: 1}
-    assert seats_by_level(8) == {SYSTEM: 4, WORKLOAD: 4, BULK: 1}
+    assert seats_by_level(64) == {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
+    assert seats_by_level(8) == {SYSTEM: 2, WORKLOAD: 6, BULK: 1}
     assert seats_by_level(1) == {SYSTEM: 1, WORKLOAD: 1, BULK: 1}
 
 
@@ -219,7 +219,7 @@ def test_threads_cover_every_seat_queue_and_slot():
 def test_options_are_checked():
     values = {"max_requests_inflight": 32, "max_watches": 10, "request_queue_wait": 0.5}
     flow = FlowControl.from_values(values, "r1")
-    assert flow.levels[SYSTEM].seats == 16 and flow.queue_wait == 0.5
+    assert flow.levels[SYSTEM].seats == 8 and flow.queue_wait == 0.5
     for key in values:
         with pytest.raises(ConfigError, match="--%s must be 0 or more" % key.replace("_", "-")):
             FlowControl.from_values(dict(values, **{key: -1}))
