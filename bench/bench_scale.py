@@ -202,7 +202,7 @@ def run(bc, args, tag):
             if code not in (201, 409):
                 progress("Deployment %s: HTTP %s" % (name, code))
         progress("%d Deployments created in %.1f s" % (args.deployments, time.monotonic() - t0))
-        converged = wait_converged(fleet, sampler, args, t0)
+        converged = wait_converged(fleet, sampler, args.pods, args.converge_timeout, t0)
         res.mark("converged")
         t_steady = time.monotonic()
         cpu_conv = fleet.cpu_seconds()
@@ -223,8 +223,7 @@ def run(bc, args, tag):
             killed = fleet_leader_kill.kill_leader_under_fleet(
                 bc, args, tag, list(zip(names, sizes(args.pods, args.deployments))),
                 lambda name, n: post_json(urls, DEPLOYMENTS, deployment(name, n, {"fleet-run": tag})),
-                lambda pods, since: wait_converged(fleet, sampler, argparse.Namespace(**dict(
-                    vars(args), pods=pods)), since))
+                lambda pods, since: wait_converged(fleet, sampler, pods, args.converge_timeout, since))
     finally:
         fleet.stop()
     res.stop()
@@ -242,16 +241,16 @@ def common_opt(args, key, default):
     return default
 
 
-def wait_converged(fleet, sampler, args, t0):
-    """Seconds from the first Deployment until all pods were Running (None: not within the timeout)."""
-    deadline = t0 + args.converge_timeout
+def wait_converged(fleet, sampler, want, timeout, t0):
+    """Seconds from t0 until `want` pods were Running (None: not within `timeout`)."""
+    deadline = t0 + timeout
     last_line = 0.0
     while time.monotonic() < deadline:
         s = fleet.stats(since=time.monotonic() - 5)
         pods = s["pods"]
         now = time.monotonic()
-        if pods["running"] >= args.pods and pods["total"] >= args.pods:
-            progress("all %d pods Running after %.1f s" % (args.pods, now - t0))
+        if pods["running"] >= want and pods["total"] >= want:
+            progress("all %d pods Running after %.1f s" % (want, now - t0))
             return now - t0
         if now - last_line >= 5:
             last_line = now
@@ -263,7 +262,7 @@ def wait_converged(fleet, sampler, args, t0):
                                                       s["renew_failures"], ms(percentile(lat, 99), 0),
                                                       s["cpu_seconds"] or 0))
         time.sleep(1.0)
-    progress("not converged within %.0f s" % args.converge_timeout)
+    progress("not converged within %.0f s" % timeout)
     return None
 
 
