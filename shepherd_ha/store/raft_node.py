@@ -47,9 +47,17 @@ class RaftSettings:
     accepted_passwords: tuple = ()         # also accepted from peers while the secret is rotated
     bind_address: str = None               # defaults to self_address
     heartbeat: float = 0.05                # appendEntriesPeriod
-    election_timeout_min: float = 0.3
-    election_timeout_max: float = 0.6
-    leader_fallback: float = 1.0
+    # etcd's 1 s election timeout, not PySyncObj's 0.3 s: under load a store process can
+    # stand still for 0.3-0.9 s (a 1,000-node fleet on 2 cores, docs/benchmarks.md run O),
+    # and both followers losing a stalled leader for 0.3 s was enough for an election. A
+    # crashed leader is still noticed at once through its closed connections, and a start
+    # campaigns after FIRST_ELECTION (syncobj.py), so only a paused or cut-off leader is
+    # found later than before.
+    election_timeout_min: float = 1.0
+    election_timeout_max: float = 2.0
+    # As long as the longest election timeout: a leader that stood still itself (its
+    # followers' answers unread in its socket) must not step down before they would elect.
+    leader_fallback: float = 2.0
     log_compaction_entries: int = 20000
     log_compaction_seconds: int = 600
     # Also compact once the log holds this many bytes: PySyncObj keeps every entry since the

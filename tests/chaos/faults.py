@@ -24,7 +24,7 @@ from .probes import CTL_BURST, CTL_LOW
 from .quiescence import FENCED_METRIC
 
 KINDS = ("kill-leader", "kill-random", "pause", "cut", "full-restart")
-PAUSE_SECONDS = 2.5      # > election_timeout_max (0.6 s) and > leader_fallback (1 s)
+PAUSE_SECONDS = 3.0      # > election_timeout_max (2 s) and > leader_fallback (2 s)
 PAUSE_ATTEMPTS = 8       # pauses per pause fault, until one catches a controller write to fence (the
                          # owner index made controller passes short: 4 missed once in CI)
 FENCE_WAIT_SECONDS = 3.0  # after a pause, how long the resumed leader's fenced writes may take to show

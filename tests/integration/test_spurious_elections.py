@@ -22,7 +22,7 @@ from shepherd_ha.store.raft_node import RaftNode
 
 from .helpers import loopback_raft_settings
 
-STALL = 1.5          # seconds: well over the 0.3-0.6 s election timeout
+STALL = 2.5          # seconds: over the 1-2 s election timeout
 
 
 @pytest.fixture
@@ -114,7 +114,7 @@ def test_a_follower_cut_off_from_its_leader_alone_does_not_depose_it(nodes):
     seen, watcher = _watch_roles(nodes, stop)
     undo = _drop_messages_to(leader, cut)
     try:
-        time.sleep(3.0)                 # 5-10 election timeouts of the cut-off follower
+        time.sleep(5.0)                 # 2.5-5 election timeouts of the cut-off follower
         asked = getattr(cut.syncobj, "_pre_votes_sent", 0)
     finally:
         undo()
@@ -124,7 +124,7 @@ def test_a_follower_cut_off_from_its_leader_alone_does_not_depose_it(nodes):
     assert [n.term() for n in nodes] == terms, "the term moved: %s -> %s" % (terms, [n.term() for n in nodes])
     assert {(role, term) for i, role, term in seen if nodes[i] is leader} == {("leader", terms[0])}, \
         "the leader stepped down while one follower could not hear it"
-    assert asked >= 3, "the cut-off follower asked for pre-votes %d times in 3 s" % asked
+    assert asked >= 2, "the cut-off follower asked for pre-votes %d times in 5 s" % asked
     # the cut-off follower follows again: it holds a write made after the cut
     assert leader.submit(commands.barrier(), 5.0) is not None
     _stable_leader(nodes)

@@ -22,7 +22,7 @@ def test_precedence_flag_env_file_default(tmp_path):
     assert values["heartbeat"] == 0.06
     assert values["api_bind"] == "127.0.0.1:9999"
     assert values["write_timeout"] == 3.0
-    assert values["election_timeout_max"] == 0.6
+    assert values["election_timeout_max"] == 2.0
 
 
 def test_unknown_file_key_and_bad_types_are_named(tmp_path):

@@ -74,6 +74,8 @@ class PipelinedSyncObj(PreVote, SyncObj):
     rewinds it as before.
     """
 
+    FIRST_ELECTION = (0.3, 0.6)     # seconds after start (see __init__)
+
     # Checked against SyncObj at import (compat.bad_overrides), with the mangled ones.
     _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
@@ -99,6 +101,13 @@ class PipelinedSyncObj(PreVote, SyncObj):
         self._init_pre_vote()
         # Our transport: checked frame sizes, handshake deadlines, no pickled globals (transport).
         super().__init__(selfNode, otherNodes, conf, consumers=consumers, transportClass=GuardedTransport)
+        # Like etcd's initial-election-tick-advance: a starting node asks for pre-votes after
+        # FIRST_ELECTION, not a whole (1-2 s) election timeout. Pre-vote keeps this safe: while
+        # the others hear a leader they refuse, and this node waits a full timeout after that.
+        low, high = (min(bound, limit) for bound, limit in zip(self.FIRST_ELECTION,
+                                                                (conf.raftMinTimeout, conf.raftMaxTimeout)))
+        self._SyncObj__raftElectionDeadline = min(self._SyncObj__raftElectionDeadline,
+                                                  raft_clock() + random.uniform(low, high))
 
     # ---- state read by RaftNode ----
 
