@@ -200,7 +200,6 @@ class NodeManager:
                     log.info("lease renewed again")
                 failing = False
                 if self.registered.is_set():
-                    self._check_node()
                     usage = self.sampler.sample()
                     if U.big_change(self.last_usage, usage) \
                             or bool(self.runtime_error()) != self._runtime_failing_posted:
@@ -233,7 +232,12 @@ class NodeManager:
                     next_post = time.monotonic() + self.status_interval
                 elif self._post_now.is_set() or time.monotonic() >= next_post:
                     self._post_now.clear()
-                    self.post_status()
+                    # Read the Node once per post, not after every lease renewal: 1,000 agents
+                    # GETting theirs every 5 s were a third of a 2-core control plane's CPU
+                    # (docs/benchmarks.md, run O). A deleted Node is found here, in one interval.
+                    self._check_node()
+                    if self.registered.is_set():
+                        self.post_status()
                     next_post = time.monotonic() + self.status_interval
             except ApiError as err:
                 if err.code == 404:

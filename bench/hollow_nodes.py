@@ -4,10 +4,11 @@ Per node, as agent/node.py does it:
 - registration: POST /api/v1/nodes (labels, capacity, allocatable, addresses, nodeInfo,
   a Ready condition), then a status PATCH; its Lease in kube-node-lease created;
 - every `lease_interval` (the agent's 5 s): a merge PATCH of the Lease's spec
-  (holderIdentity, leaseDurationSeconds, renewTime with microseconds), then a GET of
-  its Node at resourceVersion=0 (the agent's check that it was not deleted);
-- every `status_interval` (the agent's 30 s): a merge PATCH of the status subresource
-  (conditions with Ready True and lastHeartbeatTime, capacity, usage).
+  (holderIdentity, leaseDurationSeconds, renewTime with microseconds);
+- every `status_interval` (the agent's 30 s): a GET of its Node at resourceVersion=0
+  (the agent's check that it was not deleted, and what the control plane set), then a
+  merge PATCH of the status subresource (conditions with Ready True and
+  lastHeartbeatTime, capacity, usage).
 Each node holds its own keep-alive connection to its home replica (node i talks to
 replica i mod R), like an agent; a failed or 503 write moves to the next replica with
 the same Idempotency-Key, as shepherd_ha/client does. Node loops start at random
@@ -255,10 +256,6 @@ class NodeFleet:
             self.stats.renew_failures += 1
         if done - started > self.lease_interval:
             self.stats.overruns += 1
-        if self.check_node and code == 200:
-            await self.call(node, "GET", "%s/%s?resourceVersion=0" % (NODES, node.name),
-                            deadline=started + self.lease_interval)
-            self.stats.node_gets += 1
         await self._sleep(stop, self.lease_interval - (time.monotonic() - started))
 
     async def _status_loop(self, node, stop):
@@ -266,6 +263,10 @@ class NodeFleet:
         path = "%s/%s/status" % (NODES, node.name)
         while not stop.is_set():
             started = time.monotonic()
+            if self.check_node:
+                await self.call(node, "GET", "%s/%s?resourceVersion=0" % (NODES, node.name),
+                                deadline=started + self.status_interval)
+                self.stats.node_gets += 1
             code, _ = await self.call(node, "PATCH", path, {"status": self.status(node)}, MERGE_PATCH,
                                       deadline=started + self.status_interval)
             if code == 200:

@@ -5,7 +5,10 @@ but /healthz and /readyz needs a seat at its priority level before its handler r
 and keeps it until its response is in the server's hands (api/app.py).
 
   system    node leases, Node objects and their status written by agents, agents'
-            watches (and their pod lists by node), health, metrics and replica status
+            watches (and their pod lists by node)
+  status    operators' and monitors' view of the replica: /shepherd/v1/replica,
+            /metrics, /version (cheap, local); seats of their own so that a fleet
+            holding every system seat does not hide which replica leads
   workload  everything else: ordinary reads and writes
   bulk      lists of large collections (pods, events, leases, ...) without a label or
             field selector, and watches that start with such a list
@@ -39,17 +42,19 @@ import time
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.options import ConfigError
 
-SYSTEM, WORKLOAD, BULK = "system", "workload", "bulk"
+SYSTEM, STATUS, WORKLOAD, BULK = "system", "status", "workload", "bulk"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 16 / 47 / 1 seats). Bulk
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 45 / 1 seats). Bulk
 # stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
 # than one after the other, and each one more slows everything else down, the Raft
 # tick included (docs/benchmarks.md, flow control). Half the seats to system (32 / 31 / 1)
 # was tried at 1,000 nodes: fewer 429s for renewals, but no clear change in nodes falsely
 # NotReady or in convergence over two runs each (docs/benchmarks.md, run N).
-SHARES = {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
+# Status got its 2 seats when a 1,000-node fleet's renewals, queued in system, kept
+# /shepherd/v1/replica from answering for a minute (docs/benchmarks.md, run O).
+SHARES = {SYSTEM: 16, STATUS: 2, WORKLOAD: 45, BULK: 1}
 SYSTEM_WATCH_SHARE = 0.75
-RETRY_AFTER = {SYSTEM: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
+RETRY_AFTER = {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
 SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers
 GROUP_NODES = "system:nodes"
 AGENT_USER_AGENT = "shepherd-agent/"        # agent/main.py's client
@@ -57,11 +62,12 @@ AGENT_USER_AGENT = "shepherd-agent/"        # agent/main.py's client
 EXEMPT_PATHS = frozenset(("/healthz", "/readyz"))
 # The cluster view is not here: it waits on the other replicas (0.5 s each when one is
 # down), and what it asks them for (/shepherd/v1/replica) is.
-SYSTEM_PATHS = frozenset(("/metrics", "/version", "/version/", "/shepherd/v1/replica"))
+STATUS_PATHS = frozenset(("/metrics", "/version", "/version/", "/shepherd/v1/replica"))
 BULK_PATHS = frozenset(("/shepherd/v1/snapshot",))     # every object of the store, streamed
 LARGE_COLLECTIONS = frozenset(("pods", "events", "leases", "nodes", "endpoints", "controllerrevisions"))
 _DESCRIPTIONS = {
     SYSTEM: "node leases, node status and agents' watches",
+    STATUS: "replica status, metrics and version",
     WORKLOAD: "ordinary reads and writes",
     BULK: "lists of large collections without a label or field selector",
     LONG_RUNNING_SYSTEM: "agents' watches",
@@ -69,6 +75,7 @@ _DESCRIPTIONS = {
 }
 _ADVICE = {
     SYSTEM: "retry after %d s or use another replica",
+    STATUS: "retry after %d s or use another replica",
     WORKLOAD: "retry after %d s or use another replica",
     BULK: "retry after %d s, narrow the list with a label or field selector, or use another replica",
     LONG_RUNNING_SYSTEM: "retry after %d s or use another replica",
@@ -275,8 +282,8 @@ class FlowControl:
         caller is anonymous and paths (and, for watches, the agent's User-Agent) decide."""
         if path in EXEMPT_PATHS:
             return Classification(None)
-        if path in SYSTEM_PATHS:
-            return Classification(SYSTEM)
+        if path in STATUS_PATHS:
+            return Classification(STATUS)
         if path in BULK_PATHS:
             return Classification(BULK)
         agent = GROUP_NODES in (groups or ()) if authenticated else None   # None: cannot tell

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from shepherd_ha.api import flow_control as fc
-from shepherd_ha.api.flow_control import (BULK, LONG_RUNNING_OTHER, LONG_RUNNING_SYSTEM, SYSTEM, WORKLOAD,
+from shepherd_ha.api.flow_control import (BULK, LONG_RUNNING_OTHER, LONG_RUNNING_SYSTEM, STATUS, SYSTEM, WORKLOAD,
                                           Classification, FlowControl, Level, Rejected, seats_by_level)
 from shepherd_ha.options import ConfigError
 
@@ -39,9 +39,9 @@ class Waiter(threading.Thread):
 # ---- seats ----
 
 def test_seats_are_shares_of_the_limit_rounded_up_at_least_one():
-    assert seats_by_level(64) == {SYSTEM: 16, WORKLOAD: 47, BULK: 1}
-    assert seats_by_level(8) == {SYSTEM: 2, WORKLOAD: 6, BULK: 1}
-    assert seats_by_level(1) == {SYSTEM: 1, WORKLOAD: 1, BULK: 1}
+    assert seats_by_level(64) == {SYSTEM: 16, STATUS: 2, WORKLOAD: 45, BULK: 1}
+    assert seats_by_level(8) == {SYSTEM: 2, STATUS: 1, WORKLOAD: 6, BULK: 1}
+    assert seats_by_level(1) == {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 1}
 
 
 def test_a_level_runs_its_seats_at_once_and_queues_the_rest():
@@ -147,6 +147,21 @@ def test_a_saturated_bulk_level_leaves_system_seats_free():
     assert all(s["inFlight"] == 0 for s in flow.snapshot().values())
 
 
+def test_a_fleet_holding_every_system_seat_still_lets_the_replica_status_through():
+    flow = FlowControl(max_inflight=64, queue_wait=0.05)
+    lease = flow.classify("PATCH", LEASE, {})
+    held = [flow.admit(lease) for _ in range(flow.levels[SYSTEM].seats)]
+    with pytest.raises(Rejected) as exc:
+        flow.admit(lease)
+    assert exc.value.level == SYSTEM
+    status = flow.classify("GET", "/shepherd/v1/replica", {})
+    assert status == Classification(STATUS)
+    tickets = [flow.admit(status), flow.admit(flow.classify("GET", "/metrics", {}))]   # both status seats
+    for t in tickets + held:
+        t.release()
+    assert all(s["inFlight"] == 0 for s in flow.snapshot().values())
+
+
 def test_rejection_says_which_limit_and_what_to_do():
     flow = FlowControl(max_inflight=8, queue_wait=0, replica_id="r2")
     flow.admit(Classification(BULK))
@@ -211,8 +226,8 @@ def test_zero_turns_a_limit_off():
 
 def test_threads_cover_every_seat_queue_and_slot():
     flow = FlowControl(max_inflight=8, max_watches=4)
-    # seats 2+6+1, queues as long, 3+1 long-running slots, spares
-    assert flow.threads_needed() == 2 * 9 + 4 + fc.SPARE_THREADS
+    # seats 2+1+6+1, queues as long, 3+1 long-running slots, spares
+    assert flow.threads_needed() == 2 * 10 + 4 + fc.SPARE_THREADS
     assert FlowControl().threads_needed() == 2 * 64 + 256 + fc.SPARE_THREADS
 
 
@@ -256,10 +271,10 @@ ANONYMOUS = [
     ("GET", PODS, {"watch": "maybe"}, BULK, None),                         # ... as the API reads it
     ("GET", "/api/v1/namespaces/default/pods/p/log", {"follow": "true"}, WORKLOAD, LONG_RUNNING_OTHER),
     ("GET", "/api/v1/namespaces/default/pods/p/log", {}, WORKLOAD, None),
-    ("GET", "/metrics", {}, SYSTEM, None),
-    ("GET", "/shepherd/v1/replica", {}, SYSTEM, None),
+    ("GET", "/metrics", {}, STATUS, None),
+    ("GET", "/shepherd/v1/replica", {}, STATUS, None),
     ("GET", "/shepherd/v1/cluster", {}, WORKLOAD, None),
-    ("GET", "/version", {}, SYSTEM, None),
+    ("GET", "/version", {}, STATUS, None),
     ("GET", "/no/such/path", {}, WORKLOAD, None),
 ]
 
