@@ -28,7 +28,7 @@ PAUSE_SECONDS = 3.0      # > election_timeout_max (2 s) and > leader_fallback (2
 PAUSE_ATTEMPTS = 8       # pauses per pause fault, until one catches a controller write to fence (the
                          # owner index made controller passes short: 4 missed once in CI)
 FENCE_WAIT_SECONDS = 3.0  # after a pause, how long the resumed leader's fenced writes may take to show
-CUT_SECONDS = 3.0
+CUT_SECONDS = 4.0        # > election_timeout_max + a pre-vote round, > leader_fallback (2 s)
 DOWN_SECONDS = 1.0       # how long a randomly killed replica stays down
 READY_TIMEOUT = 60.0
 
