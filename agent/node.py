@@ -233,8 +233,9 @@ class NodeManager:
                 elif self._post_now.is_set() or time.monotonic() >= next_post:
                     self._post_now.clear()
                     # Read the Node once per post, not after every lease renewal: 1,000 agents
-                    # GETting theirs every 5 s were a third of a 2-core control plane's CPU
-                    # (docs/benchmarks.md, run O). A deleted Node is found here, in one interval.
+                    # GETting theirs every 5 s were as many requests as their renewals, and an
+                    # eighth of the replicas' CPU (docs/benchmarks.md, run O). A deleted Node
+                    # is found here, within one status interval.
                     self._check_node()
                     if self.registered.is_set():
                         self.post_status()

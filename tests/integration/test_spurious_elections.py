@@ -212,3 +212,18 @@ def test_a_longer_log_at_a_lower_term_still_wins_once_refused_with_the_higher_te
     assert behind.last_log_index() < leader.last_log_index()
     new = _stable_leader(nodes, timeout=10.0)
     assert new is leader, "only the longer log can win"
+
+
+def test_a_starting_node_asks_for_pre_votes_after_a_short_first_timeout(tmp_path):
+    # Like etcd's initial-election-tick-advance: a cluster that starts does not wait out a
+    # whole 1-2 s election timeout before anyone asks (pre-vote keeps that safe when a
+    # leader already exists: test_a_follower_cut_off_from_its_leader_alone_does_not_depose_it).
+    from pysyncobj.monotonic import monotonic as raft_clock
+    settings = loopback_raft_settings(tmp_path, 190)[0]
+    node = RaftNode(settings, lambda changes: None, lambda revision: None)
+    try:
+        left = node.syncobj._SyncObj__raftElectionDeadline - raft_clock()
+        assert settings.election_timeout_min >= 1.0
+        assert left < settings.election_timeout_min, "the first election waits %.2f s" % left
+    finally:
+        node.destroy()

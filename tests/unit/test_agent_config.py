@@ -1,6 +1,7 @@
 """shepherd-agent options (flag > env > file > default), the Node and lease objects."""
 import argparse
 import threading
+import time
 
 import pytest
 
@@ -213,3 +214,54 @@ def test_a_token_table_is_not_a_token(tmp_path):
     table.write_text("%s,admin,admin,system:masters\n%s,node,node,system:nodes\n" % ("a" * 32, "n" * 32))
     with pytest.raises(config.ConfigError, match="must hold one token"):
         resolve(["--servers", "127.0.0.1:8001", "--node-name", "n1", "--token-file", str(table)])
+
+
+class NodeReadingClient(RecordingClient):
+    """Registered already; counts reads of the Node, which may be deleted meanwhile."""
+
+    def __init__(self):
+        super().__init__(exists=True)
+        self.deleted = False
+
+    def get(self, resource, name, namespace=None, consistent=True):
+        self.calls.append(("get", resource, name))
+        if self.deleted:
+            self.deleted = False         # registering again brings it back
+            raise ApiError({"code": 404, "reason": "NotFound", "message": "no node"})
+        return {"metadata": {"name": name}, "status": {"conditions": []}}
+
+
+def _run_loops(client, seconds):
+    stop = threading.Event()
+    nm = NodeManager(client, HollowRuntime("n1"), "n1", "10.0.0.7", stop, cpu_millicores=2000,
+                     memory_bytes=4 << 30, lease_interval=0.02, status_interval=0.3)
+    nm.start()
+    time.sleep(seconds)
+    stop.set()
+    nm.join(5)
+    return nm
+
+
+def test_the_node_is_read_before_each_status_post_not_after_each_renewal():
+    # 1,000 agents reading their Node after every 5 s renewal were as many requests as the
+    # renewals themselves (docs/benchmarks.md, run O).
+    client = NodeReadingClient()
+    _run_loops(client, 1.0)
+    kinds = [(c[0], c[1]) + ((c[4],) if c[0] == "patch" else ()) for c in client.calls]
+    renewals = kinds.count(("patch", "leases", None))
+    gets = kinds.count(("get", "nodes"))
+    posts = [i for i, k in enumerate(kinds) if k == ("patch", "nodes", "status")]
+    assert renewals >= 10 and len(posts) >= 2, kinds
+    assert gets <= len(posts) + 1 < renewals, (gets, len(posts), renewals)
+    # every post after registration's first reads the Node since the post before (the lease
+    # thread's renewals may come in between)
+    assert all(("get", "nodes") in kinds[before + 1:i] for before, i in zip(posts, posts[1:])), kinds
+
+
+def test_a_node_deleted_meanwhile_is_registered_again_at_the_next_post():
+    client = NodeReadingClient()
+    client.deleted = True
+    _run_loops(client, 0.5)
+    kinds = [(c[0], c[1]) for c in client.calls]
+    first_read = kinds.index(("get", "nodes"))           # the first post's read finds it gone
+    assert ("create", "nodes") in kinds[first_read:], kinds

@@ -174,7 +174,7 @@ def test_a_status_post_keeps_conditions_the_control_plane_set():
 
 
 
-def test_the_lease_loop_learns_conditions_written_after_the_agents_last_post():
+def test_reading_the_node_learns_conditions_written_after_the_agents_last_post():
     import threading
 
     from agent.node import NodeManager
