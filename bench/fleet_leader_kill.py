@@ -104,6 +104,22 @@ def _wait_ready(url, patience):
     return None
 
 
+def _exact_counts(url, deployments, patience):
+    """{name: (pods not being deleted, replicas)}, counted again until every Deployment
+    has exactly its replicas or `patience` s passed: while falsely NotReady nodes lose
+    their pods, a count taken once catches replacements not yet created."""
+    deadline = time.monotonic() + patience
+    while True:
+        counts = {}
+        for name, replicas in deployments:
+            items = _list(url, PODS, "app=" + name)
+            counts[name] = (None if items is None else
+                            sum(1 for p in items if not (p.get("metadata") or {}).get("deletionTimestamp")), replicas)
+        if all(have == want for have, want in counts.values()) or time.monotonic() >= deadline:
+            return counts
+        time.sleep(2)
+
+
 def _list(url, path, selector, timeout=60):
     data = common.get_json(url, "%s?labelSelector=%s" % (path, selector), timeout=timeout)
     return None if data is None else data.get("items") or []
@@ -159,11 +175,7 @@ def kill_leader_under_fleet(bc, args, tag, deployments, create_deployment, wait_
         items = _list(url, CONFIGMAPS, "kill-run=" + tag)
         have = None if items is None else {i["metadata"]["name"] for i in items}
         missing[ident] = None if have is None else sorted(set(writer.acked) - have)
-    counts = {}
-    for name, replicas in deployments:
-        items = _list(urls[0], PODS, "app=" + name)
-        counts[name] = (None if items is None else
-                        sum(1 for p in items if not (p.get("metadata") or {}).get("deletionTimestamp")), replicas)
+    counts = _exact_counts(urls[0], deployments, patience=120)
     return {"victim": victim, "term": term, "new_leader": new and new["id"], "new_term": new and new["term"],
             "elected_after": elected, "controllers_active_after": active, "victim_ready_after": victim_ready,
             "write_gap": (first_ack - last_ack) if first_ack and last_ack else None,
@@ -191,7 +203,7 @@ def report(result, say):
         "; ".join("%s: %d (%s)" % (i, len(m), ", ".join(m[:3])) for i, m in sorted(lost.items())),
         "; not readable on %s" % ", ".join(unread) if unread else ""))
     wrong = {n: c for n, c in result["deployment_pods"].items() if c[0] != c[1]}
-    say("  Deployments with a pod count other than their replicas: %s" % (
+    say("  Deployments with a pod count other than their replicas (counted until exact, up to 120 s): %s" % (
         "none (%d checked)" % len(result["deployment_pods"]) if not wrong else
         ", ".join("%s %s of %d" % (n, c[0], c[1]) for n, c in sorted(wrong.items()))))
     say("  all pods Running, the new Deployment's too (checked once the victim was back and the writer had "
