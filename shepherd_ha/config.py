@@ -91,6 +91,8 @@ SERVER_OPTIONS = (
     Option("orphan_pod_grace", float, CONTROLLERS["orphan_pod_grace"], "pods bound to a node that does not exist "
            "are deleted once it has been missing this long (s): a deleted node whose agent registers it again "
            "keeps its pods"),
+    Option("pod_batch_period", float, CONTROLLERS["pod_batch_period"], "Deployments and ReplicaSets react to "
+           "their pods' changes at most this long after the first one, each burst in one pass (s); 0: at once"),
     Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
     Option("service_cidr", str, CONTROLLERS["service_cidr"], "IPv4 range Services' cluster IPs are allocated "

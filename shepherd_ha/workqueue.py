@@ -4,7 +4,8 @@ the controllers (keys: objects) and the node agent (keys: pod uids).
 Keys, not events, are queued: ten changes to one object before a worker gets to it
 are one reconcile. A key being processed is never handed to a second worker; if it
 is added meanwhile, it is processed again once the first is done. A delayed add
-keeps only the earliest pending time per key.
+keeps only the earliest pending time per key. A batched add gathers a burst of
+changes to one key into one pass, at most `period` after the first of them.
 """
 import collections
 import heapq
@@ -56,6 +57,14 @@ class WorkQueue:
             self._due[key] = due
             heapq.heappush(self._delayed, (due, next(self._seq), key))
             self._cond.notify()
+
+    def add_batched(self, key, period):
+        """Process `key` within `period` seconds, together with whatever else adds it by
+        then: nothing to do when it is already waiting (ready, or due sooner)."""
+        with self._cond:
+            if key in self._queued:
+                return
+        self.add_after(key, period)
 
     def add_with_backoff(self, key):
         """Re-queue after a transient failure: 50 ms, 100 ms, ... up to max_delay."""

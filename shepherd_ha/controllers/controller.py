@@ -49,6 +49,9 @@ class Controller:
     watches = ()             # resource plurals whose changes this controller sees
     resync_period = ControllerSettings.resync_period   # seconds between full re-queues (what changes missed)
     workers = 1
+    # resource -> seconds: a key its changes affect waits this long for more of them
+    # (WorkQueue.add_batched), so a burst costs one reconcile; other resources are immediate.
+    batch_periods = {}
 
     def __init__(self, store, events=None):
         self.store = store
@@ -76,8 +79,12 @@ class Controller:
     # ---- plumbing ----
 
     def handle(self, change):
+        period = self.batch_periods.get(change.resource)
         for key in self.keys_for(change):
-            self.queue.add(key)
+            if period:
+                self.queue.add_batched(key, period)
+            else:
+                self.queue.add(key)
 
     def resync(self):
         self._last_resync = self.store.clock()

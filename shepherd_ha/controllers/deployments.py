@@ -61,6 +61,7 @@ class DeploymentController(Controller):
         super().__init__(store, events)
         if settings is not None:
             self.resync_period = settings.resync_period
+            self.batch_periods = {"pods": settings.pod_batch_period}
         self.wall = wall                      # wall clock: readiness times written by agents
         self.max_pods_per_entry = max_pods_per_entry    # None: a whole pass in one write_many
         self._lock = threading.Lock()

@@ -34,6 +34,7 @@ class ReplicaSetController(Controller):
         super().__init__(store, events)
         if settings is not None:
             self.resync_period = settings.resync_period
+            self.batch_periods = {"pods": settings.pod_batch_period}
         self.wall = wall
         self.max_pods_per_entry = max_pods_per_entry
 
@@ -100,7 +101,8 @@ class _Pass:
             else:
                 active.append(pod)
         create = max(0, min(self.replicas - len(active), self.ctl.max_creates_per_pass))
-        delete = deletion_order(active)[:max(0, len(active) - self.replicas)]
+        excess = len(active) - self.replicas
+        delete = deletion_order(active)[:excess] if excess > 0 else []     # (a sort of every pod)
         created = []
         if create:
             prototype = rs_pod_prototype(self.rs)

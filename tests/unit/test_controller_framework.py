@@ -44,6 +44,58 @@ def test_key_added_while_processing_is_processed_again_after():
     assert q.get(0) == "a"
 
 
+def test_a_batched_key_waits_for_the_period_and_a_burst_is_one_pass():
+    clock = FakeClock()
+    q = WorkQueue(clock=clock)
+    q.add_batched("a", 0.5)
+    clock.now += 0.3
+    q.add_batched("a", 0.5)         # within the first one's period: no later than that
+    assert q.get(0) is None
+    clock.now += 0.2
+    assert q.get(0) == "a"
+    assert q.get(0) is None, "the burst was one pass"
+    q.done("a")
+    q.add("b")
+    q.add_batched("b", 0.5)         # already ready: it stays ready, and is not queued twice
+    assert q.get(0) == "b"
+    q.done("b")
+    clock.now += 1.0
+    assert q.get(0) is None
+
+
+def test_a_controller_batches_the_changes_of_the_resources_it_names():
+    clock = FakeClock()
+    store = MemoryStore(clock=clock)
+
+    class Counting(Controller):
+        watches = ("configmaps", "pods")
+        batch_periods = {"pods": 0.5}
+        reconciled = []
+
+        def keys_for(self, change):
+            return ["k"]
+
+        def reconcile(self, key):
+            self.reconciled.append(key)
+
+    ctl = Counting(store)
+    informer = Informer(store, [ctl])
+    informer.start_from_snapshot()
+    for i in range(5):
+        create(store, "pods", pod("p%d" % i))
+    informer.pump()
+    ctl.run_until_idle()
+    assert ctl.reconciled == [], "pod changes wait for the batch period"
+    clock.now += 0.5
+    ctl.run_until_idle()
+    assert ctl.reconciled == ["k"], "five pod changes, one reconcile"
+    create(store, "configmaps", {"apiVersion": "v1", "kind": "ConfigMap",
+                                 "metadata": {"name": "c", "namespace": "default"}})
+    informer.pump()
+    ctl.run_until_idle()
+    assert ctl.reconciled == ["k", "k"], "a resource without a period is handled at once"
+
+
 def test_backoff_grows_and_forget_resets():
     clock = FakeClock()
     q = WorkQueue(base_delay=0.25, max_delay=4.0, clock=clock)

@@ -45,6 +45,30 @@ def scale(h, name, replicas):
                     "object": dict(rs, spec=dict(rs["spec"], replicas=replicas))})
 
 
+def test_with_settings_a_burst_of_pod_changes_is_one_pass_after_the_batch_period():
+    from shepherd_ha.controllers.settings import ControllerSettings
+    h = ControllerHarness(lambda store: [ReplicaSetController(store, EventRecorder(store, "test"),
+                                                              ControllerSettings(pod_batch_period=0.5))])
+    rs = make_rs(h, 3)
+    h.settle()                          # the ReplicaSet's own change: at once
+    pods = owned(h, rs)
+    assert len(pods) == 3
+    passes = len(h.controller.sentences)
+    for pod in pods:
+        set_ready(h.store, pod)
+    h.settle()
+    assert h.store.get("replicasets", "default", "web-abc")["status"].get("readyReplicas", 0) == 0, \
+        "pod changes wait for the batch period"
+    h.advance(0.5)
+    assert h.store.get("replicasets", "default", "web-abc")["status"]["readyReplicas"] == 3
+    assert len(h.controller.sentences) == passes + 1, "three pods made ready, one pass"
+    delete(h.store, "pods", pods[0]["metadata"]["name"])
+    h.settle()
+    assert len(owned(h, rs)) == 2
+    h.advance(0.5)
+    assert len(owned(h, rs)) == 3, "the deleted pod is replaced after the batch period"
+
+
 def test_keeps_the_count_and_reports_status():
     h = rs_harness()
     rs = make_rs(h, 3)
