@@ -86,6 +86,16 @@ SERVER_OPTIONS = (
            "this long becomes NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "
            "longer are deleted so their owners recreate them elsewhere (s)"),
+    Option("node_eviction_rate", float, CONTROLLERS["node_eviction_rate"], "nodes per second whose pods may "
+           "start being evicted while their zone (label topology.kubernetes.io/zone) is healthy; 0: none"),
+    Option("secondary_node_eviction_rate", float, CONTROLLERS["secondary_node_eviction_rate"], "the same while "
+           "the zone is partially disrupted (see --unhealthy-zone-threshold); zones of at most "
+           "--large-cluster-size-threshold nodes then evict none"),
+    Option("unhealthy_zone_threshold", float, CONTROLLERS["unhealthy_zone_threshold"], "share of a zone's nodes "
+           "NotReady (more than 2) that makes it partially disrupted; with none Ready in any zone nothing is "
+           "evicted"),
+    Option("large_cluster_size_threshold", int, CONTROLLERS["large_cluster_size_threshold"], "zones of more "
+           "nodes than this keep evicting at --secondary-node-eviction-rate while partially disrupted"),
     Option("node_lease_interval", float, CONTROLLERS["node_lease_interval"], "how often agents renew their node "
            "lease (s); checked against the grace period"),
     Option("orphan_pod_grace", float, CONTROLLERS["orphan_pod_grace"], "pods bound to a node that does not exist "

@@ -11,7 +11,9 @@ it (a new leader has not seen any renewal yet), lease or no lease.
   Unknown (reason NodeStatusUnknown), its pods' Ready condition False (so the
   endpoints stop sending them traffic), and a Warning event NodeNotReady.
 - `pod_eviction_timeout` later: its pods are deleted (uid precondition, one Raft
-  entry), an Evicted event each; pods bound to it later are deleted too.
+  entry), an Evicted event each; pods bound to it later are deleted too. Evictions
+  start at a paced rate per zone, slower or not at all while many of a zone's nodes
+  are NotReady at once (eviction_pacing.py).
 - the lease moves again: Ready True (reason NodeLeaseRenewed), event NodeReady.
 
 Deadlines are delayed re-queues of the node's key (at most one pending per node),
@@ -25,6 +27,7 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.stamping import now_rfc3339
 
 from .controller import Controller, Retry
+from .eviction_pacing import FULL, PARTIAL, EvictionPacer, zone_of
 
 
 def ready_condition(obj):
@@ -73,6 +76,10 @@ class NodeLifecycleController(Controller):
         self._timers = {}               # node name -> clock time of its pending re-check
         self._evicting = frozenset()    # nodes past their eviction deadline
         self._lock = threading.Lock()
+        self.pacer = EvictionPacer(settings)
+        self._zones = {}                # node name -> its zone
+        self._held = set()              # nodes past their deadline whose eviction waits for the pacer
+        self._counts = None             # (clock time, {zone: (ready, not ready)}), kept a second
 
     # ---- keys: node names ----
 
@@ -97,8 +104,11 @@ class NodeLifecycleController(Controller):
         if node is None:
             self._seen.pop(name, None)
             self._timers.pop(name, None)
+            self._zones.pop(name, None)
+            self._held.discard(name)
             self._set_evicting(name, False)
             return None
+        self._zones[name] = zone_of(node)
         lease = self.store.get("leases", LEASE_NAMESPACE, name)
         lease_rv = lease["metadata"]["resourceVersion"] if lease else None
         now = self.store.clock()
@@ -111,6 +121,7 @@ class NodeLifecycleController(Controller):
             seen.lease_rv = None      # lease deleted: that is no renewal
         stale = now - seen.since
         if stale < self.grace:
+            self._held.discard(name)
             self._set_evicting(name, False)
             self._recheck(name, seen.since + self.grace, now)
             return self._mark_ready(node, seen)
@@ -119,10 +130,57 @@ class NodeLifecycleController(Controller):
             self._set_evicting(name, False)
             self._recheck(name, deadline, now)
             return self._mark_unknown(node, stale, lease is not None)
-        self._set_evicting(name, True)
         marked = self._mark_unknown(node, stale, lease is not None)
+        if name not in self._evicting:
+            held, why = self._eviction_held(name, now)
+            if held:
+                return "; ".join(s for s in (marked, why) if s) or None
+        self._held.discard(name)
+        self._set_evicting(name, True)
         evicted = self._evict(node, stale)
         return "; ".join(s for s in (marked, evicted) if s) or None
+
+    def _zone_counts(self, now):
+        """{zone: (nodes Ready, nodes NotReady)} by this controller's own view of the leases."""
+        if self._counts is not None and now - self._counts[0] < 1.0:
+            return self._counts[1]
+        counts = {}
+        for name, zone in self._zones.items():
+            seen = self._seen.get(name)
+            ready, not_ready = counts.get(zone, (0, 0))
+            if seen is not None and now - seen.since >= self.grace:
+                counts[zone] = (ready, not_ready + 1)
+            else:
+                counts[zone] = (ready + 1, not_ready)
+        for zone, old, state, ready, not_ready in self.pacer.changed_states(counts):
+            self.record('zone "%s" is %s (was %s): %d of %d nodes NotReady' % (
+                zone, state, old, not_ready, ready + not_ready))
+        self._counts = (now, counts)
+        return counts
+
+    def _eviction_held(self, name, now):
+        """(False, None) when the pacer lets node `name` start its eviction now; else True,
+        a sentence the first time (None after), and a re-check when it may ask again."""
+        zone = self._zones.get(name, "")
+        counts = self._zone_counts(now)
+        allowed, state, rate, wait = self.pacer.allow(zone, counts, now)
+        if allowed:
+            return False, None
+        self._recheck(name, now + wait, now)
+        if name in self._held:
+            return True, None
+        self._held.add(name)
+        ready, not_ready = counts.get(zone, (0, 0))
+        if state == FULL and rate <= 0:
+            why = "no node is Ready in any zone: the control plane, not the nodes, may be failing"
+        elif state == PARTIAL:
+            why = "%d of %d nodes of the zone are NotReady (%s): %s" % (
+                not_ready, ready + not_ready, state,
+                "evictions start at most %g nodes per second" % rate if rate > 0 else
+                "no eviction in a zone of at most %d nodes" % self.pacer.large)
+        else:
+            why = "evictions start at most %g nodes per second" % rate
+        return True, 'the eviction of node %s\'s pods waits (zone "%s"): %s' % (name, zone, why)
 
     def _recheck(self, name, due, now):
         """Re-queue `name` at `due`, unless a re-check at or before then is pending."""

@@ -12,6 +12,11 @@ from shepherd_ha.options import ConfigError
 class ControllerSettings:
     node_grace_period: float = 15.0      # lease unchanged this long -> node NotReady
     pod_eviction_timeout: float = 10.0   # NotReady this much longer -> its pods are deleted
+    # How fast nodes' evictions start, per zone (controllers/eviction_pacing.py; Kubernetes' defaults).
+    node_eviction_rate: float = 0.1            # nodes per second while a zone is healthy
+    secondary_node_eviction_rate: float = 0.01   # ... while it is partially disrupted (0 up to the size below)
+    unhealthy_zone_threshold: float = 0.55     # this share of a zone NotReady (and over 2 nodes): disrupted
+    large_cluster_size_threshold: int = 50     # zones up to this many nodes evict nothing while disrupted
     node_lease_interval: float = LEASE_INTERVAL   # how often agents renew their lease
     orphan_pod_grace: float = 40.0       # a pod's node missing this long -> the pod is deleted
     # Deployments and ReplicaSets wait this long after a pod change for more of them: a
@@ -34,6 +39,14 @@ class ControllerSettings:
                               % (self.node_grace_period, self.node_lease_interval))
         if self.pod_eviction_timeout < 0:
             raise ConfigError("--pod-eviction-timeout must not be negative")
+        if self.node_eviction_rate < 0 or self.secondary_node_eviction_rate < 0:
+            raise ConfigError("--node-eviction-rate and --secondary-node-eviction-rate must not be negative "
+                              "(nodes per second; 0: none)")
+        if not 0 < self.unhealthy_zone_threshold <= 1:
+            raise ConfigError("--unhealthy-zone-threshold must be a share of a zone's nodes, above 0 and at most 1 "
+                              "(got %s)" % self.unhealthy_zone_threshold)
+        if self.large_cluster_size_threshold < 0:
+            raise ConfigError("--large-cluster-size-threshold must not be negative")
         if self.pod_batch_period < 0:
             raise ConfigError("--pod-batch-period must not be negative")
         if self.orphan_pod_grace < 0:

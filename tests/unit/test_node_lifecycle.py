@@ -34,11 +34,12 @@ def pod(name, node_name, ready=True, namespace="default"):
 
 
 class Harness(ControllerHarness):
-    def __init__(self, grace=GRACE, eviction=EVICTION, store=None, clock=None):
+    def __init__(self, grace=GRACE, eviction=EVICTION, store=None, clock=None, **more_settings):
         clock = clock or FakeClock()
         store = store or MemoryStore(clock=clock, namespaces=("default", LEASE_NAMESPACE))
         self.renewals = 0
-        settings = ControllerSettings(node_grace_period=grace, pod_eviction_timeout=eviction, node_lease_interval=5)
+        settings = ControllerSettings(node_grace_period=grace, pod_eviction_timeout=eviction, node_lease_interval=5,
+                                      **more_settings)
         super().__init__(lambda s: controllers(s, EventRecorder(s, "test"), settings), store=store, clock=clock)
 
     def advance(self, seconds, renewing=(), step=5.0):
@@ -226,3 +227,92 @@ def test_writes_are_refused_once_another_leader_claimed():
     assert h.ready("n2") == "True", "a deposed leader's writes do not apply"
     assert h.store.fsm.fenced_rejections >= 1
     assert isinstance(h.controller, NodeLifecycleController)
+
+
+# ---- evictions paced by zone (eviction_pacing.py) ----
+
+def fleet(count, zones=None, **settings):
+    """`count` nodes n0.. with leases, one pod each (pod-n0, ...)."""
+    h = Harness(**settings)
+    for i in range(count):
+        obj = node("n%d" % i)
+        if zones:
+            obj["metadata"]["labels"]["topology.kubernetes.io/zone"] = zones[i]
+        create(h.store, "nodes", obj)
+        create(h.store, "leases", lease("n%d" % i))
+        create(h.store, "pods", pod("pod-n%d" % i, "n%d" % i))
+    h.settle()
+    return h
+
+
+def evicted(h, names):
+    return sorted(n for n in names if h.store.get("pods", "default", "pod-" + n) is None)
+
+
+def test_evictions_start_one_node_per_ten_seconds_in_a_healthy_zone():
+    h = fleet(10)
+    alive = ["n%d" % i for i in range(2, 10)]
+    h.advance(GRACE + EVICTION, renewing=alive, step=1.0)
+    assert len(evicted(h, ["n0", "n1"])) == 1, "the first node at its deadline, the second waits"
+    assert any("waits" in s and "at most 0.1 nodes per second" in s for s in h.controller.sentences)
+    h.advance(9, renewing=alive, step=1.0)
+    assert len(evicted(h, ["n0", "n1"])) == 1
+    h.advance(1, renewing=alive, step=1.0)
+    assert evicted(h, ["n0", "n1"]) == ["n0", "n1"], "ten seconds later"
+    assert evicted(h, alive) == []
+
+
+def test_a_small_zone_mostly_not_ready_evicts_nothing_until_it_recovers():
+    h = fleet(5)
+    down = ["n0", "n1", "n2"]               # 3 of 5: over 2 nodes and over 55 %
+    h.advance(GRACE + EVICTION + 60, renewing=["n3", "n4"], step=1.0)
+    assert [h.ready(n) for n in down] == ["Unknown"] * 3, "still marked NotReady"
+    assert evicted(h, down) == [], "a partially disrupted zone of 50 nodes or fewer evicts none"
+    assert any('zone "" is PartialDisruption (was Normal): 3 of 5 nodes NotReady' in s for s in h.controller.sentences)
+    assert any("n0's pods waits" in s and "3 of 5 nodes of the zone are NotReady" in s
+               for s in h.controller.sentences)
+    h.advance(5, renewing=["n1", "n2", "n3", "n4"], step=1.0)      # two come back: 1 of 5 NotReady
+    h.advance(5, renewing=["n1", "n2", "n3", "n4"], step=1.0)
+    assert evicted(h, down) == ["n0"], "healthy again: the one still down is evicted"
+    assert evicted(h, ["n1", "n2"]) == []
+
+
+def test_with_no_node_ready_anywhere_nothing_is_evicted():
+    h = fleet(2)
+    h.advance(GRACE + EVICTION + 60, step=1.0)
+    assert evicted(h, ["n0", "n1"]) == []
+    assert any("no node is Ready in any zone" in s for s in h.controller.sentences)
+    h.advance(5, renewing=["n1"], step=1.0)
+    h.advance(1, renewing=["n1"], step=1.0)
+    assert evicted(h, ["n0", "n1"]) == ["n0"], "one node back: the other is evicted"
+
+
+def test_a_zone_with_no_node_ready_beside_a_healthy_zone_is_evicted():
+    h = fleet(3, zones=["a", "a", "b"])
+    h.advance(GRACE + EVICTION, renewing=["n2"], step=1.0)
+    assert len(evicted(h, ["n0", "n1"])) == 1
+    h.advance(10, renewing=["n2"], step=1.0)
+    assert evicted(h, ["n0", "n1", "n2"]) == ["n0", "n1"]
+
+
+def test_a_large_zone_partially_disrupted_evicts_at_the_secondary_rate():
+    h = fleet(60)
+    down = ["n%d" % i for i in range(40)]
+    alive = ["n%d" % i for i in range(40, 60)]
+    h.advance(GRACE + EVICTION, renewing=alive, step=1.0)
+    assert len(evicted(h, down)) == 1, "one node at once, then one per 100 s (0.01 per second)"
+    h.advance(95, renewing=alive, step=5.0)
+    assert len(evicted(h, down)) == 1
+    h.advance(5, renewing=alive, step=5.0)
+    assert len(evicted(h, down)) == 2
+    assert evicted(h, alive) == []
+
+
+def test_pods_landing_on_a_node_whose_eviction_started_go_without_waiting_for_the_pacer():
+    h = fleet(10)
+    alive = ["n%d" % i for i in range(2, 10)]
+    h.advance(GRACE + EVICTION, renewing=alive, step=1.0)
+    [first] = evicted(h, ["n0", "n1"])
+    create(h.store, "pods", pod("late", first))
+    h.settle()
+    assert h.store.get("pods", "default", "late") is None
