@@ -316,3 +316,22 @@ def test_pods_landing_on_a_node_whose_eviction_started_go_without_waiting_for_th
     create(h.store, "pods", pod("late", first))
     h.settle()
     assert h.store.get("pods", "default", "late") is None
+
+
+def test_eviction_pacing_settings_are_checked():
+    import pytest
+    from shepherd_ha.options import ConfigError
+    for bad, match in (({"node_eviction_rate": -1}, "--node-eviction-rate"),
+                       ({"secondary_node_eviction_rate": -0.5}, "--secondary-node-eviction-rate"),
+                       ({"unhealthy_zone_threshold": 0}, "--unhealthy-zone-threshold"),
+                       ({"unhealthy_zone_threshold": 1.5}, "--unhealthy-zone-threshold"),
+                       ({"large_cluster_size_threshold": -1}, "--large-cluster-size-threshold"),
+                       ({"pod_batch_period": -0.1}, "--pod-batch-period")):
+        with pytest.raises(ConfigError, match=match):
+            ControllerSettings.from_values(bad)
+
+
+def test_a_zero_eviction_rate_evicts_nothing():
+    h = fleet(10, node_eviction_rate=0)
+    h.advance(GRACE + EVICTION + 30, renewing=["n%d" % i for i in range(1, 10)], step=1.0)
+    assert evicted(h, ["n0"]) == []
