@@ -46,25 +46,27 @@ class WorkQueue:
             self._add_locked(key)
 
     def add_after(self, key, delay):
-        if delay <= 0:
-            self.add(key)
-            return
         with self._cond:
-            due = self._clock() + delay
-            pending = self._due.get(key)
-            if pending is not None and pending <= due:
-                return
-            self._due[key] = due
-            heapq.heappush(self._delayed, (due, next(self._seq), key))
-            self._cond.notify()
+            self._add_after_locked(key, delay)
+
+    def _add_after_locked(self, key, delay):
+        if delay <= 0:
+            self._add_locked(key)
+            return
+        due = self._clock() + delay
+        pending = self._due.get(key)
+        if pending is not None and pending <= due:
+            return
+        self._due[key] = due
+        heapq.heappush(self._delayed, (due, next(self._seq), key))
+        self._cond.notify()
 
     def add_batched(self, key, period):
         """Process `key` within `period` seconds, together with whatever else adds it by
         then: nothing to do when it is already waiting (ready, or due sooner)."""
         with self._cond:
-            if key in self._queued:
-                return
-        self.add_after(key, period)
+            if key not in self._queued:
+                self._add_after_locked(key, period)
 
     def add_with_backoff(self, key):
         """Re-queue after a transient failure: 50 ms, 100 ms, ... up to max_delay."""
