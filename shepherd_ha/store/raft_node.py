@@ -139,17 +139,22 @@ class RaftNode:
             commandsWaitLeader=True,
             dynamicMembershipChange=True,      # store/membership.py: one change at a time, checked
             onStateChanged=self._state_changed,
-            onReady=gc_tuning.freeze_survivors,     # the journal replayed: out of the collector's way
+            onReady=self._loaded,
         )
         snapshot_child.install()
         # A tick this late may already let the followers campaign: say so when it happens.
-        self.tick_gaps = TickGapMeter(warn_after=settings.election_timeout_min)
+        self.tick_gaps = TickGapMeter(warn_after=settings.election_timeout_min, loading=True)
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
                                             compaction_bytes=settings.log_compaction_bytes,
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)
+
+    def _loaded(self):
+        """PySyncObj's onReady: the dump and journal are loaded and applied."""
+        self.tick_gaps.loaded()             # the load's long ticks were not stalls
+        gc_tuning.freeze_survivors()        # what survived it, out of the collector's way
 
     def wait_bound(self):
         """Block until the Raft port is bound; ConfigError if it cannot be (in use?)."""

@@ -174,7 +174,8 @@ class Replica:
     def _tick_gap(self):
         gaps = self.tick_gaps()
         return {"maxSeconds": round(gaps["maxSeconds"], 4), "windowSeconds": gaps["windowSeconds"],
-                "longestSeconds": round(gaps["longestSeconds"], 4), "ticks": gaps["count"]}
+                "longestSeconds": round(gaps["longestSeconds"], 4), "ticks": gaps["count"],
+                "startupSeconds": round(gaps.get("startupSeconds", 0.0), 4)}
 
     def ready(self):
         """(ready, reason): knows a leader and has applied what it knows is committed."""

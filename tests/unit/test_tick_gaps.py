@@ -112,3 +112,37 @@ def test_a_blocked_tick_thread_shows_in_metrics_and_the_replica_report(replica):
     # the held tick is above the 0.3 s bucket
     assert _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="0.3"}') < \
         _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="+Inf"}')
+
+
+def test_the_load_of_a_starting_store_is_kept_apart_until_it_is_loaded(caplog):
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock, warn_after=1.0, loading=True)
+    meter.tick()
+    clock.now += 12.0                  # loading the dump inside the first tick
+    shot = meter.snapshot()
+    assert shot["loading"] and shot["maxSeconds"] == 0 and shot["startupSeconds"] == pytest.approx(12.0)
+    meter.tick()
+    clock.now += 3.0                   # replaying the journal
+    meter.loaded()
+    for _ in range(10):
+        clock.now += 0.05
+        meter.tick()
+    shot = meter.snapshot()
+    assert not shot["loading"] and shot["maxSeconds"] == pytest.approx(0.05)
+    assert shot["startupSeconds"] == pytest.approx(12.0) and shot["count"] == 10
+    assert not [r for r in caplog.records if r.levelname == "WARNING"], "the load is no stall"
+    clock.now += 1.5                   # a running store's stall counts again
+    meter.tick()
+    assert meter.snapshot()["maxSeconds"] == pytest.approx(1.5)
+
+
+def test_gaps_count_a_minute_after_the_first_tick_even_if_never_loaded():
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock, loading=True)
+    for _ in range(61):
+        meter.tick()
+        clock.now += 1.0
+    clock.now += 2.0
+    meter.tick()
+    shot = meter.snapshot()
+    assert not shot["loading"] and shot["maxSeconds"] == pytest.approx(3.0)
