@@ -298,6 +298,8 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
     say("  nodes falsely NotReady: %d (%d transitions); NotReady because the fleet itself sent no renewal in the "
         "grace period: %d; NotReady at the end: %d" % (rd["false_not_ready"], rd["false_not_ready_events"],
                                                        rd["fleet_late_not_ready"], len(rd["not_ready_now"])))
+    say("  pods of the run deleted (nothing but evictions deletes them here; a watch re-list misses some): %d"
+        % final.get("pods_deleted", 0))
     fenced, gaps = [], []
     for ident in bc.ids():
         text = metrics_text(lc.replica(ident)["api"])

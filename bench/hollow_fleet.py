@@ -139,7 +139,7 @@ class HollowFleet:
             out.update({
                 "pods": self.kubelet.count(), "pod_patches": ks.patches, "pod_conflicts": ks.conflicts,
                 "pod_failures": ks.failures, "pod_throttled": ks.throttled, "pod_gave_up": ks.gave_up,
-                "pod_gone": ks.gone,
+                "pod_gone": ks.gone, "pods_deleted": ks.deleted,
                 "kubelet_crashes": ks.crashes,
                 "pod_latencies": list(ks.latencies), "watch_events": ks.watch_events, "relists": ks.relists,
                 "watch_errors": ks.watch_errors})

@@ -38,6 +38,7 @@ class KubeletStats:
         self.throttled = 0           # 429s: written later, after the Retry-After asked for
         self.gone = 0
         self.gave_up = 0
+        self.deleted = 0             # pods of the count label deleted (in bench_scale: evictions)
         self.watch_events = 0
         self.relists = 0
         self.watch_errors = 0
@@ -100,7 +101,9 @@ class HollowKubelet:
             return
         if etype == "DELETED":
             with self._lock:
-                self._pods.pop(uid, None)
+                gone = self._pods.pop(uid, None)
+            if gone is not None and gone[2]:
+                self.stats.deleted += 1
             return
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase") or "Pending"
