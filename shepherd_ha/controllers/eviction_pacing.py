@@ -9,7 +9,11 @@ A zone is
   at most `large_cluster_size_threshold` nodes;
 - FullDisruption: none of its nodes is Ready: the normal rate while another zone has a
   Ready node (the zone itself is gone), and no eviction anywhere when every zone is
-  fully disrupted.
+  fully disrupted. Leaving that state, every node gets a full grace period again
+  (node_lifecycle.py), as Kubernetes does: they were cut off together.
+
+A zone's NotReady nodes are those whose lease stopped or whose Ready condition is not
+True. When a zone's rate changes, its next eviction may start at once (a new bucket).
 
 Many nodes going NotReady together is more often the control plane's trouble than the
 nodes' (an overloaded replica refusing lease renewals, a partitioned leader), and
@@ -21,7 +25,7 @@ from .settings import ControllerSettings
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 NORMAL, PARTIAL, FULL = "Normal", "PartialDisruption", "FullDisruption"
-RECHECK = 5.0        # seconds between looks at a node whose zone allows no eviction now (node-monitor-period)
+RECHECK = 5.0        # seconds between looks at a node whose eviction waits (Kubernetes' node-monitor-period)
 
 
 def zone_of(node):
@@ -48,34 +52,51 @@ class EvictionPacer:
         self.secondary_rate = settings.secondary_node_eviction_rate
         self.threshold = settings.unhealthy_zone_threshold
         self.large = settings.large_cluster_size_threshold
-        self._next = {}        # zone -> clock time its next eviction may start
+        self._next = {}        # zone -> (clock time its next eviction may start, the rate it was set at)
         self.states = {}       # zone -> its state when last looked at
 
     def states_of(self, counts):
         """{zone: state} for {zone: (ready, not ready)}."""
         return {zone: zone_state(ready, not_ready, self.threshold) for zone, (ready, not_ready) in counts.items()}
 
+    @staticmethod
+    def all_down(states):
+        return bool(states) and all(s == FULL for s in states.values())
+
     def zone_rate(self, zone, states, counts):
+        """(nodes per second, why in words) for evictions starting in `zone`."""
         state = states.get(zone, NORMAL)
-        if states and all(s == FULL for s in states.values()):
-            return 0.0
+        if self.all_down(states):
+            return 0.0, "no node is Ready in any zone: the control plane, not the nodes, may be failing"
+        ready, not_ready = counts.get(zone, (0, 0))
         if state == PARTIAL:
-            return self.secondary_rate if sum(counts.get(zone, (0, 0))) > self.large else 0.0
-        return self.rate
+            why = "%d of %d nodes of the zone are NotReady (%s): " % (not_ready, ready + not_ready, state)
+            if ready + not_ready <= self.large:
+                return 0.0, why + "no eviction in a zone of at most %d nodes" % self.large
+            return self.secondary_rate, why + ("evictions start at most %g nodes per second" % self.secondary_rate
+                                               if self.secondary_rate > 0 else
+                                               "--secondary-node-eviction-rate is 0")
+        return self.rate, ("evictions start at most %g nodes per second" % self.rate if self.rate > 0 else
+                           "--node-eviction-rate is 0")
 
     def allow(self, zone, counts, now):
-        """(allowed, zone state, its rate, seconds until it may ask again): whether an
-        eviction in `zone` may start now (if so, it is counted)."""
+        """(allowed, seconds until it may ask again, why in words): whether an eviction in
+        `zone` may start now (if so, it is counted)."""
         states = self.states_of(counts)
-        rate = self.zone_rate(zone, states, counts)
-        state = states.get(zone, NORMAL)
+        rate, why = self.zone_rate(zone, states, counts)
         if rate <= 0:
-            return False, state, rate, RECHECK
-        due = self._next.get(zone, now)
+            return False, RECHECK, why
+        due, set_at = self._next.get(zone, (now, rate))
+        if set_at != rate:
+            due = min(due, now)            # a new rate, a new bucket (with its one token)
         if now < due:
-            return False, state, rate, due - now
-        self._next[zone] = now + 1.0 / rate
-        return True, state, rate, 0.0
+            return False, min(due - now, RECHECK), why      # sooner if the zone's rate changes
+        self._next[zone] = (now + 1.0 / rate, rate)
+        return True, 0.0, why
+
+    def reset(self):
+        """Every zone's next eviction may start at once (after all zones were down)."""
+        self._next.clear()
 
     def changed_states(self, counts):
         """[(zone, old state, new state, ready, not ready)] since the last call."""

@@ -27,7 +27,7 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.stamping import now_rfc3339
 
 from .controller import Controller, Retry
-from .eviction_pacing import FULL, PARTIAL, EvictionPacer, zone_of
+from .eviction_pacing import EvictionPacer, zone_of
 
 
 def ready_condition(obj):
@@ -73,11 +73,11 @@ class NodeLifecycleController(Controller):
         self.resync_period = settings.resync_period
         self.now = now                  # wall time, only for condition timestamps
         self._seen = {}                 # node name -> _Seen
-        self._timers = {}               # node name -> clock time of its pending re-check
         self._evicting = frozenset()    # nodes past their eviction deadline
         self._lock = threading.Lock()
         self.pacer = EvictionPacer(settings)
-        self._zones = {}                # node name -> its zone
+        self._zones = {}                # node name -> (its zone, its Ready condition says True)
+        self._all_down = False          # every zone was fully disrupted at the last count
         self._held = set()              # nodes past their deadline whose eviction waits for the pacer
         self._counts = None             # (clock time, {zone: (ready, not ready)}), kept a second
 
@@ -103,12 +103,12 @@ class NodeLifecycleController(Controller):
         node = self.store.get("nodes", None, name)
         if node is None:
             self._seen.pop(name, None)
-            self._timers.pop(name, None)
             self._zones.pop(name, None)
             self._held.discard(name)
             self._set_evicting(name, False)
             return None
-        self._zones[name] = zone_of(node)
+        cond = ready_condition(node)
+        self._zones[name] = (zone_of(node), cond is not None and cond.get("status") == "True")
         lease = self.store.get("leases", LEASE_NAMESPACE, name)
         lease_rv = lease["metadata"]["resourceVersion"] if lease else None
         now = self.store.clock()
@@ -140,18 +140,40 @@ class NodeLifecycleController(Controller):
         evicted = self._evict(node, stale)
         return "; ".join(s for s in (marked, evicted) if s) or None
 
-    def _zone_counts(self, now):
-        """{zone: (nodes Ready, nodes NotReady)} by this controller's own view of the leases."""
-        if self._counts is not None and now - self._counts[0] < 1.0:
-            return self._counts[1]
+    def _count(self, now):
         counts = {}
-        for name, zone in self._zones.items():
+        for name, (zone, says_ready) in self._zones.items():
             seen = self._seen.get(name)
             ready, not_ready = counts.get(zone, (0, 0))
-            if seen is not None and now - seen.since >= self.grace:
+            if not says_ready or (seen is not None and now - seen.since >= self.grace):
                 counts[zone] = (ready, not_ready + 1)
             else:
                 counts[zone] = (ready + 1, not_ready)
+        return counts
+
+    def _zone_counts(self, now):
+        """{zone: (nodes Ready, nodes NotReady)}: lease stopped or Ready condition not True."""
+        if self._counts is not None and now - self._counts[0] < 1.0:
+            return self._counts[1]
+        counts = self._count(now)
+        all_down = self.pacer.all_down(self.pacer.states_of(counts))
+        if all_down and not self._all_down:
+            # As Kubernetes: evictions under way stop too; the nodes were cut off together.
+            with self._lock:
+                self._evicting = frozenset()
+        elif self._all_down and not all_down:
+            # Back from every zone down: each node not evicted gets a full grace period again.
+            for name, seen in self._seen.items():
+                if name not in self._evicting:
+                    # (not moved: only its lease moving again makes an Unknown node Ready)
+                    seen.since, seen.moved = now, False
+                    self._recheck(name, now + self.grace, now)
+            self._held.clear()
+            self.pacer.reset()
+            self.record("a node is Ready again after every zone was down: every other node gets a full grace "
+                        "period again")
+            counts = self._count(now)
+        self._all_down = all_down
         for zone, old, state, ready, not_ready in self.pacer.changed_states(counts):
             self.record('zone "%s" is %s (was %s): %d of %d nodes NotReady' % (
                 zone, state, old, not_ready, ready + not_ready))
@@ -161,33 +183,23 @@ class NodeLifecycleController(Controller):
     def _eviction_held(self, name, now):
         """(False, None) when the pacer lets node `name` start its eviction now; else True,
         a sentence the first time (None after), and a re-check when it may ask again."""
-        zone = self._zones.get(name, "")
         counts = self._zone_counts(now)
-        allowed, state, rate, wait = self.pacer.allow(zone, counts, now)
+        seen = self._seen.get(name)
+        if seen is not None and now - seen.since < self.grace + self.eviction:
+            return True, None          # its grace period started again (every zone was down)
+        zone = self._zones.get(name, ("", False))[0]
+        allowed, wait, why = self.pacer.allow(zone, counts, now)
         if allowed:
             return False, None
         self._recheck(name, now + wait, now)
         if name in self._held:
             return True, None
         self._held.add(name)
-        ready, not_ready = counts.get(zone, (0, 0))
-        if state == FULL and rate <= 0:
-            why = "no node is Ready in any zone: the control plane, not the nodes, may be failing"
-        elif state == PARTIAL:
-            why = "%d of %d nodes of the zone are NotReady (%s): %s" % (
-                not_ready, ready + not_ready, state,
-                "evictions start at most %g nodes per second" % rate if rate > 0 else
-                "no eviction in a zone of at most %d nodes" % self.pacer.large)
-        else:
-            why = "evictions start at most %g nodes per second" % rate
         return True, 'the eviction of node %s\'s pods waits (zone "%s"): %s' % (name, zone, why)
 
     def _recheck(self, name, due, now):
-        """Re-queue `name` at `due`, unless a re-check at or before then is pending."""
-        pending = self._timers.get(name)
-        if pending is not None and now < pending <= due:
-            return
-        self._timers[name] = due
+        """Re-queue `name` at `due`, unless a re-check at or before then is pending (the
+        queue keeps the earliest; a retry's backoff that replaced it re-checks sooner)."""
         self.queue.add_after(name, due - now)
 
     def _set_evicting(self, name, on):

@@ -191,8 +191,10 @@ class RaftNode:
         heard = getattr(self.syncobj, "_last_leader_contact", None)
         since = ("no leader heard since start, or its connection dropped" if heard is None else
                  "last heard from a leader %.2f s ago" % (raft_clock() - heard))
-        return ": %s; longest Raft tick gap here in the last minute %.2f s" % (
-            since, self.tick_gaps.snapshot()["maxSeconds"])
+        gaps = self.tick_gaps.snapshot()
+        return ": %s; longest Raft tick gap here in the last minute %.2f s%s" % (
+            since, gaps["maxSeconds"], "; still loading its dump and journal, longest tick so far %.2f s"
+            % gaps["startupSeconds"] if gaps["loading"] else "")
 
     # ---- state ----
 

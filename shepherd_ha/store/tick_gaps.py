@@ -66,6 +66,7 @@ class TickGapMeter:
                 self._first = now
             if self._loading and now - self._first >= LOAD_LIMIT:
                 self._end_loading(now, "not loaded %.0f s after its first tick (no leader yet?)" % LOAD_LIMIT)
+                return                  # this tick starts the count
             if self._loading:
                 if self._last_start is not None:
                     self.startup = max(self.startup, now - self._last_start)
@@ -110,8 +111,10 @@ class TickGapMeter:
         with self._lock:
             self._roll(now)
             current = now - self._last_start if self._last_start is not None else 0.0
-            startup = max(self.startup, current) if self._loading else self.startup
-            if self._loading:
+            # A tick thread stuck in the load past LOAD_LIMIT never ticks to end it: it shows.
+            loading = self._loading and (self._first is None or now - self._first < LOAD_LIMIT)
+            startup = max(self.startup, current) if loading else self.startup
+            if loading:
                 current = 0.0
             cumulative, total = [], 0
             for bound, count in zip(BUCKETS + (float("inf"),), self._counts):
@@ -121,4 +124,4 @@ class TickGapMeter:
                     "windowSeconds": self.window, "currentSeconds": current,
                     "longestSeconds": max(self.longest, current),
                     "buckets": cumulative, "count": total, "sumSeconds": self._sum,
-                    "loading": self._loading, "startupSeconds": startup}
+                    "loading": loading, "startupSeconds": startup}

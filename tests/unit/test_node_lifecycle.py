@@ -7,6 +7,7 @@ from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.store_access import MemoryStore
 
 GRACE, EVICTION = 15.0, 10.0
+RECHECK_SLACK = 7.0      # eviction_pacing.RECHECK (5 s) between looks at a held node, and a step
 
 
 def node(name, ready="True"):
@@ -279,12 +280,34 @@ def test_a_small_zone_mostly_not_ready_evicts_nothing_until_it_recovers():
 
 def test_with_no_node_ready_anywhere_nothing_is_evicted():
     h = fleet(2)
+    h.advance(5, renewing=["n0", "n1"], step=1.0)     # both renewed once, then neither
     h.advance(GRACE + EVICTION + 60, step=1.0)
     assert evicted(h, ["n0", "n1"]) == []
     assert any("no node is Ready in any zone" in s for s in h.controller.sentences)
     h.advance(5, renewing=["n1"], step=1.0)
-    h.advance(1, renewing=["n1"], step=1.0)
-    assert evicted(h, ["n0", "n1"]) == ["n0"], "one node back: the other is evicted"
+    assert h.ready("n1") == "True"
+    assert any("every other node gets a full grace period again" in s for s in h.controller.sentences)
+    obj = h.store.get("nodes", None, "n0")        # a change of n0 reconciles it inside its new grace period
+    write(h.store, {"op": "update", "resource": "nodes", "name": "n0",
+                    "object": dict(obj, metadata=dict(obj["metadata"], labels={"touched": "yes"}))})
+    for _ in range(int(GRACE + EVICTION - 7)):
+        h.advance(1, renewing=["n1"], step=1.0)
+        assert h.ready("n0") == "Unknown", "its lease has not moved: it stays NotReady meanwhile"
+    assert evicted(h, ["n0", "n1"]) == [], "back from every zone down: n0 gets a full grace period again"
+    h.advance(RECHECK_SLACK, renewing=["n1"], step=1.0)
+    assert evicted(h, ["n0", "n1"]) == ["n0"], "and is evicted after it"
+
+
+def test_evictions_under_way_stop_when_every_zone_goes_down():
+    h = fleet(10)
+    alive = ["n%d" % i for i in range(1, 10)]
+    h.advance(GRACE + EVICTION, renewing=alive, step=1.0)
+    assert evicted(h, ["n0"]) == ["n0"]
+    h.advance(GRACE + EVICTION + 10, step=1.0)      # now every node stops
+    create(h.store, "pods", pod("late", "n0"))
+    h.advance(5, step=1.0)
+    assert h.store.get("pods", "default", "late") is not None, "no eviction at all while every zone is down"
+    assert evicted(h, alive) == []
 
 
 def test_a_zone_with_no_node_ready_beside_a_healthy_zone_is_evicted():
@@ -316,6 +339,7 @@ def test_pods_landing_on_a_node_whose_eviction_started_go_without_waiting_for_th
     create(h.store, "pods", pod("late", first))
     h.settle()
     assert h.store.get("pods", "default", "late") is None
+    assert len(evicted(h, ["n0", "n1"])) == 1, "the other node's eviction still waits its turn"
 
 
 def test_eviction_pacing_settings_are_checked():
@@ -335,3 +359,27 @@ def test_a_zero_eviction_rate_evicts_nothing():
     h = fleet(10, node_eviction_rate=0)
     h.advance(GRACE + EVICTION + 30, renewing=["n%d" % i for i in range(1, 10)], step=1.0)
     assert evicted(h, ["n0"]) == []
+    assert any("n0's pods waits" in s and "--node-eviction-rate is 0" in s for s in h.controller.sentences)
+
+
+def test_a_node_whose_agent_reports_not_ready_counts_as_not_ready_in_its_zone():
+    h = fleet(5)
+    for name in ("n3", "n4"):       # their agents say NotReady (their leases still move)
+        obj = h.store.get("nodes", None, name)
+        status = dict(obj["status"], conditions=[{"type": "Ready", "status": "False", "reason": "AgentSaysSo"}])
+        write(h.store, {"op": "update", "resource": "nodes", "name": name, "subresource": "status",
+                        "object": dict(obj, status=status)})
+    h.advance(GRACE + EVICTION + 20, renewing=["n2", "n3", "n4"], step=1.0)
+    assert evicted(h, ["n0", "n1"]) == [], "4 of 5 NotReady: a small zone partially disrupted evicts none"
+    assert any("4 of 5 nodes of the zone are NotReady" in s for s in h.controller.sentences)
+
+
+def test_a_faster_rate_applies_at_once_when_a_zone_recovers():
+    h = fleet(60)
+    down = ["n%d" % i for i in range(40)]
+    alive = ["n%d" % i for i in range(40, 60)]
+    h.advance(GRACE + EVICTION, renewing=alive, step=1.0)
+    assert len(evicted(h, down)) == 1               # partially disrupted: 0.01 per second
+    back = [n for n in down if n not in evicted(h, down)][:35]
+    h.advance(10, renewing=alive + back, step=1.0)    # 4 still down of 59: healthy, 0.1 per second
+    assert len(evicted(h, down)) == 2, "the normal rate's bucket starts with its token"

@@ -75,6 +75,9 @@ def replica(tmp_path):
         while replica.node.leader_address() is None and time.monotonic() < deadline:
             time.sleep(0.05)
         assert replica.node.leader_address() is not None
+        while replica.node.tick_gaps.snapshot()["loading"] and time.monotonic() < deadline:
+            time.sleep(0.05)           # gaps count once the store is loaded (onReady)
+        assert not replica.node.tick_gaps.snapshot()["loading"]
         yield replica
     finally:
         replica.close()
@@ -146,3 +149,15 @@ def test_gaps_count_a_minute_after_the_first_tick_even_if_never_loaded():
     meter.tick()
     shot = meter.snapshot()
     assert not shot["loading"] and shot["maxSeconds"] == pytest.approx(3.0)
+    assert shot["count"] == 1, "only the gap after the load ended is counted"
+
+
+def test_a_tick_thread_stuck_in_its_load_shows_once_the_load_limit_is_past():
+    clock = Clock()
+    meter = TickGapMeter(window=60, clock=clock, loading=True)
+    meter.tick()
+    clock.now += 30.0
+    assert meter.snapshot()["maxSeconds"] == 0 and meter.snapshot()["startupSeconds"] == pytest.approx(30.0)
+    clock.now += 45.0                  # never ticked again: stuck, not loading
+    shot = meter.snapshot()
+    assert not shot["loading"] and shot["maxSeconds"] == pytest.approx(75.0)
