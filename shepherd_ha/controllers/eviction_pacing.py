@@ -98,10 +98,10 @@ class EvictionPacer:
         """Every zone's next eviction may start at once (after all zones were down)."""
         self._next.clear()
 
-    def changed_states(self, counts):
+    def changed_states(self, states, counts):
         """[(zone, old state, new state, ready, not ready)] since the last call."""
         out = []
-        for zone, state in sorted(self.states_of(counts).items()):
+        for zone, state in sorted(states.items()):
             old = self.states.get(zone, NORMAL)
             if state != old:
                 out.append((zone, old, state) + tuple(counts[zone]))

@@ -156,7 +156,8 @@ class NodeLifecycleController(Controller):
         if self._counts is not None and now - self._counts[0] < 1.0:
             return self._counts[1]
         counts = self._count(now)
-        all_down = self.pacer.all_down(self.pacer.states_of(counts))
+        states = self.pacer.states_of(counts)
+        all_down = self.pacer.all_down(states)
         if all_down and not self._all_down:
             # As Kubernetes: evictions under way stop too; the nodes were cut off together.
             with self._lock:
@@ -173,8 +174,9 @@ class NodeLifecycleController(Controller):
             self.record("a node is Ready again after every zone was down: every other node gets a full grace "
                         "period again")
             counts = self._count(now)
+            states = self.pacer.states_of(counts)
         self._all_down = all_down
-        for zone, old, state, ready, not_ready in self.pacer.changed_states(counts):
+        for zone, old, state, ready, not_ready in self.pacer.changed_states(states, counts):
             self.record('zone "%s" is %s (was %s): %d of %d nodes NotReady' % (
                 zone, state, old, not_ready, ready + not_ready))
         self._counts = (now, counts)

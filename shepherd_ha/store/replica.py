@@ -175,7 +175,7 @@ class Replica:
         gaps = self.tick_gaps()
         return {"maxSeconds": round(gaps["maxSeconds"], 4), "windowSeconds": gaps["windowSeconds"],
                 "longestSeconds": round(gaps["longestSeconds"], 4), "ticks": gaps["count"],
-                "startupSeconds": round(gaps.get("startupSeconds", 0.0), 4)}
+                "startupSeconds": round(gaps["startupSeconds"], 4)}
 
     def ready(self):
         """(ready, reason): knows a leader and has applied what it knows is committed."""
