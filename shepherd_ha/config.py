@@ -82,8 +82,8 @@ SERVER_OPTIONS = (
            "copy of the store; the controllers run in the first one"),
     Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: as many as the flow "
            "control limits below need (%d with their defaults)" % FlowControl().threads_needed()),
-    Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed for "
-           "this long becomes NotReady (s); at least 2 x --node-lease-interval"),
+    Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed and "
+           "which posted no status for this long becomes NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "
            "longer are deleted so their owners recreate them elsewhere (s)"),
     Option("node_eviction_rate", float, CONTROLLERS["node_eviction_rate"], "nodes per second whose pods may "

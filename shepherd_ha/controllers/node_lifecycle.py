@@ -1,20 +1,24 @@
-"""Node lifecycle controller: nodes whose lease stops moving become NotReady, and
+"""Node lifecycle controller: nodes that stop sending heartbeats become NotReady, and
 their pods are evicted so their owners recreate them elsewhere.
 
-Liveness is judged only by when THIS leader saw a node's lease (namespace
-kube-node-lease, same name as the node) change resourceVersion, on its own
-monotonic clock (`store.clock`); timestamps that agents wrote are never trusted.
-Every node gets a full grace period from the moment this controller first sees
-it (a new leader has not seen any renewal yet), lease or no lease.
+A heartbeat is, as Kubernetes' probeTimestamp, either of: the node's lease
+(namespace kube-node-lease, same name as the node) changing resourceVersion, or
+the Ready condition of the node's status getting a new lastHeartbeatTime (the
+agent's status post). Liveness is judged only by when THIS leader saw one, on its
+own monotonic clock (`store.clock`); the times agents wrote are compared for
+change, never trusted as times. Every node gets a full grace period from the
+moment this controller first sees it (a new leader has not seen any heartbeat
+yet), lease or no lease.
 
-- lease unchanged for `node_grace_period`: the node's Ready condition becomes
+- no heartbeat for `node_grace_period`: the node's Ready condition becomes
   Unknown (reason NodeStatusUnknown), its pods' Ready condition False (so the
   endpoints stop sending them traffic), and a Warning event NodeNotReady.
 - `pod_eviction_timeout` later: its pods are deleted (uid precondition, one Raft
   entry), an Evicted event each; pods bound to it later are deleted too. Evictions
   start at a paced rate per zone, slower or not at all while many of a zone's nodes
   are NotReady at once (eviction_pacing.py).
-- the lease moves again: Ready True (reason NodeLeaseRenewed), event NodeReady.
+- a heartbeat again: Ready True (reason NodeLeaseRenewed, or the agent's own
+  status), event NodeReady.
 
 Deadlines are delayed re-queues of the node's key (at most one pending per node),
 never a ticker over all nodes.
@@ -53,13 +57,21 @@ def _seconds(value):
     return "%ds" % round(value) if value >= 1 else "%.1fs" % value
 
 
-class _Seen:
-    __slots__ = ("lease_rv", "since", "moved")
+def heartbeat_of(cond):
+    """The Ready condition's lastHeartbeatTime, compared for change only (None: absent).
+    This controller's own writes of the condition leave it out."""
+    value = cond.get("lastHeartbeatTime") if cond is not None else None
+    return value if isinstance(value, str) and value else None
 
-    def __init__(self, lease_rv, since):
+
+class _Seen:
+    __slots__ = ("lease_rv", "heartbeat", "since", "moved")
+
+    def __init__(self, lease_rv, heartbeat, since):
         self.lease_rv = lease_rv      # the lease resourceVersion last seen (None: no lease)
-        self.since = since            # store.clock() when it was first seen or last changed
-        self.moved = False            # seen the lease change since this controller started
+        self.heartbeat = heartbeat    # the last lastHeartbeatTime seen in the Ready condition (None: none)
+        self.since = since            # store.clock() when it was first seen or last heard from
+        self.moved = False            # heard from (lease or status) since this controller started
 
 
 class NodeLifecycleController(Controller):
@@ -111,14 +123,20 @@ class NodeLifecycleController(Controller):
         self._zones[name] = (zone_of(node), cond is not None and cond.get("status") == "True")
         lease = self.store.get("leases", LEASE_NAMESPACE, name)
         lease_rv = lease["metadata"]["resourceVersion"] if lease else None
+        heartbeat = heartbeat_of(cond)
         now = self.store.clock()
         seen = self._seen.get(name)
         if seen is None:
-            seen = self._seen[name] = _Seen(lease_rv, now)          # first sight: a full grace period
-        elif lease_rv is not None and lease_rv != seen.lease_rv:
-            seen.lease_rv, seen.since, seen.moved = lease_rv, now, True
-        elif lease_rv is None:
-            seen.lease_rv = None      # lease deleted: that is no renewal
+            seen = self._seen[name] = _Seen(lease_rv, heartbeat, now)    # first sight: a full grace period
+        else:
+            renewed = lease_rv is not None and lease_rv != seen.lease_rv
+            # A status post: a new heartbeat time (our own writes drop it, which is no post).
+            posted = heartbeat is not None and heartbeat != seen.heartbeat
+            if renewed or posted:
+                seen.since, seen.moved = now, True
+            seen.lease_rv = lease_rv      # lease deleted (None): that is no renewal
+            if heartbeat is not None:
+                seen.heartbeat = heartbeat
         stale = now - seen.since
         if stale < self.grace:
             self._held.discard(name)
@@ -218,7 +236,7 @@ class NodeLifecycleController(Controller):
     def _mark_ready(self, node, seen):
         cond = ready_condition(node)
         if not seen.moved or (cond is not None and cond.get("status") != "Unknown"):
-            # Only a lease this leader saw move brings a node back; a Ready False the
+            # Only a heartbeat this leader saw brings a node back; a Ready False the
             # agent reported is the agent's to change.
             return None
         name = node["metadata"]["name"]
@@ -233,15 +251,16 @@ class NodeLifecycleController(Controller):
         if cond is not None and cond.get("status") == "Unknown":
             return None
         name = node["metadata"]["name"]
-        message = "%s for %s (grace period %s)" % ("node lease not renewed" if has_lease else "no node lease seen",
-                                                   _seconds(stale), _seconds(self.grace))
+        message = "%s for %s (grace period %s)" % (
+            "node lease not renewed and no status posted" if has_lease else "no node lease and no status posted",
+            _seconds(stale), _seconds(self.grace))
         self._write_node_status(node, with_ready_condition(node, "Unknown", "NodeStatusUnknown", message,
                                                            self.now()))
         if self.events:
             self.events.emit(node, "NodeNotReady", "node %s is not ready: %s" % (name, message), "Warning")
         unready = self._mark_pods_not_ready(name)
         return "node %s is NotReady: %s for %s%s" % (
-            name, "lease not renewed" if has_lease else "no lease seen", _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
+            name, "no lease renewal or status post" if has_lease else "no lease and no status post", _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
 
     def _pods_on(self, name):
         return self.select("pods", self.store.list("pods"), lambda p: (p.get("spec") or {}).get("nodeName") == name)

@@ -95,7 +95,7 @@ def test_a_node_that_stops_renewing_goes_not_ready_then_its_pods_are_evicted():
     # Its ready pod is marked not ready (endpoints stop sending it traffic); the node keeps its other status.
     assert ready_condition(h.store.get("pods", "default", "p2"))["status"] == "False"
     assert h.store.get("nodes", None, "n2")["status"]["allocatable"]["cpu"] == "2"
-    assert any(s.startswith("node n2 is NotReady: lease not renewed for 15s") for s in h.controller.sentences)
+    assert any(s.startswith("node n2 is NotReady: no lease renewal or status post for 15s") for s in h.controller.sentences)
 
     h.advance(EVICTION - 1, renewing=("n1",), step=1.0)
     assert h.store.get("pods", "default", "p2") is not None, "eviction waits for the timeout"
@@ -137,8 +137,8 @@ def test_every_node_gets_a_full_grace_period_from_first_sight_lease_or_not():
     create(store, "nodes", node("late"))         # seen only now: its own full grace period
     h.advance(1)
     assert (h.ready("old"), h.ready("bare"), h.ready("late")) == ("Unknown", "Unknown", "True")
-    assert ready_condition(h.store.get("nodes", None, "bare"))["message"] == "no node lease seen for 15s (grace period 15s)"
-    assert ready_condition(h.store.get("nodes", None, "old"))["message"] == "node lease not renewed for 15s (grace period 15s)"
+    assert ready_condition(h.store.get("nodes", None, "bare"))["message"] == "no node lease and no status posted for 15s (grace period 15s)"
+    assert ready_condition(h.store.get("nodes", None, "old"))["message"] == "node lease not renewed and no status posted for 15s (grace period 15s)"
     h.advance(GRACE - 1, step=1.0)
     assert h.ready("late") == "True"
     h.advance(1)
@@ -168,6 +168,40 @@ def test_lease_deleted_counts_as_no_renewal_and_a_new_lease_revives():
     create(h.store, "leases", lease("n2"))
     h.settle()
     assert h.ready("n2") == "True"
+
+
+def post_status(h, name, beat, ready="True"):
+    """The agent's status post: its own Ready condition with a new lastHeartbeatTime."""
+    current = h.store.get("nodes", None, name)
+    conditions = [{"type": "Ready", "status": ready, "reason": "AgentReady", "message": "agent says so",
+                   "lastHeartbeatTime": beat, "lastTransitionTime": "2026-01-01T00:00:00Z"}]
+    write(h.store, {"op": "update", "resource": "nodes", "name": name, "subresource": "status",
+                    "object": dict(current, status=dict(current["status"], conditions=conditions))})
+
+
+def test_status_posts_are_heartbeats_too_when_the_lease_stops():
+    h = two_nodes_with_pods()
+    # n2's lease stops, but its agent still posts status every 10 s (a new lastHeartbeatTime each time).
+    for beat in range(1, 5):
+        post_status(h, "n2", "2026-01-01T00:00:%02dZ" % (10 * beat))
+        h.advance(10, renewing=("n1",), step=1.0)
+        assert h.ready("n2") == "True", "status posts keep the node alive (%d s)" % (10 * beat)
+    assert h.events("NodeNotReady") == []
+    # The same heartbeat time again is no new post (the last one was seen at 31 s); nor is the
+    # controller's own write of the condition.
+    post_status(h, "n2", "2026-01-01T00:00:40Z")
+    h.advance(GRACE - 8, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "Unknown"
+    assert "no status posted" in ready_condition(h.store.get("nodes", None, "n2"))["message"]
+    h.advance(5, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "Unknown", "marking it Unknown did not count as a heartbeat"
+    # A post after that brings it back, and it stays: no flapping back to Unknown at the next look.
+    post_status(h, "n2", "2026-01-01T00:01:30Z")
+    h.advance(GRACE - 1, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "True"
+    assert h.store.get("pods", "default", "p2") is not None, "its pods were not evicted"
+    h.advance(EVICTION + 2, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "Unknown" and h.store.get("pods", "default", "p2") is None
 
 
 def test_agent_reported_not_ready_is_not_overridden_by_a_moving_lease():
