@@ -18,3 +18,23 @@ def test_a_chunked_list_is_the_same_json(count):
     assert body.decode() == dumps(dict(HEAD, items=items))
     assert json.loads(body) == dict(HEAD, items=items)
     assert len(chunks) == 2 + -(-count // LIST_CHUNK_ITEMS)       # head, one per chunk of items, tail
+
+
+@pytest.mark.parametrize("value", [
+    {"metadata": {"labels": {"city": "Zürich", "note": "雪"}}},          # UTF-8 text, not escaped
+    {"spec": {"n": 2 ** 70, "m": -(2 ** 70)}},                           # beyond orjson's 64 bits: json writes it
+    {"a": [1, 2.5, True, None, "x\ny\"z\\", [], {}]},
+    {"tuple": ("kept", "as a list")},
+])
+def test_every_body_is_compact_json_that_reads_back_the_same(value):
+    text = dumps(value)
+    assert ": " not in text and ", " not in text.replace('", "', "")     # compact
+    back = json.loads(text)
+    assert back == json.loads(json.dumps(value))
+    if "metadata" in value:
+        assert "Zürich" in text and "\\u" not in text
+
+
+def test_a_value_no_json_can_carry_is_refused_not_mangled():
+    with pytest.raises(TypeError):
+        dumps({"when": object()})
