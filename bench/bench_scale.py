@@ -295,9 +295,11 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
         say("    %s: term %s -> %s, leadership losses seen %d, controller activations %s -> %s"
             % (ident, row["term_start"], row["term_end"], row["leadership_losses"], *row["controller_activations"]))
     rd = final["readiness"]
-    say("  nodes falsely NotReady: %d (%d transitions); NotReady because the fleet itself sent no renewal in the "
-        "grace period: %d; NotReady at the end: %d" % (rd["false_not_ready"], rd["false_not_ready_events"],
-                                                       rd["fleet_late_not_ready"], len(rd["not_ready_now"])))
+    say("  nodes falsely NotReady: %d (%d transitions, %d of them after a renewal the control plane acknowledged "
+        "within the grace period, the others after every renewal of the period failed); NotReady because the fleet "
+        "itself sent no renewal in the grace period: %d; NotReady at the end: %d"
+        % (rd["false_not_ready"], rd["false_not_ready_events"], rd["false_not_ready_acked"],
+           rd["fleet_late_not_ready"], len(rd["not_ready_now"])))
     say("  pods of the run deleted (nothing but evictions deletes them here; a watch re-list misses some): %d"
         % final.get("pods_deleted", 0))
     fenced, gaps = [], []

@@ -186,8 +186,13 @@ class ReadinessTracker:
                 self.fleet_late.append(row)
 
     def result(self):
+        # Of those, the transitions after an acknowledged renewal within the grace period: the
+        # control plane took the renewal and still judged the node late (its view lagged);
+        # the others had every renewal of the period refused or timed out.
+        acked = [r for r in self.false_not_ready if r[3] is not None and r[1] - r[3] < self.grace]
         return {"false_not_ready": len({r[0] for r in self.false_not_ready}),
                 "false_not_ready_events": len(self.false_not_ready),
+                "false_not_ready_acked": len(acked),
                 "fleet_late_not_ready": len({r[0] for r in self.fleet_late}),
                 "not_ready_now": sorted(n for n, s in self.ready.items() if s != "True"),
                 "examples": (self.false_not_ready + self.fleet_late)[:5], "node_events": self.events}
