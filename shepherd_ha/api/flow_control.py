@@ -353,6 +353,15 @@ class FlowControl:
         message = "too many requests: %s; %s (the limit is %s)" % (what, _ADVICE[level.name] % retry, limit)
         return Rejected(level.name, reason, message, retry)
 
+    def system_pressure(self):
+        """(requests queued now, requests refused so far) at the system level (node
+        heartbeats); (0, 0) without a bound. The controllers' write pacer reads it."""
+        level = self.levels.get(SYSTEM)
+        if level is None:
+            return 0, 0
+        with level._lock:
+            return len(level._waiting), sum(level.rejected.values())
+
     def snapshot(self):
         """{level or pool name: its counters}, for /metrics."""
         return {name: level.snapshot() for name, level in list(self.levels.items()) + list(self.pools.items())}

@@ -15,6 +15,7 @@ from shepherd_ha.api.metrics import ConnectionCollector
 from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
+from shepherd_ha.controllers.write_pacing import WritePacer
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import data_at_rest, gc_tuning
@@ -243,7 +244,9 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     replica.cluster_id = settings.cluster_id
     gc_tuning.configure_process()
     if worker == 0:
-        manager = ControllerManager(replica, default_factories(controller_settings))
+        # Controller writes yield to node heartbeats while the system level waits (write_pacing.py).
+        pacer = WritePacer(flow.system_pressure) if flow.levels else None
+        manager = ControllerManager(replica, default_factories(controller_settings), pacer=pacer)
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()

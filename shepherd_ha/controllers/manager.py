@@ -29,10 +29,11 @@ TICK = 0.1
 
 
 class ControllerManager:
-    def __init__(self, replica, factories, clock=time.monotonic):
+    def __init__(self, replica, factories, clock=time.monotonic, pacer=None):
         self.replica = replica
         self.factories = list(factories)     # callables: StoreAccess -> [Controller, ...]
         self.clock = clock
+        self.pacer = pacer                   # write_pacing.WritePacer: writes yield to node heartbeats
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self.active_epoch = None
@@ -110,7 +111,7 @@ class ControllerManager:
         node = self.replica.node
         committer = self.replica.committer
         store = StoreAccess(node.lock, lambda: node.fsm, self.replica.watch_log, committer.call,
-                            committer.call_many, epoch, self.clock, self.replica.write_timeout)
+                            committer.call_many, epoch, self.clock, self.replica.write_timeout, pacer=self.pacer)
         controllers = [c for factory in self.factories for c in factory(store)]
         for controller in controllers:
             controller.faults = self.faults
@@ -138,6 +139,8 @@ class ControllerManager:
                   "activations": activations, "threads": len(threads) if threads is not None else 0,
                   "deadThreads": dead}
         status.update(self.faults.summary())
+        if self.pacer is not None:
+            status["writePacing"] = self.pacer.status()
         if counts:
             status["errorCounts"] = self.faults.counts()
             status["restartCounts"] = dict(self.faults.restarts)

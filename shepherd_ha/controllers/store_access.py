@@ -23,7 +23,7 @@ from shepherd_ha.store.watch_log import WatchLog
 
 class StoreAccess:
     def __init__(self, lock, fsm_of, watch_log, submit, submit_many, epoch, clock=time.monotonic,
-                 write_timeout=WRITE_TIMEOUT):
+                 write_timeout=WRITE_TIMEOUT, pacer=None):
         self._lock = lock
         self._fsm_of = fsm_of            # callable: the FSM object may be replaced by a snapshot
         self.watch_log = watch_log
@@ -32,6 +32,7 @@ class StoreAccess:
         self.epoch = list(epoch)
         self.clock = clock
         self.write_timeout = write_timeout
+        self.pacer = pacer               # write_pacing.WritePacer or None: every write takes its tokens
 
     def get(self, resource, namespace, name):
         with self._lock:
@@ -60,6 +61,8 @@ class StoreAccess:
         """Submit ops atomically with this controller epoch; returns the FSM result
         (a 413 failure if the write is too big to replicate)."""
         command = commands.write(ops, key or uuid.uuid4().hex, self.epoch)
+        if self.pacer is not None:
+            self.pacer.take(1)
         try:
             return self._submit(command, self.write_timeout)
         except CommandTooLarge as exc:
@@ -76,8 +79,18 @@ class StoreAccess:
         too big to replicate) does not affect the others."""
         if not writes:
             return []
-        return self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in writes],
-                                 self.write_timeout)
+        if self.pacer is None:
+            return self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in writes],
+                                     self.write_timeout)
+        results = []
+        while len(results) < len(writes):
+            # While paced, a batch goes a chunk at a time as its tokens come.
+            part = writes[len(results):len(results) + self.pacer.chunk] if self.pacer.pacing else \
+                writes[len(results):]
+            self.pacer.take(len(part))
+            results += self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in part],
+                                         self.write_timeout)
+        return results
 
 
 class MemoryStore(StoreAccess):

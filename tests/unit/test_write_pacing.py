@@ -1,0 +1,120 @@
+"""Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while the
+system level has requests queued or refused, faster again once it has none, then unpaced."""
+import threading
+
+from shepherd_ha.api.flow_control import SYSTEM, FlowControl
+from shepherd_ha.controllers import write_pacing as wp
+from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.controllers.write_pacing import WritePacer
+
+
+class World:
+    """A fake clock the pacer's sleeps advance, and the system level's counters."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.queued, self.refused = 0, 0
+        self.slept = 0.0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
+        self.slept += seconds
+
+    def counts(self):
+        return self.queued, self.refused
+
+    def pacer(self):
+        return WritePacer(self.counts, clock=self.clock, sleep=self.sleep)
+
+
+def writes_in(world, pacer, seconds, per_call=1):
+    """Writes a busy controller gets through in `seconds` of the fake clock."""
+    end, done = world.now + seconds, 0
+    while world.now < end:
+        pacer.take(per_call)
+        done += per_call
+        world.now += 0.001          # the write itself
+    return done
+
+
+def test_unpaced_while_heartbeats_find_seats():
+    world = World()
+    pacer = world.pacer()
+    assert writes_in(world, pacer, 5.0) > 4000
+    assert not pacer.pacing and world.slept == 0
+
+
+def test_refusals_at_the_system_level_halve_the_rate_until_they_stop_then_it_is_lifted():
+    world = World()
+    pacer = world.pacer()
+    writes_in(world, pacer, 1.0)                      # ~1,000 writes/s unpaced
+    world.refused += 5                                # renewals refused (429)
+    writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.pacing and pacer.rate < 1000
+    rates = []
+    for _ in range(6):                                # refusals keep coming: halved at every look
+        world.refused += 3
+        writes_in(world, pacer, wp.LOOK_EVERY)
+        rates.append(pacer.rate)
+    assert rates[-1] == wp.MIN_RATE and all(a >= b for a, b in zip(rates, rates[1:]))
+    paced = writes_in(world, pacer, 2.0)
+    assert paced <= 2.0 * wp.MIN_RATE * 1.25 ** 4 + wp.MIN_RATE, "held to the paced rate, give or take its growth"
+    assert world.slept > 0 and pacer.status()["pacedSeconds"] > 0
+    # Heartbeats go through again: the rate grows back, then pacing is lifted.
+    writes_in(world, pacer, wp.LIFT_AFTER + 20)
+    assert not pacer.pacing
+    assert writes_in(world, pacer, 1.0) > 900
+
+
+def test_a_queue_at_the_system_level_is_pressure_too_and_quiet_controllers_keep_a_minimum():
+    world = World()
+    pacer = world.pacer()
+    world.queued = 3
+    world.now += wp.LOOK_EVERY
+    pacer.take(1)                                     # no controller wrote before: the floor
+    assert pacer.rate == wp.MIN_RATE
+    assert 1 <= writes_in(world, pacer, 1.0) <= 2 * wp.MIN_RATE
+
+
+def test_a_paced_batch_goes_in_chunks_as_its_tokens_come():
+    world = World()
+    pacer = world.pacer()
+    world.refused = 1
+    world.now += wp.LOOK_EVERY
+    pacer.take(1)
+    assert pacer.pacing
+    store = MemoryStore(clock=world.clock)
+    store.pacer = pacer
+    sizes = []
+    real = store._submit_many
+    store._submit_many = lambda cmds, timeout: sizes.append(len(cmds)) or real(cmds, timeout)
+    pods = [[{"op": "create", "resource": "configmaps",
+              "object": {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c%d" % i, "namespace": "default"}}}]
+            for i in range(60)]
+    results = store.write_many(pods)
+    assert len(results) == 60 and all(r["ok"] for r in results)
+    assert sizes == [pacer.chunk, pacer.chunk, 60 - 2 * pacer.chunk]
+    assert world.slept > 0
+
+
+def test_flow_control_reports_the_system_level_queue_and_refusals():
+    flow = FlowControl(max_inflight=4, queue_wait=0.0)
+    level = flow.levels[SYSTEM]
+    assert flow.system_pressure() == (0, 0)
+    for _ in range(level.seats):
+        assert level.acquire(0)[0]
+    assert not level.acquire(0)[0]                      # refused: no seat, no wait
+    waiter = threading.Thread(target=level.acquire, args=(5.0,))
+    level.queue_length = 1
+    waiter.start()
+    for _ in range(200):
+        if flow.system_pressure()[0]:
+            break
+        threading.Event().wait(0.01)
+    assert flow.system_pressure() == (1, 1)
+    level.release()
+    waiter.join(5)
+    assert FlowControl(max_inflight=0).system_pressure() == (0, 0)
