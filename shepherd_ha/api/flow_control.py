@@ -354,13 +354,13 @@ class FlowControl:
         return Rejected(level.name, reason, message, retry)
 
     def system_pressure(self):
-        """(requests queued now, requests refused so far) at the system level (node
-        heartbeats); (0, 0) without a bound. The controllers' write pacer reads it."""
+        """(how full its queue is now, 0 to 1; requests refused so far) at the system level
+        (node heartbeats); (0, 0) without a bound. The controllers' write pacer reads it."""
         level = self.levels.get(SYSTEM)
         if level is None:
-            return 0, 0
+            return 0.0, 0
         with level._lock:
-            return len(level._waiting), sum(level.rejected.values())
+            return len(level._waiting) / max(1, level.queue_length), sum(level.rejected.values())
 
     def snapshot(self):
         """{level or pool name: its counters}, for /metrics."""

@@ -62,6 +62,13 @@ class ReplicaCollector:
                                 value=len(status.get("deadThreads") or ()))
         yield GaugeMetricFamily("shepherd_controllers_active", "1 if this replica's controllers run, all threads up",
                                 value=int(bool(status.get("active"))))
+        pacing = status.get("writePacing")
+        if pacing:
+            yield GaugeMetricFamily("shepherd_controller_write_rate_limit",
+                                    "Controller writes per second allowed while node heartbeats wait (0: not paced)",
+                                    value=pacing["rateLimit"] or 0)
+            yield CounterMetricFamily("shepherd_controller_write_paced_seconds",
+                                      "Time controller writers waited for node heartbeats", value=pacing["pacedSeconds"])
 
 
 def _le(bound):

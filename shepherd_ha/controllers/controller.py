@@ -52,6 +52,8 @@ class Controller:
     # resource -> seconds: a key its changes affect waits this long for more of them
     # (WorkQueue.add_batched), so a burst costs one reconcile; other resources are immediate.
     batch_periods = {}
+    # Whether this controller's writes wait while node heartbeats do (write_pacing.py).
+    paced_writes = True
 
     def __init__(self, store, events=None):
         self.store = store

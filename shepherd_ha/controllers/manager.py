@@ -114,6 +114,9 @@ class ControllerManager:
                             committer.call_many, epoch, self.clock, self.replica.write_timeout, pacer=self.pacer)
         controllers = [c for factory in self.factories for c in factory(store)]
         for controller in controllers:
+            if not controller.paced_writes:
+                controller.store = store.unpaced()
+        for controller in controllers:
             controller.faults = self.faults
         informer = Informer(store, controllers, self.faults)
         informer.start_from_snapshot()

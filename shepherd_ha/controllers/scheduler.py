@@ -115,6 +115,9 @@ class Scheduler(Controller):
     name = "scheduler"
     watches = ("pods", "nodes")
     workers = 1       # one pass at a time: a pass's view of node usage must include the last pass's bindings
+    # A binding lets a created pod run; the creations are paced (write_pacing.py), and with
+    # them the pipeline, which pacing the bindings too would only stall.
+    paced_writes = False
 
     def __init__(self, store, events=None, filters=None, scorers=None, batch_size=BATCH_SIZE,
                  percentage_of_nodes_to_score=0, min_feasible_nodes=MIN_FEASIBLE_NODES, pipelined=True):

@@ -9,6 +9,7 @@ controller epoch, so a deposed leader's queued writes are refused by the FSM.
 `MemoryStore` is the same surface over an FSM in this process, applying commands
 at once: what controller unit tests run against.
 """
+import copy
 import threading
 import time
 import uuid
@@ -33,6 +34,12 @@ class StoreAccess:
         self.clock = clock
         self.write_timeout = write_timeout
         self.pacer = pacer               # write_pacing.WritePacer or None: every write takes its tokens
+
+    def unpaced(self):
+        """The same store, its writes never waiting for the pacer (the scheduler's)."""
+        view = copy.copy(self)
+        view.pacer = None
+        return view
 
     def get(self, resource, namespace, name):
         with self._lock:

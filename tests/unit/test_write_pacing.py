@@ -4,6 +4,8 @@ import threading
 
 from shepherd_ha.api.flow_control import SYSTEM, FlowControl
 from shepherd_ha.controllers import write_pacing as wp
+from shepherd_ha.controllers.replica_sets import ReplicaSetController
+from shepherd_ha.controllers.scheduler import Scheduler
 from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.controllers.write_pacing import WritePacer
 
@@ -69,12 +71,19 @@ def test_refusals_at_the_system_level_halve_the_rate_until_they_stop_then_it_is_
     assert writes_in(world, pacer, 1.0) > 900
 
 
-def test_a_queue_at_the_system_level_is_pressure_too_and_quiet_controllers_keep_a_minimum():
+def test_a_queue_half_full_at_the_system_level_is_pressure_too_and_quiet_controllers_keep_a_minimum():
     world = World()
     pacer = world.pacer()
-    world.queued = 3
-    world.now += wp.LOOK_EVERY
-    pacer.take(1)                                     # no controller wrote before: the floor
+    world.queued = 0.25                               # a few queued for a moment: normal
+    writes_in(world, pacer, 2.0)
+    assert not pacer.pacing
+    world.queued = 0.5
+    world.now += 3 * wp.LOOK_EVERY                    # controllers quiet meanwhile
+    pacer.take(1)
+    assert pacer.pacing and pacer.rate < 500
+    for _ in range(5):
+        world.now += wp.LOOK_EVERY
+        pacer.take(1)                                 # still pressure, still quiet: down to the floor
     assert pacer.rate == wp.MIN_RATE
     assert 1 <= writes_in(world, pacer, 1.0) <= 2 * wp.MIN_RATE
 
@@ -98,6 +107,13 @@ def test_a_paced_batch_goes_in_chunks_as_its_tokens_come():
     assert len(results) == 60 and all(r["ok"] for r in results)
     assert sizes == [pacer.chunk, pacer.chunk, 60 - 2 * pacer.chunk]
     assert world.slept > 0
+    # The scheduler's view of the store is not paced: one batch, no wait.
+    unpaced = store.unpaced()
+    slept, sizes[:] = world.slept, []
+    assert all(r["ok"] for r in unpaced.write_many([[dict(op[0], object=dict(op[0]["object"], metadata={
+        "name": "b%d" % i, "namespace": "default"}))] for i, op in enumerate(pods)]))
+    assert sizes == [60] and world.slept == slept and store.pacer is pacer
+    assert Scheduler.paced_writes is False and ReplicaSetController.paced_writes is True
 
 
 def test_flow_control_reports_the_system_level_queue_and_refusals():
@@ -118,3 +134,22 @@ def test_flow_control_reports_the_system_level_queue_and_refusals():
     level.release()
     waiter.join(5)
     assert FlowControl(max_inflight=0).system_pressure() == (0, 0)
+
+
+def test_the_rate_limit_and_the_time_waited_are_in_metrics():
+    from shepherd_ha.api.metrics import ReplicaCollector
+    world = World()
+    pacer = world.pacer()
+    world.refused = 1
+    world.now += wp.LOOK_EVERY
+    pacer.take(1)
+    writes_in(world, pacer, 1.0)
+
+    class Replica:
+        @staticmethod
+        def controller_status(counts=False):
+            return {"active": True, "deadThreads": [], "errorCounts": [], "restartCounts": {},
+                    "writePacing": pacer.status()}
+    families = {f.name: f for f in ReplicaCollector(Replica())._controllers()}
+    assert families["shepherd_controller_write_rate_limit"].samples[0].value == pacer.rate > 0
+    assert families["shepherd_controller_write_paced_seconds"].samples[0].value == world.slept > 0
