@@ -4,12 +4,12 @@ Kubernetes protects the API from its controllers with client-side rate limits
 (kube-controller-manager's --kube-api-qps 20, the scheduler's 50), fixed, so a large
 rollout takes as long on an idle cluster as on a busy one. Here the controllers write
 at full speed until the replica's `system` priority level (node leases and status,
-api/flow_control.py) refuses requests or has its queue half full (a few queued for a
+api/flow_control.py) refuses requests or has its queue full (requests queued for a
 moment are normal); then every controller write but the scheduler's (a pod created or
 evicted, an event, a status; a binding is one write per pod already created, and it
 lets the pod run: pacing the creations paces the whole pipeline without starving it)
 takes a token from a bucket whose
-rate is halved at each look that still sees pressure and grows back by a quarter at
+rate falls by 30 % at each look that still sees pressure and grows back by a quarter at
 each that does not (additive-increase/multiplicative-decrease, as TCP), until it no
 longer binds and is lifted. Measured on one 2-core machine with 1,000 hollow nodes
 and 10,000 pods (docs/benchmarks.md, run Q): without pacing a third of the renewal
@@ -27,13 +27,13 @@ log = logging.getLogger("shepherd_ha.controllers")
 
 LOOK_EVERY = 0.5          # seconds between looks at the system level
 MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
-DECREASE = 0.5            # the rate's factor at a look that sees pressure
+DECREASE = 0.7            # the rate's factor at a look that sees pressure
 INCREASE = 1.25           # ... at a look that does not
 LIFT_AFTER = 10.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 
 
-QUEUE_PRESSURE = 0.5      # the system level's queue this full is pressure
+QUEUE_PRESSURE = 1.0      # the system level's queue this full is pressure (the next one is refused)
 
 
 class WritePacer:

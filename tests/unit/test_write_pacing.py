@@ -49,7 +49,7 @@ def test_unpaced_while_heartbeats_find_seats():
     assert not pacer.pacing and world.slept == 0
 
 
-def test_refusals_at_the_system_level_halve_the_rate_until_they_stop_then_it_is_lifted():
+def test_refusals_at_the_system_level_lower_the_rate_until_they_stop_then_it_is_lifted():
     world = World()
     pacer = world.pacer()
     writes_in(world, pacer, 1.0)                      # ~1,000 writes/s unpaced
@@ -57,11 +57,11 @@ def test_refusals_at_the_system_level_halve_the_rate_until_they_stop_then_it_is_
     writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.pacing and pacer.rate < 1000
     rates = []
-    for _ in range(6):                                # refusals keep coming: halved at every look
+    for _ in range(12):                               # refusals keep coming: lowered at every look
         world.refused += 3
         writes_in(world, pacer, wp.LOOK_EVERY)
         rates.append(pacer.rate)
-    assert rates[-1] == wp.MIN_RATE and all(a >= b for a, b in zip(rates, rates[1:]))
+    assert rates[-1] <= 1.5 * wp.MIN_RATE and all(a >= b for a, b in zip(rates, rates[1:]))
     paced = writes_in(world, pacer, 2.0)
     assert paced <= 2.0 * wp.MIN_RATE * 1.25 ** 4 + wp.MIN_RATE, "held to the paced rate, give or take its growth"
     assert world.slept > 0 and pacer.status()["pacedSeconds"] > 0
@@ -71,17 +71,17 @@ def test_refusals_at_the_system_level_halve_the_rate_until_they_stop_then_it_is_
     assert writes_in(world, pacer, 1.0) > 900
 
 
-def test_a_queue_half_full_at_the_system_level_is_pressure_too_and_quiet_controllers_keep_a_minimum():
+def test_a_full_queue_at_the_system_level_is_pressure_too_and_quiet_controllers_keep_a_minimum():
     world = World()
     pacer = world.pacer()
-    world.queued = 0.25                               # a few queued for a moment: normal
+    world.queued = 0.75                               # queued for a moment: normal
     writes_in(world, pacer, 2.0)
     assert not pacer.pacing
-    world.queued = 0.5
+    world.queued = 1.0
     world.now += 3 * wp.LOOK_EVERY                    # controllers quiet meanwhile
     pacer.take(1)
     assert pacer.pacing and pacer.rate < 500
-    for _ in range(5):
+    for _ in range(10):
         world.now += wp.LOOK_EVERY
         pacer.take(1)                                 # still pressure, still quiet: down to the floor
     assert pacer.rate == wp.MIN_RATE
