@@ -32,14 +32,14 @@ def status_body(code, message, reason=None, details=None, metadata=None):
 
 def dumps(obj):
     """Compact JSON: every body the API writes (here for errors, which bodies.py imports).
-    orjson writes a list of 500 pods in a fourteenth of json.dumps' CPU time (docs/benchmarks.md,
-    "JSON bodies"); UTF-8 text as it is, where json escapes it (both are JSON). What orjson
-    refuses (an integer beyond 64 bits; the request bodies have no NaN or lone surrogate,
-    bodies.py) json writes."""
+    orjson writes a list of 500 pods in a sixth of json.dumps' CPU time (docs/benchmarks.md,
+    run Q), UTF-8 text as it is. What it refuses (an integer beyond 64 bits) json writes,
+    UTF-8 as well, so chunks of one list agree. (orjson would write NaN as null: request
+    bodies cannot hold NaN, bodies.py.)"""
     try:
         return orjson.dumps(obj).decode()
     except orjson.JSONEncodeError:
-        return json.dumps(obj, separators=(",", ":"))
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
 def error_response(err):

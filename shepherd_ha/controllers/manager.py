@@ -111,7 +111,8 @@ class ControllerManager:
         node = self.replica.node
         committer = self.replica.committer
         store = StoreAccess(node.lock, lambda: node.fsm, self.replica.watch_log, committer.call,
-                            committer.call_many, epoch, self.clock, self.replica.write_timeout, pacer=self.pacer)
+                            committer.call_many, epoch, self.clock, self.replica.write_timeout, pacer=self.pacer,
+                            stop=stop)
         controllers = [c for factory in self.factories for c in factory(store)]
         for controller in controllers:
             if not controller.paced_writes:

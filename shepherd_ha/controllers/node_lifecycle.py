@@ -77,6 +77,9 @@ class _Seen:
 class NodeLifecycleController(Controller):
     name = "node-lifecycle"
     watches = ("nodes", "leases", "pods")
+    # Not paced (write_pacing.py): a renewal during the wait before marking a node Unknown
+    # would be missed. Evictions have their own pace per zone (eviction_pacing.py).
+    paced_writes = False
 
     def __init__(self, store, events=None, settings=None, now=now_rfc3339):
         super().__init__(store, events)

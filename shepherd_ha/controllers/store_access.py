@@ -18,13 +18,16 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.mirror import Mirror
+from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.replica import WRITE_TIMEOUT
+
+from .write_pacing import Stopped
 from shepherd_ha.store.watch_log import WatchLog
 
 
 class StoreAccess:
     def __init__(self, lock, fsm_of, watch_log, submit, submit_many, epoch, clock=time.monotonic,
-                 write_timeout=WRITE_TIMEOUT, pacer=None):
+                 write_timeout=WRITE_TIMEOUT, pacer=None, stop=None):
         self._lock = lock
         self._fsm_of = fsm_of            # callable: the FSM object may be replaced by a snapshot
         self.watch_log = watch_log
@@ -34,6 +37,7 @@ class StoreAccess:
         self.clock = clock
         self.write_timeout = write_timeout
         self.pacer = pacer               # write_pacing.WritePacer or None: every write takes its tokens
+        self.stop = stop                 # the epoch's stop Event: a paced writer gives up when it is set
 
     def unpaced(self):
         """The same store, its writes never waiting for the pacer (the scheduler's)."""
@@ -69,7 +73,7 @@ class StoreAccess:
         (a 413 failure if the write is too big to replicate)."""
         command = commands.write(ops, key or uuid.uuid4().hex, self.epoch)
         if self.pacer is not None:
-            self.pacer.take(1)
+            self._take(1)
         try:
             return self._submit(command, self.write_timeout)
         except CommandTooLarge as exc:
@@ -94,10 +98,20 @@ class StoreAccess:
             # While paced, a batch goes a chunk at a time as its tokens come.
             part = writes[len(results):len(results) + self.pacer.chunk] if self.pacer.pacing else \
                 writes[len(results):]
-            self.pacer.take(len(part))
-            results += self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in part],
-                                         self.write_timeout)
+            self._take(len(part))
+            done = self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in part],
+                                     self.write_timeout)
+            results += done
+            fenced = next((r for r in done if r.get("reason") == "Fenced"), None)
+            if fenced is not None:      # another leader's epoch: the rest would be refused too
+                results += [fenced] * (len(writes) - len(results))
         return results
+
+    def _take(self, n):
+        try:
+            self.pacer.take(n, self.stop)
+        except Stopped as exc:
+            raise Unavailable("%s: the write was not sent" % exc, "not-applied")
 
 
 class MemoryStore(StoreAccess):

@@ -5,20 +5,21 @@ Kubernetes protects the API from its controllers with client-side rate limits
 rollout takes as long on an idle cluster as on a busy one. Here the controllers write
 at full speed until the replica's `system` priority level (node leases and status,
 api/flow_control.py) refuses requests or has its queue full (requests queued for a
-moment are normal); then every controller write but the scheduler's (a pod created or
-evicted, an event, a status; a binding is one write per pod already created, and it
-lets the pod run: pacing the creations paces the whole pipeline without starving it)
-takes a token from a bucket whose
-rate falls by 30 % at each look that still sees pressure and grows back by a quarter at
-each that does not (additive-increase/multiplicative-decrease, as TCP), until it no
-longer binds and is lifted. Measured on one 2-core machine with 1,000 hollow nodes
+moment are normal); then every controller write but the scheduler's and the node
+lifecycle's takes a token from a bucket whose rate falls by 30 % at each look that
+still sees pressure and grows by a quarter at each that does not, until it no longer
+binds and is lifted. (A binding lets a pod already created run: pacing the creations
+paces the pipeline without starving it. Marking a node NotReady must not wait: a
+renewal during the wait would be missed; its evictions have their own per-zone pace.)
+Measured on one 2-core machine with 1,000 hollow nodes
 and 10,000 pods (docs/benchmarks.md, run Q): without pacing a third of the renewal
 rounds failed and 125 nodes went falsely NotReady; paced, none failed for two minutes,
 and pods went Running at ~24/s instead of ~57/s (the rest was the heartbeats' share).
 
-Only this replica's own `system` level is seen: on one machine every replica feels the
-same load; on several, the leader's is the one its controllers load most (it applies
-every write, and a third of the fleet renews there).
+Only the system level of the controllers' own process is seen (API worker 0; with
+--api-workers N it sees about 1/N of the replica's heartbeats): on one machine every
+replica feels the same load; on several, the leader's is the one its controllers load
+most (it applies every write, and a share of the fleet renews there).
 """
 import logging
 import threading
@@ -37,19 +38,26 @@ BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 QUEUE_PRESSURE = 1.0      # the system level's queue this full is pressure (the next one is refused)
 
 
+class Stopped(Exception):
+    """take() gave up: the controllers of this epoch are stopping."""
+
+
 class WritePacer:
     """pressure_counts(): (how full the system level's queue is, 0 to 1; requests refused
-    so far). take(n) blocks until n writes may go; `chunk` is how many writes of a batch
-    to send at once while paced (the rest wait for their tokens)."""
+    so far). take(n) returns once n writes may go: each caller reserves its tokens in
+    turn (first come, first served; the bucket may go into debt) and sleeps off its
+    share, so a batch is never starved by single writes. `chunk` is how many writes of
+    a batch to send at once while paced."""
 
     chunk = 25
 
-    def __init__(self, pressure_counts, clock=time.monotonic, sleep=time.sleep):
+    def __init__(self, pressure_counts, clock=time.monotonic, sleep=None):
         self._pressure_counts = pressure_counts
-        self._clock, self._sleep = clock, sleep
+        self._clock = clock
+        self._sleep = sleep                # (seconds, stop event or None) -> True if stopped; tests inject one
         self._lock = threading.Lock()
         self.rate = None                   # writes/s; None: not paced
-        self._tokens = 0.0
+        self._tokens = 0.0                 # below 0: reserved ahead (debt)
         self._filled_at = clock()
         self._looked_at = clock()
         self._refused_seen = pressure_counts()[1]
@@ -62,29 +70,41 @@ class WritePacer:
     def pacing(self):
         return self.rate is not None
 
-    def take(self, n=1):
-        while True:
-            with self._lock:
-                now = self._clock()
-                if now - self._looked_at >= LOOK_EVERY:
-                    self._look(now)
-                if self.rate is None:
-                    self._taken += n
-                    return
-                self._tokens = min(max(self.rate * BURST_SECONDS, n), self._tokens + (now - self._filled_at) * self.rate)
-                self._filled_at = now
-                if self._tokens >= n:
-                    self._tokens -= n
-                    self._taken += n
-                    self.paced_writes += n
-                    return
-                # (at least a millisecond: a wait that rounds to nothing would spin)
-                wait = min(LOOK_EVERY, max(0.001, (n - self._tokens) / self.rate))
-                self.paced_seconds += wait
-            self._sleep(wait)
+    def take(self, n=1, stop=None):
+        """Wait until n writes may go; Stopped if `stop` (an Event) is set meanwhile."""
+        with self._lock:
+            now = self._clock()
+            if now - self._looked_at >= LOOK_EVERY:
+                self._look(now)
+            self._taken += n
+            if self.rate is None:
+                return
+            self._tokens = min(self.rate * BURST_SECONDS, self._tokens + (now - self._filled_at) * self.rate)
+            self._filled_at = now
+            self._tokens -= n
+            self.paced_writes += n
+            if self._tokens >= 0:
+                return
+            wait = -self._tokens / self.rate        # this caller's place in line
+            self.paced_seconds += wait
+        if self._wait(wait, stop):
+            raise Stopped("controllers stopping")
+
+    def _wait(self, seconds, stop):
+        if self._sleep is not None:
+            return self._sleep(seconds, stop)
+        if stop is not None:
+            return stop.wait(seconds)
+        time.sleep(seconds)
+        return False
 
     def _look(self, now):
         queued, refused = self._pressure_counts()
+        if now - self._looked_at > 2 * LOOK_EVERY:
+            # Nobody wrote for a while (a follower, or quiet controllers): what happened
+            # meanwhile says nothing about the writes to come. Start counting again.
+            self._refused_seen, self._taken, self._looked_at = refused, 0, now
+            return
         used = self._taken / max(now - self._looked_at, 1e-3)        # writes/s since the last look
         pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen
         before_refused = self._refused_seen
@@ -94,11 +114,13 @@ class WritePacer:
             before = self.rate
             base = used if self.rate is None else min(self.rate, max(used, MIN_RATE))
             self.rate = max(MIN_RATE, base * DECREASE)
-            self._tokens = min(self._tokens, self.rate * BURST_SECONDS)
             if before is None:
+                self._tokens, self._filled_at = 0.0, now
                 log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
                          "since the last look); controller writes paced at %.0f/s",
                          100 * queued, refused - before_refused, self.rate)
+            else:
+                self._tokens = min(self._tokens, self.rate * BURST_SECONDS)
             return
         if self.rate is None:
             return
@@ -107,7 +129,7 @@ class WritePacer:
             self._calm_since = now
         if now - self._calm_since >= LIFT_AFTER and self.rate >= 2 * max(used, MIN_RATE):
             log.info("controllers: no heartbeat waited for %.0f s; controller writes no longer paced", LIFT_AFTER)
-            self.rate, self._calm_since = None, None
+            self.rate, self._calm_since, self._tokens = None, None, 0.0
 
     def status(self):
         return {"paced": self.pacing, "rateLimit": self.rate, "pacedSeconds": self.paced_seconds,

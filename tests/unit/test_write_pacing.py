@@ -7,7 +7,9 @@ from shepherd_ha.controllers import write_pacing as wp
 from shepherd_ha.controllers.replica_sets import ReplicaSetController
 from shepherd_ha.controllers.scheduler import Scheduler
 from shepherd_ha.controllers.store_access import MemoryStore
-from shepherd_ha.controllers.write_pacing import WritePacer
+from shepherd_ha.controllers.node_lifecycle import NodeLifecycleController
+from shepherd_ha.controllers.write_pacing import Stopped, WritePacer
+from shepherd_ha.store.raft_node import Unavailable
 
 
 class World:
@@ -21,9 +23,12 @@ class World:
     def clock(self):
         return self.now
 
-    def sleep(self, seconds):
+    def sleep(self, seconds, stop=None):
+        if stop is not None and stop.is_set():
+            return True
         self.now += seconds
         self.slept += seconds
+        return False
 
     def counts(self):
         return self.queued, self.refused
@@ -78,9 +83,12 @@ def test_a_full_queue_at_the_system_level_is_pressure_too_and_quiet_controllers_
     writes_in(world, pacer, 2.0)
     assert not pacer.pacing
     world.queued = 1.0
-    world.now += 3 * wp.LOOK_EVERY                    # controllers quiet meanwhile
+    world.now += 3 * wp.LOOK_EVERY                    # controllers quiet meanwhile: counting starts over
     pacer.take(1)
-    assert pacer.pacing and pacer.rate < 500
+    assert not pacer.pacing
+    world.now += wp.LOOK_EVERY
+    pacer.take(1)
+    assert pacer.pacing
     for _ in range(10):
         world.now += wp.LOOK_EVERY
         pacer.take(1)                                 # still pressure, still quiet: down to the floor
@@ -113,7 +121,8 @@ def test_a_paced_batch_goes_in_chunks_as_its_tokens_come():
     assert all(r["ok"] for r in unpaced.write_many([[dict(op[0], object=dict(op[0]["object"], metadata={
         "name": "b%d" % i, "namespace": "default"}))] for i, op in enumerate(pods)]))
     assert sizes == [60] and world.slept == slept and store.pacer is pacer
-    assert Scheduler.paced_writes is False and ReplicaSetController.paced_writes is True
+    assert Scheduler.paced_writes is False and NodeLifecycleController.paced_writes is False
+    assert ReplicaSetController.paced_writes is True
 
 
 def test_flow_control_reports_the_system_level_queue_and_refusals():
@@ -153,3 +162,80 @@ def test_the_rate_limit_and_the_time_waited_are_in_metrics():
     families = {f.name: f for f in ReplicaCollector(Replica())._controllers()}
     assert families["shepherd_controller_write_rate_limit"].samples[0].value == pacer.rate > 0
     assert families["shepherd_controller_write_paced_seconds"].samples[0].value == world.slept > 0
+
+
+def test_a_batch_is_not_starved_by_steady_pressure_or_by_single_writes():
+    world = World()
+    pacer = world.pacer()
+    writes_in(world, pacer, 1.0)
+    for _ in range(20):                               # pressure at every look: down to the floor
+        world.refused += 1
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    started = world.now
+    world.refused += 1
+    pacer.take(pacer.chunk)                           # a chunk bigger than the bucket holds
+    assert world.now - started <= pacer.chunk / wp.MIN_RATE + 1.0, "it waited its turn, not forever"
+    # Single writes and a batch in turn: each waits its share, in order.
+    waits = []
+    for n in (1, pacer.chunk, 1):
+        before = world.now
+        world.refused += 1
+        pacer.take(n)
+        waits.append(world.now - before)
+    assert waits[1] >= (pacer.chunk - 1) / (2 * wp.MIN_RATE) and waits[2] < waits[1]
+
+
+def test_a_paced_writer_gives_up_when_its_controllers_stop():
+    world = World()
+    pacer = world.pacer()
+    world.refused = 1
+    world.now += wp.LOOK_EVERY
+    pacer.take(1)
+    assert pacer.pacing
+    stop = threading.Event()
+    stop.set()
+    try:
+        pacer.take(100, stop)
+        raise AssertionError("a stopped writer must not wait")
+    except Stopped:
+        pass
+    store = MemoryStore(clock=world.clock)
+    store.pacer, store.stop = pacer, stop
+    try:
+        store.write_many([[{"op": "create", "resource": "configmaps", "object": {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}}]] * 100)
+        raise AssertionError("expected Unavailable")
+    except Unavailable as exc:
+        assert exc.outcome == "not-applied" and "stopping" in str(exc)
+    assert store.get("configmaps", "default", "c") is None
+
+
+def test_refusals_from_long_ago_do_not_pace_the_next_writes():
+    world = World()
+    pacer = world.pacer()
+    world.refused = 50                                # while this replica followed, or its controllers were quiet
+    world.now += 3600
+    assert writes_in(world, pacer, 2.0) > 1500
+    assert not pacer.pacing
+
+
+def test_the_manager_gives_paced_controllers_the_pacer_and_the_others_an_unpaced_store():
+    from controller_kit import MemoryReplica, wait_for
+
+    from shepherd_ha.controllers.manager import ControllerManager
+    from shepherd_ha.controllers.registry import default_factories
+    from shepherd_ha.controllers.settings import ControllerSettings
+    world = World()
+    pacer = world.pacer()
+    replica = MemoryReplica(MemoryStore())
+    manager = ControllerManager(replica, default_factories(ControllerSettings()), pacer=pacer)
+    try:
+        wait_for("controllers started", lambda: manager.status()["epoch"])
+        by_name = {c.name: c for c in manager.controllers}
+        assert by_name["scheduler"].store.pacer is None and by_name["node-lifecycle"].store.pacer is None
+        assert by_name["replicasets"].store.pacer is pacer and by_name["replicasets"].store.stop is not None
+        assert manager.status()["writePacing"]["paced"] is False
+    finally:
+        replica.leading = False
+    wait_for("stopped", lambda: manager.status()["epoch"] is None)
