@@ -15,8 +15,8 @@ from shepherd_ha.api.metrics import ConnectionCollector
 from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
-from shepherd_ha.controllers.write_pacing import WritePacer
 from shepherd_ha.controllers.settings import ControllerSettings
+from shepherd_ha.controllers.write_pacing import WritePacer
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import data_at_rest, gc_tuning
 from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher

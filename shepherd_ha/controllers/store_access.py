@@ -20,9 +20,9 @@ from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.mirror import Mirror
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.replica import WRITE_TIMEOUT
+from shepherd_ha.store.watch_log import WatchLog
 
 from .write_pacing import Stopped
-from shepherd_ha.store.watch_log import WatchLog
 
 
 class StoreAccess:
@@ -98,7 +98,7 @@ class StoreAccess:
             # While paced, a batch goes a chunk at a time as its tokens come.
             part = writes[len(results):len(results) + self.pacer.chunk] if self.pacer.pacing else \
                 writes[len(results):]
-            self._take(len(part))
+            self._take(len(part), sent=bool(results))
             done = self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in part],
                                      self.write_timeout)
             results += done
@@ -107,10 +107,12 @@ class StoreAccess:
                 results += [fenced] * (len(writes) - len(results))
         return results
 
-    def _take(self, n):
+    def _take(self, n, sent=False):
         try:
             self.pacer.take(n, self.stop)
         except Stopped as exc:
+            if sent:      # the batch's first chunks went: what became of them is theirs to find out
+                raise Unavailable("%s: the rest of the batch was not sent" % exc, "unknown")
             raise Unavailable("%s: the write was not sent" % exc, "not-applied")
 
 
