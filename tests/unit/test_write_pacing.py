@@ -2,6 +2,8 @@
 system level has requests queued or refused, faster again once it has none, then unpaced."""
 import threading
 
+import pytest
+
 from shepherd_ha.api.flow_control import SYSTEM, FlowControl
 from shepherd_ha.controllers import write_pacing as wp
 from shepherd_ha.controllers.replica_sets import ReplicaSetController
@@ -35,6 +37,15 @@ class World:
 
     def pacer(self):
         return WritePacer(self.counts, clock=self.clock, sleep=self.sleep)
+
+    def paced_pacer(self):
+        """A pacer that has just seen a refusal: pacing."""
+        pacer = self.pacer()
+        self.refused += 1
+        self.now += wp.LOOK_EVERY
+        pacer.take(1)
+        assert pacer.pacing
+        return pacer
 
 
 def writes_in(world, pacer, seconds, per_call=1):
@@ -98,11 +109,7 @@ def test_a_full_queue_at_the_system_level_is_pressure_too_and_quiet_controllers_
 
 def test_a_paced_batch_goes_in_chunks_as_its_tokens_come():
     world = World()
-    pacer = world.pacer()
-    world.refused = 1
-    world.now += wp.LOOK_EVERY
-    pacer.take(1)
-    assert pacer.pacing
+    pacer = world.paced_pacer()
     store = MemoryStore(clock=world.clock)
     store.pacer = pacer
     sizes = []
@@ -148,10 +155,7 @@ def test_flow_control_reports_the_system_level_queue_and_refusals():
 def test_the_rate_limit_and_the_time_waited_are_in_metrics():
     from shepherd_ha.api.metrics import ReplicaCollector
     world = World()
-    pacer = world.pacer()
-    world.refused = 1
-    world.now += wp.LOOK_EVERY
-    pacer.take(1)
+    pacer = world.paced_pacer()
     writes_in(world, pacer, 1.0)
 
     class Replica:
@@ -188,26 +192,17 @@ def test_a_batch_is_not_starved_by_steady_pressure_or_by_single_writes():
 
 def test_a_paced_writer_gives_up_when_its_controllers_stop():
     world = World()
-    pacer = world.pacer()
-    world.refused = 1
-    world.now += wp.LOOK_EVERY
-    pacer.take(1)
-    assert pacer.pacing
+    pacer = world.paced_pacer()
     stop = threading.Event()
     stop.set()
-    try:
-        pacer.take(100, stop)
-        raise AssertionError("a stopped writer must not wait")
-    except Stopped:
-        pass
+    with pytest.raises(Stopped):
+        pacer.take(100, stop)                         # a stopped writer does not wait
     store = MemoryStore(clock=world.clock)
     store.pacer, store.stop = pacer, stop
-    try:
+    with pytest.raises(Unavailable) as raised:
         store.write_many([[{"op": "create", "resource": "configmaps", "object": {
             "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}}]] * 100)
-        raise AssertionError("expected Unavailable")
-    except Unavailable as exc:
-        assert exc.outcome == "not-applied" and "stopping" in str(exc)
+    assert raised.value.outcome == "not-applied" and "stopping" in str(raised.value)
     assert store.get("configmaps", "default", "c") is None
 
 
