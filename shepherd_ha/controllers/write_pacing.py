@@ -100,7 +100,8 @@ class WritePacer:
 
     def _look(self, now):
         queued, refused = self._pressure_counts()
-        if now - self._looked_at > 2 * LOOK_EVERY:
+        looks = max(1, int((now - self._looked_at) / LOOK_EVERY))    # looks due since the last one
+        if self.rate is None and looks > 2:
             # Nobody wrote for a while (a follower, or quiet controllers): what happened
             # meanwhile says nothing about the writes to come. Start counting again.
             self._refused_seen, self._taken, self._looked_at = refused, 0, now
@@ -124,7 +125,7 @@ class WritePacer:
             return
         if self.rate is None:
             return
-        self.rate *= INCREASE
+        self.rate *= INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
         if self._calm_since is None:
             self._calm_since = now
         if now - self._calm_since >= LIFT_AFTER and self.rate >= 2 * max(used, MIN_RATE):

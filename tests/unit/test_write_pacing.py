@@ -234,3 +234,18 @@ def test_the_manager_gives_paced_controllers_the_pacer_and_the_others_an_unpaced
     finally:
         replica.leading = False
     wait_for("stopped", lambda: manager.status()["epoch"] is None)
+
+
+def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
+    world = World()
+    pacer = world.paced_pacer()
+    for _ in range(20):                               # one controller, a chunk at a time, refusals meanwhile
+        world.refused += 1
+        pacer.take(pacer.chunk)
+        world.now += 0.05
+    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    start = world.now
+    while pacer.pacing and world.now - start < 120:   # heartbeats are fine again
+        pacer.take(pacer.chunk)
+        world.now += 0.05                             # the chunk's own write
+    assert not pacer.pacing, "lifted once the refusals stopped"
