@@ -254,16 +254,16 @@ class NodeLifecycleController(Controller):
         if cond is not None and cond.get("status") == "Unknown":
             return None
         name = node["metadata"]["name"]
-        message = "%s for %s (grace period %s)" % (
-            "node lease not renewed and no status posted" if has_lease else "no node lease and no status posted",
-            _seconds(stale), _seconds(self.grace))
+        message = "%s for %s and no status posted (grace period %s)" % (
+            "node lease not renewed" if has_lease else "no node lease seen", _seconds(stale), _seconds(self.grace))
         self._write_node_status(node, with_ready_condition(node, "Unknown", "NodeStatusUnknown", message,
                                                            self.now()))
         if self.events:
             self.events.emit(node, "NodeNotReady", "node %s is not ready: %s" % (name, message), "Warning")
         unready = self._mark_pods_not_ready(name)
-        return "node %s is NotReady: %s for %s%s" % (
-            name, "no lease renewal or status post" if has_lease else "no lease and no status post", _seconds(stale), "; marked %d pod(s) not ready" % unready if unready else "")
+        return "node %s is NotReady: %s for %s and no status posted%s" % (
+            name, "lease not renewed" if has_lease else "no lease seen", _seconds(stale),
+            "; marked %d pod(s) not ready" % unready if unready else "")
 
     def _pods_on(self, name):
         return self.select("pods", self.store.list("pods"), lambda p: (p.get("spec") or {}).get("nodeName") == name)

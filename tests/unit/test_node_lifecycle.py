@@ -95,7 +95,7 @@ def test_a_node_that_stops_renewing_goes_not_ready_then_its_pods_are_evicted():
     # Its ready pod is marked not ready (endpoints stop sending it traffic); the node keeps its other status.
     assert ready_condition(h.store.get("pods", "default", "p2"))["status"] == "False"
     assert h.store.get("nodes", None, "n2")["status"]["allocatable"]["cpu"] == "2"
-    assert any(s.startswith("node n2 is NotReady: no lease renewal or status post for 15s") for s in h.controller.sentences)
+    assert any(s.startswith("node n2 is NotReady: lease not renewed for 15s and no status posted") for s in h.controller.sentences)
 
     h.advance(EVICTION - 1, renewing=("n1",), step=1.0)
     assert h.store.get("pods", "default", "p2") is not None, "eviction waits for the timeout"
@@ -137,8 +137,8 @@ def test_every_node_gets_a_full_grace_period_from_first_sight_lease_or_not():
     create(store, "nodes", node("late"))         # seen only now: its own full grace period
     h.advance(1)
     assert (h.ready("old"), h.ready("bare"), h.ready("late")) == ("Unknown", "Unknown", "True")
-    assert ready_condition(h.store.get("nodes", None, "bare"))["message"] == "no node lease and no status posted for 15s (grace period 15s)"
-    assert ready_condition(h.store.get("nodes", None, "old"))["message"] == "node lease not renewed and no status posted for 15s (grace period 15s)"
+    assert ready_condition(h.store.get("nodes", None, "bare"))["message"] == "no node lease seen for 15s and no status posted (grace period 15s)"
+    assert ready_condition(h.store.get("nodes", None, "old"))["message"] == "node lease not renewed for 15s and no status posted (grace period 15s)"
     h.advance(GRACE - 1, step=1.0)
     assert h.ready("late") == "True"
     h.advance(1)
