@@ -147,6 +147,11 @@ class Level:
             else:
                 self.in_flight -= 1
 
+    def pressure(self):
+        """(how full the queue is, 0 to 1; requests refused so far)."""
+        with self._lock:
+            return len(self._waiting) / max(1, self.queue_length), sum(self.rejected.values())
+
     def snapshot(self):
         with self._lock:
             return {"seats": self.seats, "queueLength": self.queue_length, "inFlight": self.in_flight,
@@ -357,10 +362,7 @@ class FlowControl:
         """(how full its queue is now, 0 to 1; requests refused so far) at the system level
         (node heartbeats); (0, 0) without a bound. The controllers' write pacer reads it."""
         level = self.levels.get(SYSTEM)
-        if level is None:
-            return 0.0, 0
-        with level._lock:
-            return len(level._waiting) / max(1, level.queue_length), sum(level.rejected.values())
+        return level.pressure() if level is not None else (0.0, 0)
 
     def snapshot(self):
         """{level or pool name: its counters}, for /metrics."""
