@@ -157,6 +157,9 @@ def test_deposed_leader_queued_writes_are_never_applied(inproc):
     old_leader = inproc.active_leader()
     old_term = old_leader.node.term()
     old = inproc.stores[old_leader.id][-1]
+    # The stall lasts an election and a claim (2-3 s on a loaded machine): the stalled
+    # leader's writes must outlive it to show what it answers once it runs again.
+    old.write_timeout = 10.0
     others = [r for r in inproc.replicas if r is not old_leader]
     results = {}
 
@@ -193,7 +196,8 @@ def test_deposed_leader_queued_writes_are_never_applied(inproc):
 
     first.join(10)
     queued.join(10)
-    assert results["committed-before"]["ok"], "committed before the new claim: legitimately applied"
+    assert results["committed-before"]["ok"], ("committed before the new claim: legitimately applied",
+                                              results)
     assert results["queued-while-deposed"]["ok"] is False, results["queued-while-deposed"]
     assert results["queued-while-deposed"]["reason"] in ("Fenced", "Unavailable"), results
     wait_for("the old leader's controllers stopped", lambda: not inproc.managers[old_leader.id].status()["active"], 2)

@@ -111,7 +111,7 @@ def test_a_blocked_tick_thread_shows_in_metrics_and_the_replica_report(replica):
     assert status["tickGap"]["longestSeconds"] >= hold
     metrics = client.get("/metrics").get_data(as_text=True)
     assert _metric(metrics, "shepherd_raft_tick_gap_max_seconds") >= hold
-    assert _metric(metrics, "shepherd_raft_tick_gap_seconds_count") >= 5
+    assert _metric(metrics, "shepherd_raft_tick_gap_seconds_count") >= ticks + 3, "the ticks after the hold"
     # the held tick is above the 0.3 s bucket
     assert _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="0.3"}') < \
         _metric(metrics, 'shepherd_raft_tick_gap_seconds_bucket{le="+Inf"}')
