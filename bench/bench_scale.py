@@ -202,7 +202,7 @@ def run(bc, args, tag):
             if code not in (201, 409):
                 progress("Deployment %s: HTTP %s" % (name, code))
         progress("%d Deployments created in %.1f s" % (args.deployments, time.monotonic() - t0))
-        converged = wait_converged(fleet, sampler, args.pods, args.converge_timeout, t0)
+        converged = wait_converged(fleet, sampler, args.pods, args.converge_timeout, t0, dumps)
         res.mark("converged")
         t_steady = time.monotonic()
         cpu_conv = fleet.cpu_seconds()
@@ -241,8 +241,10 @@ def common_opt(args, key, default):
     return default
 
 
-def wait_converged(fleet, sampler, want, timeout, t0):
-    """Seconds from t0 until `want` pods were Running (None: not within `timeout`)."""
+def wait_converged(fleet, sampler, want, timeout, t0, dumps=None):
+    """Seconds from t0 until `want` pods were Running (None: not within `timeout`).
+    Each progress line says which replicas are writing a dump (renewals failing during
+    one point at its cost)."""
     deadline = t0 + timeout
     last_line = 0.0
     while time.monotonic() < deadline:
@@ -257,13 +259,18 @@ def wait_converged(fleet, sampler, want, timeout, t0):
             lat = s["renew_latencies"]
             terms = [st.get("term") for st in sampler.last.values()]
             progress("%5.0f s: pods %d created, %d bound, %d Running; term %s; renewals %d (%d failed, p99 %s ms "
-                     "last 5 s); fleet CPU %.1f s" % (now - t0, pods["total"], pods["bound"], pods["running"],
-                                                      max(terms) if terms else "?", s["renewals"],
-                                                      s["renew_failures"], ms(percentile(lat, 99), 0),
-                                                      s["cpu_seconds"] or 0))
+                     "last 5 s); fleet CPU %.1f s%s" % (now - t0, pods["total"], pods["bound"], pods["running"],
+                                                        max(terms) if terms else "?", s["renewals"],
+                                                        s["renew_failures"], ms(percentile(lat, 99), 0),
+                                                        s["cpu_seconds"] or 0, _dumping(dumps)))
         time.sleep(1.0)
     progress("not converged within %.0f s" % timeout)
     return None
+
+
+def _dumping(dumps):
+    busy = dumps.in_progress() if dumps is not None else []
+    return "; dumping: %s" % ", ".join(busy) if busy else ""
 
 
 def log_counts(lc, ident):

@@ -156,3 +156,7 @@ class DumpWatch(PeriodicSampler):
                 began = self._seen_tmp.pop(replica, None)
                 self.dumps.append((replica, None if began is None else max(0.0, st.st_mtime - began),
                                    st.st_size))
+
+    def in_progress(self):
+        """Replicas writing a dump now (its temporary file seen, not renamed yet)."""
+        return sorted(dict(self._seen_tmp))
