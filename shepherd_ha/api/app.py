@@ -8,7 +8,7 @@ from werkzeug.exceptions import HTTPException
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
-from . import auth, cluster_check, discovery, health, membership, openapi, resource_metrics, snapshot_endpoint
+from . import auth, cluster_check, discovery, early_refusal, health, membership, openapi, resource_metrics, snapshot_endpoint
 from . import pod_metrics
 from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
@@ -83,6 +83,9 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     pod_metrics.register(app, replica, log_grants, outbound)    # `kubectl top pods`: asks the agents
     # Streams (pod logs) send their headers before their first chunk.
     app.wsgi_app = expose_write(app.wsgi_app)
+    if flow is not None:
+        # Outermost: a request its full level would refuse gets the 429 without Flask.
+        early_refusal.install(app, flow, tokens, metrics)
 
     @app.errorhandler(ApiError)
     def on_api_error(err):

@@ -140,6 +140,18 @@ class Level:
             self.wait_seconds += time.monotonic() - start
             return True, None
 
+    def refuse_if_full(self):
+        """What acquire would refuse with right now, counted as its refusal ("queue-full" or,
+        without a queue, "concurrency-limit"); None, taking nothing, if it would not."""
+        with self._lock:
+            if self.in_flight < self.seats and not self._waiting:
+                return None
+            if len(self._waiting) < self.queue_length:
+                return None
+            reason = "queue-full" if self.queue_length else "concurrency-limit"
+            self.rejected[reason] += 1
+            return reason
+
     def release(self):
         with self._lock:
             if self._waiting:
@@ -292,7 +304,7 @@ class FlowControl:
         if path in BULK_PATHS:
             return Classification(BULK)
         agent = GROUP_NODES in (groups or ()) if authenticated else None   # None: cannot tell
-        resource, namespace, name, sub = _parse(path)
+        resource, namespace, name, sub = object_path(path)
         watch = method == "GET" and name is None and _true(args.get("watch"))
         follow = method == "GET" and sub == "log" and _true(args.get("follow"))
         if watch or follow:
@@ -341,6 +353,14 @@ class FlowControl:
                 raise self._rejection(seat, reason)
         return Ticket(seat, slot)
 
+    def refuse_if_full(self, classification):
+        """Rejected if the request's level would refuse it at once now (every seat busy,
+        the queue full), counted as a refusal of that level; None otherwise. For requests
+        without a long-running pool: early_refusal.py answers these before the app."""
+        seat = self.levels.get(classification.level)
+        reason = seat.refuse_if_full() if seat is not None else None
+        return self._rejection(seat, reason) if reason else None
+
     def _rejection(self, level, reason):
         retry = RETRY_AFTER[level.name]
         if level.name in self.pools:
@@ -373,7 +393,7 @@ def _true(value):
     return value is not None and value.lower() in ("1", "true", "yes")     # as api/bodies.flag
 
 
-def _parse(path):
+def object_path(path):
     """(resource, namespace, name, subresource) of an object path, Nones where absent."""
     parts = [p for p in path.split("/") if p]
     if parts[:2] == ["api", "v1"]:
