@@ -13,14 +13,12 @@ from . import pod_metrics
 from .authz import access_review, authorizer as authz, builtin_view
 from .errors import ApiError, error_response
 from .flow_control import Rejected
-from .metrics import ApiMetrics
+from .metrics import ApiMetrics, resource_label
 from .objects import ObjectApi, Target
 from .secrets_at_rest import SecretsAtRest
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 _VERBS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-_PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
-                "/shepherd/v1/members", "/shepherd/v1/snapshot", "/api", "/apis")
 
 log = logging.getLogger("shepherd_ha.api")
 
@@ -85,7 +83,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     app.wsgi_app = expose_write(app.wsgi_app)
     if flow is not None:
         # Outermost: a request its full level would refuse gets the 429 without Flask.
-        early_refusal.install(app, flow, tokens, metrics)
+        early_refusal.install(app, flow, tokens, metrics, getattr(replica, "cluster_id", None))
 
     @app.errorhandler(ApiError)
     def on_api_error(err):
@@ -106,9 +104,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
 
     @app.after_request
     def record(response):
-        resource = (request.view_args or {}).get("plural") or request.path
-        if resource not in RESOURCES and resource not in _PLAIN_PATHS:
-            resource = "other"   # keep label cardinality bounded
+        resource = resource_label((request.view_args or {}).get("plural") or request.path)
         verb = request.method
         if request.args.get("watch"):
             verb = "WATCH"

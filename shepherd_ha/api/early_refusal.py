@@ -10,27 +10,36 @@ a full queue, answers the same 429 the app would, without a request context.
 
 Only a refusal is decided here. Every other request goes on to the app, whose
 `admit` (app.py) still takes the seat, waits in the queue or refuses, so a level
-that fills between the two checks is still bounded. Long-running requests (watches,
-followed logs) and exempt paths always go on: their pools and the per-user bound are
-the app's. A request whose token fails goes on too, to get the app's 401 or 403.
+that fills between the two checks is still bounded. Some requests always go on, to be
+answered by the app as before: long-running ones (watches, followed logs: their pools
+and the per-user bound are the app's), exempt paths, a token that fails (401/403), a
+caller naming another cluster (421), and impersonation (the app classifies by the
+impersonated user's groups, which only its authorizer knows). Authorization (RBAC)
+comes after this check, as in Kubernetes' APF: a request its caller may not make can
+get 429 while its level is full, and its 403 once it is not.
 """
 from urllib.parse import parse_qsl
 
-from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha import cluster_identity
 
 from . import auth
 from .errors import ApiError, dumps, status_body
 from .flow_control import Rejected, object_path
+from .metrics import resource_label
+
+_CLUSTER_HEADER = "HTTP_" + cluster_identity.HEADER.upper().replace("-", "_")
+_IMPERSONATION = ("HTTP_IMPERSONATE_USER", "HTTP_IMPERSONATE_GROUP")
 
 
-def install(app, flow, tokens=None, metrics=None):
+def install(app, flow, tokens=None, metrics=None, cluster_id=None):
     """Wrap `app.wsgi_app` (Flask's middleware hook: it runs before the request context)."""
-    app.wsgi_app = EarlyRefusal(app.wsgi_app, flow, tokens, metrics)
+    app.wsgi_app = EarlyRefusal(app.wsgi_app, flow, tokens, metrics, cluster_id)
 
 
 class EarlyRefusal:
-    def __init__(self, wsgi_app, flow, tokens=None, metrics=None):
+    def __init__(self, wsgi_app, flow, tokens=None, metrics=None, cluster_id=None):
         self.wsgi_app, self.flow, self.tokens, self.metrics = wsgi_app, flow, tokens, metrics
+        self.cluster_id = cluster_id
 
     def __call__(self, environ, start_response):
         rejected = self._refusal(environ)
@@ -40,6 +49,11 @@ class EarlyRefusal:
 
     def _refusal(self, environ):
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
+        if any(header in environ for header in _IMPERSONATION):
+            return None
+        theirs = environ.get(_CLUSTER_HEADER)
+        if self.cluster_id and theirs and theirs != self.cluster_id:
+            return None                     # the app's 421 says which cluster this is
         groups = None
         if self.tokens is not None:
             try:
@@ -59,11 +73,10 @@ class EarlyRefusal:
         start_response("429 Too Many Requests", [
             ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ("Retry-After", str(rejected.retry_after)), ("Shepherd-Outcome", "not-applied")])
+        method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
         if self.metrics is not None:
-            verb = environ.get("REQUEST_METHOD", "GET")
-            resource = object_path(environ.get("PATH_INFO", ""))[0]
-            self.metrics.requests.labels(verb, resource if resource in RESOURCES else "other", "429").inc()
-        return [body]
+            self.metrics.requests.labels(method, resource_label(object_path(path)[0] or path), "429").inc()
+        return [] if method == "HEAD" else [body]       # a HEAD answer has no body, only its length
 
 
 def _first_values(query):

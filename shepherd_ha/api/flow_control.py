@@ -140,13 +140,14 @@ class Level:
             self.wait_seconds += time.monotonic() - start
             return True, None
 
-    def refuse_if_full(self):
-        """What acquire would refuse with right now, counted as its refusal ("queue-full" or,
-        without a queue, "concurrency-limit"); None, taking nothing, if it would not."""
+    def refuse_if_full(self, timeout):
+        """What acquire(timeout) would refuse with right now, counted as its refusal
+        ("queue-full" or, without a queue, "concurrency-limit"); None, taking nothing,
+        if it would not."""
         with self._lock:
             if self.in_flight < self.seats and not self._waiting:
                 return None
-            if len(self._waiting) < self.queue_length:
+            if len(self._waiting) < self.queue_length and timeout > 0:
                 return None
             reason = "queue-full" if self.queue_length else "concurrency-limit"
             self.rejected[reason] += 1
@@ -358,7 +359,7 @@ class FlowControl:
         the queue full), counted as a refusal of that level; None otherwise. For requests
         without a long-running pool: early_refusal.py answers these before the app."""
         seat = self.levels.get(classification.level)
-        reason = seat.refuse_if_full() if seat is not None else None
+        reason = seat.refuse_if_full(self.queue_wait) if seat is not None else None
         return self._rejection(seat, reason) if reason else None
 
     def _rejection(self, level, reason):

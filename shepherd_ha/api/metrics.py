@@ -1,7 +1,19 @@
 """Prometheus metrics: request counts and latencies, plus Raft and store gauges read
 at scrape time (one registry per app, so several replicas can share a process)."""
 from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from shepherd_ha.model.resources import RESOURCES
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+
+# Paths counted under their own name in shepherd_api_requests; any other non-resource is "other".
+PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
+               "/shepherd/v1/members", "/shepherd/v1/snapshot", "/api", "/apis")
+
+
+def resource_label(name):
+    """The `resource` label of a request: its resource's plural, one of PLAIN_PATHS, or
+    "other" (the label's values stay bounded)."""
+    return name if name in RESOURCES or name in PLAIN_PATHS else "other"
 
 
 class ReplicaCollector:
