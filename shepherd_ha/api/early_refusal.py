@@ -68,13 +68,13 @@ class EarlyRefusal:
         return self.flow.refuse_if_full(classification)
 
     def _answer(self, environ, start_response, rejected: Rejected):
-        err = ApiError(429, rejected.message, "TooManyRequests", details={"retryAfterSeconds": rejected.retry_after})
-        body = dumps(status_body(err.code, err.message, err.reason, err.details)).encode()
+        body = dumps(status_body(429, rejected.message, "TooManyRequests",
+                                 {"retryAfterSeconds": rejected.retry_after})).encode()
         start_response("429 Too Many Requests", [
             ("Content-Type", "application/json"), ("Content-Length", str(len(body))),
             ("Retry-After", str(rejected.retry_after)), ("Shepherd-Outcome", "not-applied")])
         method, path = environ.get("REQUEST_METHOD", "GET"), environ.get("PATH_INFO", "")
-        if self.metrics is not None:
+        if self.metrics is not None:        # counted, not timed: the latency histogram is the app's
             self.metrics.requests.labels(method, resource_label(object_path(path)[0] or path), "429").inc()
         return [] if method == "HEAD" else [body]       # a HEAD answer has no body, only its length
 
@@ -85,4 +85,3 @@ def _first_values(query):
     for key, value in parse_qsl(query, keep_blank_values=True):
         args.setdefault(key, value)
     return args
-

@@ -355,9 +355,10 @@ class FlowControl:
         return Ticket(seat, slot)
 
     def refuse_if_full(self, classification):
-        """Rejected if the request's level would refuse it at once now (every seat busy,
-        the queue full), counted as a refusal of that level; None otherwise. For requests
-        without a long-running pool: early_refusal.py answers these before the app."""
+        """Rejected if the request's level would refuse it at once now (every seat busy and
+        the queue full, or no queue wait), counted as a refusal of that level; None
+        otherwise. For requests without a long-running pool: early_refusal.py answers
+        these before the app."""
         seat = self.levels.get(classification.level)
         reason = seat.refuse_if_full(self.queue_wait) if seat is not None else None
         return self._rejection(seat, reason) if reason else None

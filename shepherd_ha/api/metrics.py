@@ -1,9 +1,9 @@
 """Prometheus metrics: request counts and latencies, plus Raft and store gauges read
 at scrape time (one registry per app, so several replicas can share a process)."""
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from shepherd_ha.model.resources import RESOURCES
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 # Paths counted under their own name in shepherd_api_requests; any other non-resource is "other".
 PLAIN_PATHS = ("/healthz", "/readyz", "/metrics", "/version", "/shepherd/v1/replica", "/shepherd/v1/cluster",
