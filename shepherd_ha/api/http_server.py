@@ -35,7 +35,7 @@ from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
 from waitress.utilities import Error, RequestEntityTooLarge
 
-from .epoll_loop import EPOLL_LOOP
+from .epoll_loop import EPOLL_LOOP, ChannelMap
 from .errors import status_body
 
 log = logging.getLogger(__name__)
@@ -300,11 +300,13 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
                    max_request_body_size=max_body + 1)
     quiet = options.pop("_quiet", False)
     fix_addr = options.pop("fix_addr", None)
-    server = waitress.create_server(app, **options)
-    if event_loop == "epoll":
-        server.asyncore = EPOLL_LOOP
-    elif event_loop != "poll":
+    if event_loop not in ("epoll", "poll"):
         raise ValueError("event_loop: epoll or poll, not %r" % (event_loop,))
+    if event_loop == "epoll":
+        server = waitress.create_server(app, map=ChannelMap(), **options)
+        server.asyncore = EPOLL_LOOP
+    else:
+        server = waitress.create_server(app, **options)
     if not quiet:
         server.print_listen("Serving on http://{}:{}")
     listeners = [server] if isinstance(server, BaseWSGIServer) else \

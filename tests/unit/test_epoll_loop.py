@@ -166,3 +166,35 @@ def test_many_quiet_connections_and_one_busy_one(server):
     finally:
         for sock in quiet:
             sock.close()
+
+
+def test_the_channel_map_hands_each_added_descriptor_over_once():
+    channels = epoll_loop.ChannelMap()
+    channels[5] = "a"
+    channels[7] = "b"
+    del channels[5]
+    assert channels.take_added() == {5, 7}
+    assert channels.take_added() == set()
+    channels[5] = "c"                    # a descriptor reused by a new channel
+    assert channels.take_added() == {5} and channels == {5: "c", 7: "b"}
+
+
+def test_between_full_passes_new_reused_and_parked_connections_are_all_served(monkeypatch):
+    # No full pass after the first: every channel is found through the awake set and
+    # the map's added descriptors alone.
+    monkeypatch.setattr(epoll_loop, "FULL_PASS_SECONDS", 3600.0)
+    port = start_server()
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for _ in range(30)]
+    for conn in conns:                   # each a new channel, added between passes
+        assert get(conn, "/healthz") == (200, b"ok")
+    time.sleep(0.2)                      # all quiet now: parked
+    for conn in conns:                   # parked ones wake on their request
+        assert get(conn, "/healthz") == (200, b"ok")
+    for conn in conns[:15]:              # closed: their descriptors are reused below
+        conn.close()
+    fresh = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for _ in range(15)]
+    for conn in fresh + conns[15:]:
+        assert get(conn, "/healthz") == (200, b"ok")
+        assert get(conn, "/big")[1] == b"x" * (BIG // 2) + b"y" * (BIG // 2)
+    for conn in fresh + conns[15:]:
+        conn.close()
