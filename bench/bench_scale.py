@@ -307,6 +307,13 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
         "itself sent no renewal in the grace period: %d; NotReady at the end: %d"
         % (rd["false_not_ready"], rd["false_not_ready_events"], rd["false_not_ready_acked"],
            rd["fleet_late_not_ready"], len(rd["not_ready_now"])))
+    if rd["false_not_ready_acked"]:
+        lags = rd["false_not_ready_acked_lags"]
+        say("    of the %d after an acknowledged renewal: %d at the border (the two newest acks nearly a grace period "
+            "apart: the renewals between failed, the last one came just too late); %d where the controller's view "
+            "lagged (transition minus newest ack: %s s)"
+            % (rd["false_not_ready_acked"], rd["false_not_ready_acked_border"], len(lags),
+               ", ".join("%.1f" % x for x in lags[:20]) or "-"))
     say("  pods of the run deleted (nothing but evictions deletes them here; a watch re-list misses some): %d"
         % final.get("pods_deleted", 0))
     fenced, gaps = [], []

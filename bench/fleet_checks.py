@@ -123,6 +123,8 @@ def ready_status(node):
 
 
 class ReadinessTracker:
+    BORDER = 2.0     # s: acks this close to a grace period apart count as "at the border"
+
     def __init__(self, urls, fleet, grace=15.0, timeout=10.0):
         """fleet: a hollow_nodes.NodeFleet (by_name; each node's acks deque of wall times)."""
         self.urls = list(urls)
@@ -131,7 +133,7 @@ class ReadinessTracker:
         self.timeout = timeout
         self.stop_event = threading.Event()
         self.ready = {}               # node name -> last Ready status seen
-        self.false_not_ready = []     # (node, transition wall time, newest send, newest ack before it)
+        self.false_not_ready = []     # (node, transition wall time, newest send, newest ack before it, the ack before that)
         self.fleet_late = []          # the same, when the fleet sent no renewal within the grace period
         self.events = 0
         self.native_id = None
@@ -179,7 +181,9 @@ class ReadinessTracker:
             # Transition times have a 1 s resolution: a send up to 1 s after it still counts as before.
             sends = [t for t in list(node.sends) if t <= at + 1.0]
             acks = [t for t in list(node.acks) if t <= at + 1.0]
-            row = (name, at, max(sends) if sends else None, max(acks) if acks else None)
+            acks.sort()
+            row = (name, at, max(sends) if sends else None, acks[-1] if acks else None,
+                   acks[-2] if len(acks) > 1 else None)
             if sends and at - max(sends) < self.grace:
                 self.false_not_ready.append(row)
             else:
@@ -190,9 +194,17 @@ class ReadinessTracker:
         # control plane took the renewal and still judged the node late (its view lagged);
         # the others had every renewal of the period refused or timed out.
         acked = [r for r in self.false_not_ready if r[3] is not None and r[1] - r[3] < self.grace]
+        # An acked case is at the border when the two newest acks were nearly a grace period
+        # apart: every renewal between them failed, and the last got through so late that the
+        # controller's deadline (from when it saw the one before) came first. Otherwise the
+        # controller's view lagged by about (transition - newest ack).
+        border = [r for r in acked if r[4] is not None and r[3] - r[4] >= self.grace - self.BORDER]
+        lagged = sorted(round(r[1] - r[3], 1) for r in acked if r not in border)
         return {"false_not_ready": len({r[0] for r in self.false_not_ready}),
                 "false_not_ready_events": len(self.false_not_ready),
                 "false_not_ready_acked": len(acked),
+                "false_not_ready_acked_border": len(border),
+                "false_not_ready_acked_lags": lagged,
                 "fleet_late_not_ready": len({r[0] for r in self.fleet_late}),
                 "not_ready_now": sorted(n for n, s in self.ready.items() if s != "True"),
                 "examples": (self.false_not_ready + self.fleet_late)[:5], "node_events": self.events}
