@@ -32,10 +32,10 @@ def app(environ, start_response):
     return [b"ok"]
 
 
-def start_server(**options):
+def start_server(idle_timeout=2.0, **options):
     port = _free_port()
     thread = threading.Thread(target=http_server.serve, daemon=True, kwargs=dict(
-        app=app, limits=http_server.Limits(0, 0), max_body=1 << 20, idle_timeout=2.0,
+        app=app, limits=http_server.Limits(0, 0), max_body=1 << 20, idle_timeout=idle_timeout,
         host="127.0.0.1", port=port, threads=8, _quiet=True, channel_request_lookahead=1, **options))
     thread.start()
     deadline = time.monotonic() + 10
@@ -183,7 +183,7 @@ def test_between_full_passes_new_reused_and_parked_connections_are_all_served(mo
     # No full pass after the first: every channel is found through the awake set and
     # the map's added descriptors alone.
     monkeypatch.setattr(epoll_loop, "FULL_PASS_SECONDS", 3600.0)
-    port = start_server()
+    port = start_server(idle_timeout=120.0)      # no connection here is idle long enough to be closed
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=5) for _ in range(30)]
     for conn in conns:                   # each a new channel, added between passes
         assert get(conn, "/healthz") == (200, b"ok")
