@@ -77,7 +77,8 @@ def test_records_out_of_sequence_or_with_bad_sizes_end_the_journal(tmp_path):
 def _spy_on(j, monkeypatch):
     """Record the journal's writes and file syncs, in order."""
     events = []
-    mm = j._FileJournal__journalFile._ResizableFile__mm
+    journal_file = j._FileJournal__journalFile
+    real_write = journal_file.write
     real_fdatasync = durable_journal.os.fdatasync
 
     def spy_fdatasync(fd):
@@ -86,7 +87,7 @@ def _spy_on(j, monkeypatch):
 
     def spy_write(offset, values):
         events.append(("write", offset, len(values)))
-        return mm.__setitem__(slice(offset, offset + len(values)), values)
+        return real_write(offset, values)
     monkeypatch.setattr(durable_journal.os, "fdatasync", spy_fdatasync)
     monkeypatch.setattr(j._FileJournal__journalFile, "write", spy_write)
     return events
@@ -95,7 +96,7 @@ def _spy_on(j, monkeypatch):
 def test_added_entries_are_synced_before_the_header_that_counts_them(tmp_path, monkeypatch):
     j = DurableFileJournal(str(tmp_path / "raft.journal"))
     events = _spy_on(j, monkeypatch)
-    fd = j._FileJournal__journalFile._ResizableFile__f.fileno()
+    fd = j._FileJournal__journalFile.fileno()
     for i in (1, 2, 3):
         j.add(b"payload-%d" % i, i, 1)
     assert [e[0] for e in events] == ["write"] * 3, "add writes the record, nothing counts it yet"
@@ -166,3 +167,26 @@ def test_a_journal_cut_before_its_header_is_started_anew(tmp_path):
     j.add(b"first", 1, 1)
     j._destroy()
     assert [e[1] for e in DurableFileJournal(str(path))] == [1]
+
+
+def _mapped(path):
+    with open("/proc/self/maps") as fh:
+        return [line for line in fh if line.rstrip().endswith(str(path))]
+
+
+def test_the_journal_is_not_kept_mapped_so_its_pages_are_not_the_store_process_memory(tmp_path):
+    path = tmp_path / "raft.journal"
+    j = DurableFileJournal(str(path))
+    for i in range(1, 201):
+        j.add(b"x" * 4096, i, 1)
+    j.sync()
+    assert _mapped(path) == [], "written with pwrite, not through a mapping"
+    j.deleteEntriesTo(100)               # compaction: a new file
+    j.add(b"after", 201, 1)
+    j.sync()
+    assert _mapped(path) == []
+    j._destroy()
+    again = DurableFileJournal(str(path))
+    assert [e[1] for e in again] == list(range(101, 202)) and again[-1][0] == b"after"
+    assert _mapped(path) == [], "the mapping that read the entries at start is closed"
+    again._destroy()

@@ -31,13 +31,18 @@ the Vagrant full-restart drill). So here:
 5. the dump is fsynced before the journal entries it replaces are trimmed;
 6. on start a half-written last record (the header counted it, its bytes did not
    all reach the disk) is cut off instead of crashing the replica on every start.
+
+Once the entries are read at start, the journal's file is written with pwrite
+(`JournalFile`), not through PySyncObj's shared mapping (ResizableFile): every page
+written through the mapping stayed mapped in the store process, so its RSS grew with
+the journal (up to the 64 MiB compaction bound), on top of the entries PySyncObj
+keeps in a list anyway. The file's pages are the kernel's page cache either way.
 """
 import logging
 import os
 import struct
 
-from pysyncobj.journal import (FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET, FileJournal, MetaStorer,
-                               ResizableFile)
+from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET, FileJournal, MetaStorer
 from pysyncobj.pickle import dumps, to_bytes
 
 log = logging.getLogger(__name__)
@@ -70,9 +75,14 @@ class DurableFileJournal(FileJournal):
         self._unsynced_from = None       # offset of the first record the header does not count yet
         if sync:
             cut_torn_tail(path)
-        super().__init__(path)
+        super().__init__(path)       # reads the entries through ResizableFile's mapping
+        self._use_plain_file()
         if sync:
             self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta")
+
+    def _use_plain_file(self):
+        self._FileJournal__journalFile._destroy()
+        self._FileJournal__journalFile = JournalFile(self._path)
 
     def _sync_file(self):
         # fdatasync of the mapped file, not mmap.flush (msync): CPython 3.11 holds the GIL
@@ -82,7 +92,7 @@ class DurableFileJournal(FileJournal):
         # the GIL; on Linux it writes the file's dirty pages, those dirtied through the
         # shared mapping included (msync(MS_SYNC) is the same call on a byte range).
         if self._sync:
-            os.fdatasync(self._FileJournal__journalFile._ResizableFile__f.fileno())
+            os.fdatasync(self._FileJournal__journalFile.fileno())
 
     def add(self, command, idx, term):
         # Written, not yet counted by the header: sync() does both, in that order.
@@ -160,10 +170,38 @@ class DurableFileJournal(FileJournal):
         self._FileJournal__journalFile._destroy()
         os.replace(tmp, self._path)
         _fsync_dir(self._path)
-        self._FileJournal__journalFile = ResizableFile(self._path)
+        self._FileJournal__journalFile = JournalFile(self._path)
         self._FileJournal__journal = list(keep)
         self._FileJournal__currentOffset = self._FileJournal__getLastRecordOffset()
         self._unsynced_from = None       # every kept entry is in the fsynced file
+
+
+class JournalFile:
+    """What FileJournal asks of its file (write, read, flush, _destroy), with pwrite and
+    pread. Durability stays DurableFileJournal's: fdatasync in `sync`."""
+
+    def __init__(self, path):
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+
+    def fileno(self):
+        return self._fd
+
+    def write(self, offset, values):
+        view = memoryview(values)
+        while view:
+            written = os.pwrite(self._fd, view, offset)
+            view, offset = view[written:], offset + written
+
+    def read(self, offset, size):
+        return os.pread(self._fd, size, offset)
+
+    def flush(self):
+        """Nothing is buffered here (written straight to the page cache)."""
+
+    def _destroy(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def _fsync_dir(path):
