@@ -259,13 +259,24 @@ def wait_converged(fleet, sampler, want, timeout, t0, dumps=None):
             lat = s["renew_latencies"]
             terms = [st.get("term") for st in sampler.last.values()]
             progress("%5.0f s: pods %d created, %d bound, %d Running; term %s; renewals %d (%d failed, p99 %s ms "
-                     "last 5 s); fleet CPU %.1f s%s" % (now - t0, pods["total"], pods["bound"], pods["running"],
-                                                        max(terms) if terms else "?", s["renewals"],
-                                                        s["renew_failures"], ms(percentile(lat, 99), 0),
-                                                        s["cpu_seconds"] or 0, _dumping(dumps)))
+                     "last 5 s); fleet CPU %.1f s%s%s" % (now - t0, pods["total"], pods["bound"], pods["running"],
+                                                          max(terms) if terms else "?", s["renewals"],
+                                                          s["renew_failures"], ms(percentile(lat, 99), 0),
+                                                          s["cpu_seconds"] or 0, _pacing(sampler), _dumping(dumps)))
         time.sleep(1.0)
     progress("not converged within %.0f s" % timeout)
     return None
+
+
+def _pacing(sampler):
+    """The leader's controller write pacing, as its last sample said."""
+    for state in sampler.last.values():
+        pacing = ((state or {}).get("controllers") or {}).get("writePacing")
+        if state.get("role") == "leader" and pacing:
+            late = pacing.get("heartbeatsAtRisk")
+            return "; writes %s%s" % ("paced at %.0f/s" % pacing["rateLimit"] if pacing.get("paced") else "not paced",
+                                      "" if late is None else " (%d nodes late)" % late)
+    return ""
 
 
 def _dumping(dumps):

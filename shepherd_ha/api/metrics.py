@@ -81,6 +81,10 @@ class ReplicaCollector:
                                     value=pacing["rateLimit"] or 0)
             yield CounterMetricFamily("shepherd_controller_write_paced_seconds",
                                       "Time controller writers waited for node heartbeats", value=pacing["pacedSeconds"])
+            if pacing.get("heartbeatsAtRisk") is not None:
+                yield GaugeMetricFamily("shepherd_controller_late_heartbeat_nodes",
+                                        "Nodes whose heartbeat is late (not yet a grace period) at the write pacer's "
+                                        "last look", value=pacing["heartbeatsAtRisk"])
 
 
 def _le(bound):

@@ -244,8 +244,8 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     replica.cluster_id = settings.cluster_id
     gc_tuning.configure_process()
     if worker == 0:
-        # Controller writes yield to node heartbeats while the system level waits (write_pacing.py).
-        pacer = WritePacer(flow.system_pressure) if flow.levels else None
+        # Controller writes yield to node heartbeats while some are late (write_pacing.py).
+        pacer = WritePacer(flow.system_pressure)
         manager = ControllerManager(replica, default_factories(controller_settings), pacer=pacer)
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status

@@ -77,6 +77,8 @@ class ControllerManager:
             log.info("controllers stopping: replica %s no longer leads term %d", self.replica.id, self._epoch[0])
             self._stop.set()
             self._stop, self._epoch = None, None
+            if self.pacer is not None:
+                self.pacer.watch_heartbeats(None)
             with self._lock:
                 self.active_epoch, self.controllers, self._threads = None, [], None
         if self._stop is None and leading:
@@ -119,6 +121,11 @@ class ControllerManager:
                 controller.store = store.unpaced()
         for controller in controllers:
             controller.faults = self.faults
+        if self.pacer is not None:
+            # The nodes whose heartbeats are late, as the node lifecycle controller sees them:
+            # what the pacer protects (without that controller: the system level's queue).
+            self.pacer.watch_heartbeats(next((c.heartbeats_at_risk for c in controllers
+                                              if hasattr(c, "heartbeats_at_risk")), None))
         informer = Informer(store, controllers, self.faults)
         informer.start_from_snapshot()
         threads = SupervisedThreads(stop, self.faults, self.clock)

@@ -84,6 +84,11 @@ class NodeLifecycleController(Controller):
     def __init__(self, store, events=None, settings=None, now=now_rfc3339):
         super().__init__(store, events)
         self.grace = settings.node_grace_period
+        # A node is at risk once its heartbeat is a quarter of the slack between the
+        # renewal interval and the grace period late (7.5 s of 5 s renewals, 15 s grace):
+        # the controllers' writes yield while any node is (write_pacing.py).
+        interval = settings.node_lease_interval
+        self.at_risk_after = interval + (self.grace - interval) / 4
         self.eviction = settings.pod_eviction_timeout
         self.resync_period = settings.resync_period
         self.now = now                  # wall time, only for condition timestamps
@@ -95,6 +100,14 @@ class NodeLifecycleController(Controller):
         self._all_down = False          # every zone was fully disrupted at the last count
         self._held = set()              # nodes past their deadline whose eviction waits for the pacer
         self._counts = None             # (clock time, {zone: (ready, not ready)}), kept a second
+
+    def heartbeats_at_risk(self):
+        """How many nodes' last heartbeat, as this controller saw it, is `at_risk_after` old
+        but not yet a grace period: their renewals are late, not (yet) stopped. Called from
+        the write pacer's thread: reads a copy of the table."""
+        now = self.store.clock()
+        oldest, newest = now - self.grace, now - self.at_risk_after
+        return sum(1 for seen in list(self._seen.values()) if oldest < seen.since <= newest)
 
     # ---- keys: node names ----
 

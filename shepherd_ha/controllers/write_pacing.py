@@ -1,25 +1,29 @@
-"""Controllers yield to node heartbeats: their writes slow down while lease renewals wait.
+"""Controllers yield to node heartbeats: their writes slow down while renewals are late.
 
 Kubernetes protects the API from its controllers with client-side rate limits
 (kube-controller-manager's --kube-api-qps 20, the scheduler's 50), fixed, so a large
 rollout takes as long on an idle cluster as on a busy one. Here the controllers write
-at full speed until the replica's `system` priority level (node leases and status,
-api/flow_control.py) refuses requests or has its queue full (requests queued for a
-moment are normal); then every controller write but the scheduler's and the node
+at full speed until some node's heartbeat is late: the node lifecycle controller, on
+the same leader, sees a node's last renewal older than its interval plus a quarter of
+the slack before the grace period (`heartbeats_at_risk`; 7.5 s for 5 s renewals and a
+15 s grace period). Then every controller write but the scheduler's and the node
 lifecycle's takes a token from a bucket whose rate falls by 30 % at each look that
 still sees pressure and grows by a quarter at each that does not, until it no longer
 binds and is lifted. (A binding lets a pod already created run: pacing the creations
 paces the pipeline without starving it. Marking a node NotReady must not wait: a
 renewal during the wait would be missed; its evictions have their own per-zone pace.)
-Measured on one 2-core machine with 1,000 hollow nodes
-and 10,000 pods (docs/benchmarks.md, run Q): without pacing a third of the renewal
-rounds failed and 125 nodes went falsely NotReady; paced, none failed for two minutes,
-and pods went Running at ~24/s instead of ~57/s (the rest was the heartbeats' share).
 
-Only the system level of the controllers' own process is seen (API worker 0; with
---api-workers N it sees about 1/N of the replica's heartbeats): on one machine every
-replica feels the same load; on several, the leader's is the one its controllers load
-most (it applies every write, and a share of the fleet renews there).
+Until session 17 the pressure was the replica's `system` priority level (node leases
+and status, api/flow_control.py) refusing a request or having its queue full, and that
+is still the signal when no node lifecycle controller runs. At 1,000 hollow nodes on
+one 2-core machine that level refuses some renewals even with no pod work at all (a
+refused renewal tries the next replica and gets through), so the controllers stayed at
+the floor rate for whole runs; a late heartbeat is what the pacing is for, and the
+leader's controller sees every node's, not one worker's share (docs/benchmarks.md,
+run S). Measured with the system-level signal (run Q, 1,000 hollow nodes and 10,000
+pods): without pacing a third of the renewal rounds failed and 125 nodes went falsely
+NotReady; paced, none failed for two minutes, and pods went Running at ~24/s instead
+of ~57/s.
 """
 import logging
 import threading
@@ -53,6 +57,8 @@ class WritePacer:
 
     def __init__(self, pressure_counts, clock=time.monotonic, sleep=None):
         self._pressure_counts = pressure_counts
+        self._heartbeats = None            # () -> nodes whose heartbeat is late; None: the system level decides
+        self.heartbeats_at_risk = None     # what it said at the last look
         self._clock = clock
         self._sleep = sleep                # (seconds, stop event or None) -> True if stopped; tests inject one
         self._lock = threading.Lock()
@@ -65,6 +71,13 @@ class WritePacer:
         self._calm_since = None            # when the looks stopped seeing pressure (paced only)
         self.paced_seconds = 0.0           # total time writers waited here
         self.paced_writes = 0
+
+    def watch_heartbeats(self, at_risk):
+        """Judge pressure by late heartbeats: `at_risk()` is how many nodes' heartbeats are
+        late (the node lifecycle controller's, set while its epoch runs); None: by the
+        system level's queue and refusals."""
+        with self._lock:
+            self._heartbeats, self.heartbeats_at_risk = at_risk, None
 
     @property
     def pacing(self):
@@ -107,7 +120,11 @@ class WritePacer:
             self._refused_seen, self._taken, self._looked_at = refused, 0, now
             return
         used = self._taken / max(now - self._looked_at, 1e-3)        # writes/s since the last look
-        pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen
+        if self._heartbeats is not None:
+            self.heartbeats_at_risk = self._heartbeats()
+            pressure = self.heartbeats_at_risk > 0
+        else:
+            pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen
         before_refused = self._refused_seen
         self._refused_seen, self._taken, self._looked_at = refused, 0, now
         if pressure:
@@ -117,9 +134,13 @@ class WritePacer:
             self.rate = max(MIN_RATE, base * DECREASE)
             if before is None:
                 self._tokens, self._filled_at = 0.0, now
-                log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
-                         "since the last look); controller writes paced at %.0f/s",
-                         100 * queued, refused - before_refused, self.rate)
+                if self.heartbeats_at_risk is not None:
+                    log.info("controllers: %d nodes' heartbeats are late; controller writes paced at %.0f/s",
+                             self.heartbeats_at_risk, self.rate)
+                else:
+                    log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
+                             "since the last look); controller writes paced at %.0f/s",
+                             100 * queued, refused - before_refused, self.rate)
             else:
                 self._tokens = min(self._tokens, self.rate * BURST_SECONDS)
             return
@@ -134,4 +155,5 @@ class WritePacer:
 
     def status(self):
         return {"paced": self.pacing, "rateLimit": self.rate, "pacedSeconds": self.paced_seconds,
-                "pacedWrites": self.paced_writes}
+                "pacedWrites": self.paced_writes, "heartbeatsAtRisk": self.heartbeats_at_risk,
+                "pressure": "late heartbeats" if self._heartbeats is not None else "system level"}

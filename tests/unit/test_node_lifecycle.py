@@ -417,3 +417,19 @@ def test_a_faster_rate_applies_at_once_when_a_zone_recovers():
     back = [n for n in down if n not in evicted(h, down)][:35]
     h.advance(10, renewing=alive + back, step=1.0)    # 4 still down of 59: healthy, 0.1 per second
     assert len(evicted(h, down)) == 2, "the normal rate's bucket starts with its token"
+
+
+def test_nodes_whose_heartbeats_are_late_but_not_yet_a_grace_period_are_at_risk():
+    h = two_nodes_with_pods()                        # 5 s renewals, 15 s grace: at risk from 7.5 s
+    assert h.controller.at_risk_after == 7.5
+    assert h.controller.heartbeats_at_risk() == 0
+    h.advance(7, renewing=("n1",), step=1.0)
+    assert h.controller.heartbeats_at_risk() == 0, "n2 is 7 s late: within a renewal and its slack"
+    h.advance(1, renewing=("n1",), step=1.0)
+    assert h.controller.heartbeats_at_risk() == 1, "n2 is 8 s late"
+    h.renew("n2")
+    h.settle()
+    assert h.controller.heartbeats_at_risk() == 0, "its renewal came"
+    h.advance(GRACE, renewing=("n1",), step=1.0)
+    assert h.ready("n2") == "Unknown"
+    assert h.controller.heartbeats_at_risk() == 0, "past the grace period a node is NotReady, no longer at risk"

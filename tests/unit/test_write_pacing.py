@@ -1,5 +1,6 @@
-"""Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while the
-system level has requests queued or refused, faster again once it has none, then unpaced."""
+"""Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while
+nodes' heartbeats are late (or, without a node lifecycle controller, while the system level
+has requests queued or refused), faster again once they are not, then unpaced."""
 import threading
 
 import pytest
@@ -231,9 +232,13 @@ def test_the_manager_gives_paced_controllers_the_pacer_and_the_others_an_unpaced
         assert by_name["scheduler"].store.pacer is None and by_name["node-lifecycle"].store.pacer is None
         assert by_name["replicasets"].store.pacer is pacer and by_name["replicasets"].store.stop is not None
         assert manager.status()["writePacing"]["paced"] is False
+        # The pacer judges by the node lifecycle controller's late heartbeats.
+        assert pacer._heartbeats == by_name["node-lifecycle"].heartbeats_at_risk
+        assert manager.status()["writePacing"]["pressure"] == "late heartbeats"
     finally:
         replica.leading = False
     wait_for("stopped", lambda: manager.status()["epoch"] is None)
+    assert pacer._heartbeats is None, "no controller of a stopped epoch is asked"
 
 
 def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
@@ -249,3 +254,29 @@ def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
         pacer.take(pacer.chunk)
         world.now += 0.05                             # the chunk's own write
     assert not pacer.pacing, "lifted once the refusals stopped"
+
+
+def test_with_a_heartbeat_source_late_heartbeats_pace_and_system_level_refusals_do_not():
+    world = World()
+    pacer = world.pacer()
+    late = {"nodes": 0}
+    pacer.watch_heartbeats(lambda: late["nodes"])
+    for _ in range(6):                                # refusals and a full queue, every heartbeat on time
+        world.refused += 5
+        world.queued = 1.0
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert not pacer.pacing and pacer.status()["heartbeatsAtRisk"] == 0
+    assert pacer.status()["pressure"] == "late heartbeats"
+    late["nodes"] = 3                                 # three nodes' renewals are late
+    writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.pacing and pacer.status()["heartbeatsAtRisk"] == 3
+    for _ in range(12):
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    late["nodes"] = 0                                 # on time again: lifted, refusals or not
+    writes_in(world, pacer, wp.LIFT_AFTER + 20)
+    assert not pacer.pacing
+    pacer.watch_heartbeats(None)                      # no node lifecycle controller: the system level again
+    world.refused += 1
+    writes_in(world, pacer, 2 * wp.LOOK_EVERY)
+    assert pacer.pacing and pacer.status()["pressure"] == "system level"
