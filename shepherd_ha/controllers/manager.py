@@ -92,6 +92,8 @@ class ControllerManager:
                     log.exception("controllers failed to start for epoch %s; retrying", epoch)
                     stop.set()
                     self._stop, self._epoch = None, None
+                    if self.pacer is not None:
+                        self.pacer.watch_heartbeats(None)
                     time.sleep(1.0)
         threads = self._threads
         if threads is not None:

@@ -12,6 +12,10 @@ still sees pressure and grows by a quarter at each that does not, until it no lo
 binds and is lifted. (A binding lets a pod already created run: pacing the creations
 paces the pipeline without starving it. Marking a node NotReady must not wait: a
 renewal during the wait would be missed; its evictions have their own per-zone pace.)
+"Last renewal" is when the controller processed it: a lagging node lifecycle controller
+(its informer or worker behind) counts as late heartbeats too, which is pressure on the
+leader's own process. A node that never renews is late only between 7.5 and 15 s after
+it was first seen (then it is NotReady, no longer counted).
 
 Until session 17 the pressure was the replica's `system` priority level (node leases
 and status, api/flow_control.py) refusing a request or having its queue full, and that
@@ -113,6 +117,8 @@ class WritePacer:
 
     def _look(self, now):
         queued, refused = self._pressure_counts()
+        if self._heartbeats is not None:
+            self.heartbeats_at_risk = self._heartbeats()
         looks = max(1, int((now - self._looked_at) / LOOK_EVERY))    # looks due since the last one
         if self.rate is None and looks > 2:
             # Nobody wrote for a while (a follower, or quiet controllers): what happened
@@ -121,7 +127,6 @@ class WritePacer:
             return
         used = self._taken / max(now - self._looked_at, 1e-3)        # writes/s since the last look
         if self._heartbeats is not None:
-            self.heartbeats_at_risk = self._heartbeats()
             pressure = self.heartbeats_at_risk > 0
         else:
             pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen

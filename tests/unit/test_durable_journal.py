@@ -190,3 +190,36 @@ def test_the_journal_is_not_kept_mapped_so_its_pages_are_not_the_store_process_m
     assert [e[1] for e in again] == list(range(101, 202)) and again[-1][0] == b"after"
     assert _mapped(path) == [], "the mapping that read the entries at start is closed"
     again._destroy()
+
+
+class Died(Exception):
+    pass
+
+
+def test_a_journal_write_that_fails_ends_the_process_before_the_entry_counts(tmp_path, monkeypatch):
+    path = tmp_path / "raft.journal"
+    j = DurableFileJournal(str(path))
+    j.add(b"one", 1, 1)
+    j.sync()
+    died = []
+
+    def die():
+        died.append(True)
+        raise Died()
+    monkeypatch.setattr(durable_journal, "_die", die)
+    real_pwrite = durable_journal.os.pwrite
+
+    def disk_full(fd, data, offset):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(durable_journal.os, "pwrite", disk_full)
+    with pytest.raises(Died):
+        j.add(b"two", 2, 1)
+    assert died and [e[1] for e in j] == [1], "the entry never joined the log in memory"
+    monkeypatch.setattr(durable_journal.os, "pwrite", real_pwrite)
+
+    def sync_fails(fd):
+        raise OSError(5, "Input/output error")
+    monkeypatch.setattr(durable_journal.os, "fdatasync", sync_fails)
+    j.add(b"three", 3, 1)
+    with pytest.raises(Died):
+        j.sync()

@@ -85,22 +85,23 @@ class DurableFileJournal(FileJournal):
         self._FileJournal__journalFile = JournalFile(self._path)
 
     def _sync_file(self):
-        # fdatasync of the mapped file, not mmap.flush (msync): CPython 3.11 holds the GIL
-        # through msync, so every other thread of the store process (the local socket, the
-        # change stream) stopped for as long as the disk took, and then queued in front of
-        # the next tick (docs/benchmarks.md, "The store process's tick"). fdatasync releases
-        # the GIL; on Linux it writes the file's dirty pages, those dirtied through the
-        # shared mapping included (msync(MS_SYNC) is the same call on a byte range).
+        # fdatasync, never msync: CPython 3.11 held the GIL through mmap.flush, so every
+        # other thread of the store process stopped for as long as the disk took
+        # (docs/benchmarks.md, "The store process's tick"); fdatasync releases it.
         if self._sync:
-            os.fdatasync(self._FileJournal__journalFile.fileno())
+            try:
+                os.fdatasync(self._FileJournal__journalFile.fileno())
+            except OSError as exc:
+                fail(self._path, "sync", exc)
 
     def add(self, command, idx, term):
-        # Written, not yet counted by the header: sync() does both, in that order.
-        self._FileJournal__journal.append((command, idx, term))
+        # Written, not yet counted by the header: sync() does both, in that order. Written
+        # before it is in the list: a write that fails ends the process (`fail`).
         data = _ENTRY.pack(idx, term) + to_bytes(command)
         record = _SIZE.pack(len(data)) + data + _SIZE.pack(len(data))
         offset = self._FileJournal__currentOffset
         self._FileJournal__journalFile.write(offset, record)
+        self._FileJournal__journal.append((command, idx, term))
         if self._unsynced_from is None:
             self._unsynced_from = offset
         self._FileJournal__currentOffset = offset + len(record)
@@ -160,20 +161,41 @@ class DurableFileJournal(FileJournal):
         for leftover in (tmp, tmp + ".meta"):
             if os.path.exists(leftover):
                 os.remove(leftover)
-        fresh = DurableFileJournal(tmp, sync=False)   # synced as a whole below
-        for entry in keep:
-            fresh.add(*entry)
-        fresh.flush()
-        fresh._destroy()
-        with open(tmp, "rb") as fh:
-            os.fsync(fh.fileno())
-        self._FileJournal__journalFile._destroy()
-        os.replace(tmp, self._path)
-        _fsync_dir(self._path)
+        try:
+            fresh = DurableFileJournal(tmp, sync=False)   # synced as a whole below
+            try:
+                for entry in keep:
+                    fresh.add(*entry)
+                fresh.flush()
+            finally:
+                fresh._destroy()
+            with open(tmp, "rb") as fh:
+                os.fsync(fh.fileno())
+            os.replace(tmp, self._path)
+            _fsync_dir(self._path)
+        except OSError as exc:
+            fail(tmp, "compact into", exc)
+        self._FileJournal__journalFile._destroy()        # the replaced file's descriptor
         self._FileJournal__journalFile = JournalFile(self._path)
         self._FileJournal__journal = list(keep)
         self._FileJournal__currentOffset = self._FileJournal__getLastRecordOffset()
         self._unsynced_from = None       # every kept entry is in the fsynced file
+
+
+def fail(path, what, exc):
+    """The journal could not be written or synced (disk full, I/O error): the store
+    process ends rather than go on with a log in memory that its disk no longer holds,
+    whose entries it would acknowledge and a restart would not find. (Written through
+    PySyncObj's mapping, a full disk ended it too: SIGBUS.) Its supervisor restarts it
+    from what is on disk, or gives up if it keeps dying."""
+    log.critical("cannot %s the Raft journal %s: %s; the store process stops (free disk space or fix the "
+                 "disk, then it starts again from the journal)", what, path, exc)
+    for handler in logging.getLogger().handlers:
+        handler.flush()
+    _die()
+
+
+_die = os.abort          # tests replace it
 
 
 class JournalFile:
@@ -181,6 +203,7 @@ class JournalFile:
     pread. Durability stays DurableFileJournal's: fdatasync in `sync`."""
 
     def __init__(self, path):
+        self._path = path
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
 
     def fileno(self):
@@ -188,12 +211,18 @@ class JournalFile:
 
     def write(self, offset, values):
         view = memoryview(values)
-        while view:
-            written = os.pwrite(self._fd, view, offset)
-            view, offset = view[written:], offset + written
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, offset)
+                view, offset = view[written:], offset + written
+        except OSError as exc:
+            fail(self._path, "write", exc)
 
     def read(self, offset, size):
-        return os.pread(self._fd, size, offset)
+        try:
+            return os.pread(self._fd, size, offset)
+        except OSError as exc:
+            fail(self._path, "read", exc)
 
     def flush(self):
         """Nothing is buffered here (written straight to the page cache)."""
