@@ -193,7 +193,13 @@ class ReadinessTracker:
         # Of those, the transitions after an acknowledged renewal within the grace period: the
         # control plane took the renewal and still judged the node late (its view lagged);
         # the others had every renewal of the period refused or timed out.
-        acked = [r for r in self.false_not_ready if r[3] is not None and r[1] - r[3] < self.grace]
+        # The transition time is truncated to the second: the mark came up to 1 s after it.
+        # The controller marks a grace period after it saw the newest heartbeat, so a mark
+        # within the grace period of an acknowledged renewal, even at its latest (transition
+        # + 1 s), is one the controller made without having seen that renewal. (Before
+        # session 17 this compared the truncated time: marks 14-15 s after the newest ack,
+        # which every later renewal missed, were counted as lagging views.)
+        acked = [r for r in self.false_not_ready if r[3] is not None and r[1] + 1.0 - r[3] <= self.grace]
         # An acked case is at the border when the two newest acks were nearly a grace period
         # apart: every renewal between them failed, and the last got through so late that the
         # controller's deadline (from when it saw the one before) came first. Otherwise the
