@@ -93,6 +93,7 @@ class NodeLifecycleController(Controller):
         self.resync_period = settings.resync_period
         self.now = now                  # wall time, only for condition timestamps
         self._seen = {}                 # node name -> _Seen
+        self._lease_heard = {}          # node name -> store.clock() when the informer passed on its lease's change
         self._evicting = frozenset()    # nodes past their eviction deadline
         self._lock = threading.Lock()
         self.pacer = EvictionPacer(settings)
@@ -102,12 +103,15 @@ class NodeLifecycleController(Controller):
         self._counts = None             # (clock time, {zone: (ready, not ready)}), kept a second
 
     def heartbeats_at_risk(self):
-        """How many nodes' last heartbeat, as this controller saw it, is `at_risk_after` old
+        """How many nodes' last heartbeat, as this controller saw it (its reconcile, or the
+        informer passing on a lease change, whichever came last), is `at_risk_after` old
         but not yet a grace period: their renewals are late, not (yet) stopped. Called from
         the write pacer's thread: reads a copy of the table."""
         now = self.store.clock()
         oldest, newest = now - self.grace, now - self.at_risk_after
-        return sum(1 for seen in list(self._seen.values()) if oldest < seen.since <= newest)
+        heard = self._lease_heard
+        return sum(1 for name, seen in list(self._seen.items())
+                   if oldest < max(seen.since, heard.get(name, 0.0)) <= newest)
 
     # ---- keys: node names ----
 
@@ -117,7 +121,13 @@ class NodeLifecycleController(Controller):
         if change.resource == "nodes":
             return [meta["name"]]
         if change.resource == "leases":
-            return [meta["name"]] if meta.get("namespace") == LEASE_NAMESPACE else []
+            if meta.get("namespace") != LEASE_NAMESPACE:
+                return []
+            if change.object is not None:
+                # Noted here, on the informer's thread, for heartbeats_at_risk: under load
+                # this controller's queue may be seconds behind the renewals.
+                self._lease_heard[meta["name"]] = self.store.clock()
+            return [meta["name"]]
         # pods: only a pod landing on a node whose pods are being evicted matters
         node = ((change.object or {}).get("spec") or {}).get("nodeName")
         return [node] if node and node in self._evicting else []
@@ -131,6 +141,7 @@ class NodeLifecycleController(Controller):
         node = self.store.get("nodes", None, name)
         if node is None:
             self._seen.pop(name, None)
+            self._lease_heard.pop(name, None)
             self._zones.pop(name, None)
             self._held.discard(name)
             self._set_evicting(name, False)

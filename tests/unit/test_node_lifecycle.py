@@ -5,6 +5,7 @@ from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.node_lifecycle import LEASE_NAMESPACE, NodeLifecycleController, controllers, ready_condition
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.store_access import MemoryStore
+from shepherd_ha.store.fsm import Change
 
 GRACE, EVICTION = 15.0, 10.0
 RECHECK_SLACK = 7.0      # eviction_pacing.RECHECK (5 s) between looks at a held node, and a step
@@ -433,3 +434,17 @@ def test_nodes_whose_heartbeats_are_late_but_not_yet_a_grace_period_are_at_risk(
     h.advance(GRACE, renewing=("n1",), step=1.0)
     assert h.ready("n2") == "Unknown"
     assert h.controller.heartbeats_at_risk() == 0, "past the grace period a node is NotReady, no longer at risk"
+
+
+def test_a_renewal_the_informer_passed_on_counts_before_the_worker_reconciles_it():
+    h = two_nodes_with_pods()
+    h.advance(8, renewing=("n1",), step=1.0)
+    assert h.controller.heartbeats_at_risk() == 1
+    # The informer hands n2's renewal over; the controller's worker is behind.
+    renewed = dict(lease("n2"), metadata={"name": "n2", "namespace": LEASE_NAMESPACE, "resourceVersion": "999"})
+    assert h.controller.keys_for(Change(999, "MODIFIED", "leases", renewed, lease("n2"))) == ["n2"]
+    assert h.controller.heartbeats_at_risk() == 0
+    deleted = Change(1000, "DELETED", "leases", None, renewed)
+    h.clock.now += 8
+    h.controller.keys_for(deleted)
+    assert h.controller.heartbeats_at_risk() == 2, "a deleted lease is no renewal; n1 was not renewed for 8 s either"
