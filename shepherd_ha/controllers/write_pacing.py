@@ -8,7 +8,7 @@ the same leader, sees a node's last renewal older than its interval plus a quart
 the slack before the grace period (`heartbeats_at_risk`; 7.5 s for 5 s renewals and a
 15 s grace period). Then every controller write but the scheduler's and the node
 lifecycle's takes a token from a bucket whose rate falls by 30 % at each look that
-still sees pressure and grows by a quarter at each that does not, until it no longer
+still sees pressure and grows by 5 % at each that does not, until it no longer
 binds and is lifted. (A binding lets a pod already created run: pacing the creations
 paces the pipeline without starving it. Marking a node NotReady must not wait: a
 renewal during the wait would be missed; its evictions have their own per-zone pace.)
@@ -38,7 +38,8 @@ log = logging.getLogger("shepherd_ha.controllers")
 LOOK_EVERY = 0.5          # seconds between looks at the system level
 MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
 DECREASE = 0.7            # the rate's factor at a look that sees pressure
-INCREASE = 1.25           # ... at a look that does not
+INCREASE = 1.05          # ... at a look that does not: slowly, since a late heartbeat shows
+                          # pressure seconds after it began (from 10/s to 100/s in 24 s)
 LIFT_AFTER = 10.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 

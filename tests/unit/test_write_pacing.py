@@ -1,6 +1,7 @@
 """Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while
 nodes' heartbeats are late (or, without a node lifecycle controller, while the system level
 has requests queued or refused), faster again once they are not, then unpaced."""
+import math
 import threading
 
 import pytest
@@ -49,6 +50,13 @@ class World:
         return pacer
 
 
+def seconds_to_lift(writes_per_second):
+    """From the floor, the looks that grow the rate to twice a writer's use, then the calm
+    that lifts it (and a margin)."""
+    looks = math.log(2 * writes_per_second / wp.MIN_RATE) / math.log(wp.INCREASE)
+    return looks * wp.LOOK_EVERY + wp.LIFT_AFTER + 10
+
+
 def writes_in(world, pacer, seconds, per_call=1):
     """Writes a busy controller gets through in `seconds` of the fake clock."""
     end, done = world.now + seconds, 0
@@ -80,10 +88,10 @@ def test_refusals_at_the_system_level_lower_the_rate_until_they_stop_then_it_is_
         rates.append(pacer.rate)
     assert rates[-1] <= 1.5 * wp.MIN_RATE and all(a >= b for a, b in zip(rates, rates[1:]))
     paced = writes_in(world, pacer, 2.0)
-    assert paced <= 2.0 * wp.MIN_RATE * 1.25 ** 4 + wp.MIN_RATE, "held to the paced rate, give or take its growth"
+    assert paced <= 2.0 * wp.MIN_RATE * wp.INCREASE ** 4 + wp.MIN_RATE, "held to the paced rate, give or take its growth"
     assert world.slept > 0 and pacer.status()["pacedSeconds"] > 0
     # Heartbeats go through again: the rate grows back, then pacing is lifted.
-    writes_in(world, pacer, wp.LIFT_AFTER + 20)
+    writes_in(world, pacer, seconds_to_lift(1000))
     assert not pacer.pacing
     assert writes_in(world, pacer, 1.0) > 900
 
@@ -250,7 +258,7 @@ def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
         world.now += 0.05
     assert pacer.rate <= 1.5 * wp.MIN_RATE
     start = world.now
-    while pacer.pacing and world.now - start < 120:   # heartbeats are fine again
+    while pacer.pacing and world.now - start < seconds_to_lift(500):   # heartbeats are fine again
         pacer.take(pacer.chunk)
         world.now += 0.05                             # the chunk's own write
     assert not pacer.pacing, "lifted once the refusals stopped"
@@ -274,7 +282,7 @@ def test_with_a_heartbeat_source_late_heartbeats_pace_and_system_level_refusals_
         writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.rate <= 1.5 * wp.MIN_RATE
     late["nodes"] = 0                                 # on time again: lifted, refusals or not
-    writes_in(world, pacer, wp.LIFT_AFTER + 20)
+    writes_in(world, pacer, seconds_to_lift(1000))
     assert not pacer.pacing
     pacer.watch_heartbeats(None)                      # no node lifecycle controller: the system level again
     world.refused += 1
