@@ -9,7 +9,8 @@ the slack before the grace period (`heartbeats_at_risk`; 7.5 s for 5 s renewals 
 15 s grace period). Then every controller write but the scheduler's and the node
 lifecycle's takes a token from a bucket whose rate falls by 30 % at each look that
 still sees pressure and grows by 5 % at each that does not, until it no longer
-binds and is lifted. (A binding lets a pod already created run: pacing the creations
+binds (it grows to at most twice what the writers use) and, after 30 s without
+pressure, is lifted. (A binding lets a pod already created run: pacing the creations
 paces the pipeline without starving it. Marking a node NotReady must not wait: a
 renewal during the wait would be missed; its evictions have their own per-zone pace.)
 "Last renewal" is when the controller processed it: a lagging node lifecycle controller
@@ -40,7 +41,7 @@ MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
 DECREASE = 0.7            # the rate's factor at a look that sees pressure
 INCREASE = 1.05          # ... at a look that does not: slowly, since a late heartbeat shows
                           # pressure seconds after it began (from 10/s to 100/s in 24 s)
-LIFT_AFTER = 10.0         # seconds without pressure, with the rate well above use, before it is lifted
+LIFT_AFTER = 30.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 
 
@@ -152,7 +153,11 @@ class WritePacer:
             return
         if self.rate is None:
             return
-        self.rate *= INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
+        # Grows only as far as twice what the writers used: a limit they do not reach says
+        # nothing about what the heartbeats can bear, and a backlog arriving later would
+        # go out at all of it at once (as a congestion window is validated, RFC 7661).
+        grown = self.rate * INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
+        self.rate = max(self.rate, min(grown, 2 * max(used, MIN_RATE)))
         if self._calm_since is None:
             self._calm_since = now
         if now - self._calm_since >= LIFT_AFTER and self.rate >= 2 * max(used, MIN_RATE):

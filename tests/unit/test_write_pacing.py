@@ -288,3 +288,15 @@ def test_with_a_heartbeat_source_late_heartbeats_pace_and_system_level_refusals_
     world.refused += 1
     writes_in(world, pacer, 2 * wp.LOOK_EVERY)
     assert pacer.pacing and pacer.status()["pressure"] == "system level"
+
+
+def test_the_rate_grows_only_to_twice_what_the_writers_use_so_a_later_backlog_cannot_burst():
+    world = World()
+    pacer = world.paced_pacer()
+    start = world.now
+    while world.now - start < 25:                     # calm for 25 s, writers wanting ~20 writes/s
+        pacer.take(2)
+        world.now += 0.1
+    assert pacer.pacing and pacer.rate <= 2 * 20 * 1.01, pacer.rate
+    burst = writes_in(world, pacer, 1.0)              # then a backlog: held near that, growing slowly
+    assert burst <= 2 * 20 * wp.INCREASE ** 2 + pacer.rate * wp.BURST_SECONDS + 1, burst
