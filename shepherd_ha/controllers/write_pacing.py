@@ -1,34 +1,34 @@
-"""Controllers yield to node heartbeats: their writes slow down while renewals are late.
+"""Controllers yield to node heartbeats: their writes slow down while renewals wait.
 
 Kubernetes protects the API from its controllers with client-side rate limits
 (kube-controller-manager's --kube-api-qps 20, the scheduler's 50), fixed, so a large
 rollout takes as long on an idle cluster as on a busy one. Here the controllers write
-at full speed until some node's heartbeat is late: the node lifecycle controller, on
-the same leader, sees a node's last renewal older than its interval plus a quarter of
-the slack before the grace period (`heartbeats_at_risk`; 7.5 s for 5 s renewals and a
-15 s grace period). Then every controller write but the scheduler's and the node
-lifecycle's takes a token from a bucket whose rate falls by 30 % at each look that
-still sees pressure and grows by 5 % at each that does not, until it no longer
-binds (it grows to at most twice what the writers use) and, after 30 s without
-pressure, is lifted. (A binding lets a pod already created run: pacing the creations
-paces the pipeline without starving it. Marking a node NotReady must not wait: a
-renewal during the wait would be missed; its evictions have their own per-zone pace.)
-"Last renewal" is when the controller processed it: a lagging node lifecycle controller
-(its informer or worker behind) counts as late heartbeats too, which is pressure on the
-leader's own process. A node that never renews is late only between 7.5 and 15 s after
-it was first seen (then it is NotReady, no longer counted).
+at full speed until heartbeats suffer: the leader's `system` priority level (node
+leases and status, api/flow_control.py) refuses a request or has its queue full, or
+some node's heartbeat is late (the node lifecycle controller saw its last renewal
+longer ago than the renewal interval plus a quarter of the slack before the grace
+period, `heartbeats_at_risk`: 7.5 s for 5 s renewals and a 15 s grace period). Then
+every controller write but the scheduler's and the node lifecycle's takes a token
+from a bucket whose rate falls by 30 % at each look that still sees pressure and
+grows by a quarter at each that does not, to at most twice what the writers use, and
+is lifted after 30 s without pressure. (A binding lets a pod already created run:
+pacing the creations paces the pipeline without starving it. Marking a node NotReady
+must not wait: a renewal during the wait would be missed; its evictions have their
+own per-zone pace.)
 
-Until session 17 the pressure was the replica's `system` priority level (node leases
-and status, api/flow_control.py) refusing a request or having its queue full, and that
-is still the signal when no node lifecycle controller runs. At 1,000 hollow nodes on
-one 2-core machine that level refuses some renewals even with no pod work at all (a
-refused renewal tries the next replica and gets through), so the controllers stayed at
-the floor rate for whole runs; a late heartbeat is what the pacing is for, and the
-leader's controller sees every node's, not one worker's share (docs/benchmarks.md,
-run S). Measured with the system-level signal (run Q, 1,000 hollow nodes and 10,000
-pods): without pacing a third of the renewal rounds failed and 125 nodes went falsely
-NotReady; paced, none failed for two minutes, and pods went Running at ~24/s instead
-of ~57/s.
+The two signals (docs/benchmarks.md, run S): a refusal comes first, before any
+renewal round fails, but only shows the share of the fleet that renews on the
+controllers' API worker, and at 1,000 hollow nodes on one 2-core machine it comes
+even with no pod work at all; a late heartbeat covers every node and the node
+lifecycle controller's own lag, but comes seconds after the pressure began. Judged by
+late heartbeats alone, a rollout went ~1.5x faster and the renewal rounds that failed
+tripled (lifted once calm, the limit let a backlog of thousands of creations out at
+once); so either signal is pressure. The limit grows only as far as twice what the
+writers used: one they did not reach says nothing about what the heartbeats can bear
+(as a congestion window is validated, RFC 7661). Measured with the system level alone
+(run Q, 1,000 hollow nodes and 10,000 pods): without pacing a third of the renewal
+rounds failed and 125 nodes went falsely NotReady; paced, none failed for two
+minutes, and pods went Running at ~24/s instead of ~57/s.
 """
 import logging
 import threading
@@ -39,8 +39,7 @@ log = logging.getLogger("shepherd_ha.controllers")
 LOOK_EVERY = 0.5          # seconds between looks at the system level
 MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
 DECREASE = 0.7            # the rate's factor at a look that sees pressure
-INCREASE = 1.05          # ... at a look that does not: slowly, since a late heartbeat shows
-                          # pressure seconds after it began (from 10/s to 100/s in 24 s)
+INCREASE = 1.25          # ... at a look that does not (up to twice what the writers use)
 LIFT_AFTER = 30.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 
@@ -79,9 +78,8 @@ class WritePacer:
         self.paced_writes = 0
 
     def watch_heartbeats(self, at_risk):
-        """Judge pressure by late heartbeats: `at_risk()` is how many nodes' heartbeats are
-        late (the node lifecycle controller's, set while its epoch runs); None: by the
-        system level's queue and refusals."""
+        """Late heartbeats are pressure too: `at_risk()` is how many nodes' heartbeats are
+        late (the node lifecycle controller's, set while its epoch runs; None: none)."""
         with self._lock:
             self._heartbeats, self.heartbeats_at_risk = at_risk, None
 
@@ -128,10 +126,7 @@ class WritePacer:
             self._refused_seen, self._taken, self._looked_at = refused, 0, now
             return
         used = self._taken / max(now - self._looked_at, 1e-3)        # writes/s since the last look
-        if self._heartbeats is not None:
-            pressure = self.heartbeats_at_risk > 0
-        else:
-            pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen
+        pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen or bool(self.heartbeats_at_risk)
         before_refused = self._refused_seen
         self._refused_seen, self._taken, self._looked_at = refused, 0, now
         if pressure:
@@ -141,13 +136,10 @@ class WritePacer:
             self.rate = max(MIN_RATE, base * DECREASE)
             if before is None:
                 self._tokens, self._filled_at = 0.0, now
-                if self.heartbeats_at_risk is not None:
-                    log.info("controllers: %d nodes' heartbeats are late; controller writes paced at %.0f/s",
-                             self.heartbeats_at_risk, self.rate)
-                else:
-                    log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
-                             "since the last look); controller writes paced at %.0f/s",
-                             100 * queued, refused - before_refused, self.rate)
+                log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
+                         "since the last look; %s nodes' heartbeats late); controller writes paced at %.0f/s",
+                         100 * queued, refused - before_refused,
+                         "?" if self.heartbeats_at_risk is None else self.heartbeats_at_risk, self.rate)
             else:
                 self._tokens = min(self._tokens, self.rate * BURST_SECONDS)
             return
@@ -166,5 +158,4 @@ class WritePacer:
 
     def status(self):
         return {"paced": self.pacing, "rateLimit": self.rate, "pacedSeconds": self.paced_seconds,
-                "pacedWrites": self.paced_writes, "heartbeatsAtRisk": self.heartbeats_at_risk,
-                "pressure": "late heartbeats" if self._heartbeats is not None else "system level"}
+                "pacedWrites": self.paced_writes, "heartbeatsAtRisk": self.heartbeats_at_risk}

@@ -1,6 +1,6 @@
-"""Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while
-nodes' heartbeats are late (or, without a node lifecycle controller, while the system level
-has requests queued or refused), faster again once they are not, then unpaced."""
+"""Controller writes yield to node heartbeats (controllers/write_pacing.py): paced while the
+system level has requests queued or refused or nodes' heartbeats are late, faster again
+once neither, then unpaced."""
 import math
 import threading
 
@@ -240,9 +240,8 @@ def test_the_manager_gives_paced_controllers_the_pacer_and_the_others_an_unpaced
         assert by_name["scheduler"].store.pacer is None and by_name["node-lifecycle"].store.pacer is None
         assert by_name["replicasets"].store.pacer is pacer and by_name["replicasets"].store.stop is not None
         assert manager.status()["writePacing"]["paced"] is False
-        # The pacer judges by the node lifecycle controller's late heartbeats.
+        # The pacer also watches the node lifecycle controller's late heartbeats.
         assert pacer._heartbeats == by_name["node-lifecycle"].heartbeats_at_risk
-        assert manager.status()["writePacing"]["pressure"] == "late heartbeats"
     finally:
         replica.leading = False
     wait_for("stopped", lambda: manager.status()["epoch"] is None)
@@ -264,30 +263,30 @@ def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
     assert not pacer.pacing, "lifted once the refusals stopped"
 
 
-def test_with_a_heartbeat_source_late_heartbeats_pace_and_system_level_refusals_do_not():
+def test_late_heartbeats_are_pressure_too_and_pacing_waits_for_both_signals_to_clear():
     world = World()
     pacer = world.pacer()
     late = {"nodes": 0}
     pacer.watch_heartbeats(lambda: late["nodes"])
-    for _ in range(6):                                # refusals and a full queue, every heartbeat on time
-        world.refused += 5
-        world.queued = 1.0
-        writes_in(world, pacer, wp.LOOK_EVERY)
+    writes_in(world, pacer, 2.0)
     assert not pacer.pacing and pacer.status()["heartbeatsAtRisk"] == 0
-    assert pacer.status()["pressure"] == "late heartbeats"
-    late["nodes"] = 3                                 # three nodes' renewals are late
+    late["nodes"] = 3                                 # three nodes' renewals are late, no refusal anywhere
     writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.pacing and pacer.status()["heartbeatsAtRisk"] == 3
     for _ in range(12):
         writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.rate <= 1.5 * wp.MIN_RATE
-    late["nodes"] = 0                                 # on time again: lifted, refusals or not
-    writes_in(world, pacer, seconds_to_lift(1000))
+    late["nodes"] = 0
+    for _ in range(8):                                # on time again, but renewals are refused now
+        world.refused += 2
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.rate <= 1.5 * wp.MIN_RATE, "either signal holds the rate down"
+    writes_in(world, pacer, seconds_to_lift(1000))    # neither: lifted
     assert not pacer.pacing
-    pacer.watch_heartbeats(None)                      # no node lifecycle controller: the system level again
-    world.refused += 1
-    writes_in(world, pacer, 2 * wp.LOOK_EVERY)
-    assert pacer.pacing and pacer.status()["pressure"] == "system level"
+    pacer.watch_heartbeats(None)                      # no node lifecycle controller: the system level alone
+    late["nodes"] = 50
+    writes_in(world, pacer, 2.0)
+    assert not pacer.pacing and pacer.status()["heartbeatsAtRisk"] is None
 
 
 def test_the_rate_grows_only_to_twice_what_the_writers_use_so_a_later_backlog_cannot_burst():
