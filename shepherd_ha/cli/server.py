@@ -244,7 +244,7 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     replica.cluster_id = settings.cluster_id
     gc_tuning.configure_process()
     if worker == 0:
-        # Controller writes yield to node heartbeats while some are late (write_pacing.py).
+        # Controller writes yield to node heartbeats while renewals wait or are late (write_pacing.py).
         pacer = WritePacer(flow.system_pressure)
         manager = ControllerManager(replica, default_factories(controller_settings), pacer=pacer)
         replica._on_leadership = manager.leadership_changed

@@ -124,8 +124,8 @@ class ControllerManager:
         for controller in controllers:
             controller.faults = self.faults
         if self.pacer is not None:
-            # The nodes whose heartbeats are late, as the node lifecycle controller sees them:
-            # what the pacer protects (without that controller: the system level's queue).
+            # The nodes whose heartbeats are late, as the node lifecycle controller sees them,
+            # are pressure on the pacer too (beside the system level's refusals and queue).
             self.pacer.watch_heartbeats(next((c.heartbeats_at_risk for c in controllers
                                               if hasattr(c, "heartbeats_at_risk")), None))
         informer = Informer(store, controllers, self.faults)

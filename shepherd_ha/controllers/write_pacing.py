@@ -36,10 +36,10 @@ import time
 
 log = logging.getLogger("shepherd_ha.controllers")
 
-LOOK_EVERY = 0.5          # seconds between looks at the system level
+LOOK_EVERY = 0.5          # seconds between looks at the pressure
 MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
 DECREASE = 0.7            # the rate's factor at a look that sees pressure
-INCREASE = 1.25          # ... at a look that does not (up to twice what the writers use)
+INCREASE = 1.25           # ... at a look that does not (up to twice what the writers use)
 LIFT_AFTER = 30.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 
@@ -62,7 +62,7 @@ class WritePacer:
 
     def __init__(self, pressure_counts, clock=time.monotonic, sleep=None):
         self._pressure_counts = pressure_counts
-        self._heartbeats = None            # () -> nodes whose heartbeat is late; None: the system level decides
+        self._heartbeats = None            # () -> nodes whose heartbeat is late; None: not watched
         self.heartbeats_at_risk = None     # what it said at the last look
         self._clock = clock
         self._sleep = sleep                # (seconds, stop event or None) -> True if stopped; tests inject one
