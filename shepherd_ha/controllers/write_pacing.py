@@ -148,11 +148,12 @@ class WritePacer:
         # Grows only as far as twice what the writers used: a limit they do not reach says
         # nothing about what the heartbeats can bear, and a backlog arriving later would
         # go out at all of it at once (as a congestion window is validated, RFC 7661).
+        ceiling = 2 * max(used, MIN_RATE)
         grown = self.rate * INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
-        self.rate = max(self.rate, min(grown, 2 * max(used, MIN_RATE)))
+        self.rate = max(self.rate, min(grown, ceiling))
         if self._calm_since is None:
             self._calm_since = now
-        if now - self._calm_since >= LIFT_AFTER and self.rate >= 2 * max(used, MIN_RATE):
+        if now - self._calm_since >= LIFT_AFTER and self.rate >= ceiling:
             log.info("controllers: no heartbeat waited for %.0f s; controller writes no longer paced", LIFT_AFTER)
             self.rate, self._calm_since, self._tokens = None, None, 0.0
 
