@@ -1,11 +1,15 @@
 """The options of a write that are not its body: fieldManager, fieldValidation,
 force, and the Warning headers the answer carries (RFC 7234 code 299, as Kubernetes
 sends them and kubectl prints them)."""
+import re
+
 from flask import g, request
 
 from shepherd_ha.model.known_fields import prune_unknown
 
 from .errors import ApiError
+
+_CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
 
 VALIDATION_MODES = ("Strict", "Warn", "Ignore")
 MAX_MANAGER = 128
@@ -63,9 +67,11 @@ def warn(text):
 
 
 def warning_value(text):
-    """A Warning header's value, 299 - "text": quoted, and ASCII, since a header is sent as
-    Latin-1 and a field name from a body may hold any character (\\uXXXX escapes then)."""
+    """A Warning header's value, 299 - "text": quoted, and printable ASCII, since a header is
+    sent as Latin-1 and a field name from a body may hold any character (\\uXXXX escapes
+    then), a line break among them (which would split the header: \\x0a)."""
     text = text.replace("\\", "\\\\").replace('"', '\\"')
+    text = _CONTROL_CHARACTER.sub(lambda found: "\\x%02x" % ord(found.group()), text)
     return '299 - "%s"' % text.encode("ascii", "backslashreplace").decode("ascii")
 
 

@@ -328,6 +328,16 @@ def test_an_unknown_field_named_in_any_script_is_warned_about_in_an_ascii_header
     assert "字é" not in client.get("/api/v1/namespaces/default/configmaps/cm-warn").get_json()
 
 
+def test_an_unknown_field_with_a_line_break_in_its_name_is_warned_about_on_one_line():
+    # Found by the fuzz campaign: a field name holding "\r" or "\n" made Werkzeug refuse
+    # the Warning header after the object was stored: a 500 for a create that happened.
+    client, _ = api_client()
+    resp = client.post("/api/v1/namespaces/default/configmaps?fieldValidation=Warn",
+                       json={"metadata": {"name": "cm-crlf"}, "data": {"a": "b"}, "x\r\ny\x00\x7f": 1})
+    assert resp.status_code == 201, resp.get_json()
+    assert resp.headers["Warning"] == '299 - "unknown field \\"x\\x0d\\x0ay\\x00\\x7f\\""'
+
+
 def test_patches_change_one_of_two_equal_parts_only(api):
     """Equal parts of a stored object (selector and template labels, requests and limits,
     two probes) are shared by interning; a patch of one must not change the other (a JSON
