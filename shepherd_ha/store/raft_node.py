@@ -31,8 +31,11 @@ from shepherd_ha.options import ConfigError
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj, raft_clock,
                                   SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
 from . import data_at_rest, gc_tuning, raft_secrets
+from .dump_turns import DumpTurns
 from .entry_size import ENTRY_THRESHOLD
 from .tick_gaps import TickGapMeter
+
+NEVER_BY_ITSELF = 2 ** 62      # PySyncObj's compaction bounds: it dumps only when told to
 
 log = logging.getLogger(__name__)
 
@@ -134,8 +137,9 @@ class RaftNode:
             maxBindRetries=10,          # then waitBinded() raises: the server exits saying why
             journalFile=os.path.join(settings.data_dir, "raft.journal"),
             fullDumpFile=os.path.join(settings.data_dir, DUMP_FILE),
-            logCompactionMinEntries=settings.log_compaction_entries,
-            logCompactionMinTime=settings.log_compaction_seconds,
+            # Out of reach: the store forces each dump when due, in its turn (dump_turns).
+            logCompactionMinEntries=NEVER_BY_ITSELF,
+            logCompactionMinTime=NEVER_BY_ITSELF,
             commandsWaitLeader=True,
             dynamicMembershipChange=True,      # store/membership.py: one change at a time, checked
             onStateChanged=self._state_changed,
@@ -147,7 +151,9 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
-                                            compaction_bytes=settings.log_compaction_bytes,
+                                            dump_turns=DumpTurns(settings.log_compaction_entries,
+                                                                 settings.log_compaction_seconds,
+                                                                 settings.log_compaction_bytes),
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)
 

@@ -147,7 +147,12 @@ def test_a_lagging_replica_loads_the_leaders_snapshot_through_the_restricted_loa
     names = [unique("snap") for _ in range(80)]
     for name in names:
         assert _write(cluster, name).status_code == 201
-    time.sleep(1.0)                 # the leader's dump is written by a forked child
+    # The leader's dump (a forked child writes it, in the leader's turn: store/dump_turns.py)
+    # is what the lagging replica must load.
+    deadline = time.monotonic() + 20
+    while not os.path.exists(os.path.join(cluster.lc.dir, leader, "data", "raft.dump")):
+        assert time.monotonic() < deadline, "the leader wrote no dump in 20 s"
+        time.sleep(0.1)
     cluster.lc.start(lagging)
     cluster.wait_ready()
     deadline = time.monotonic() + 30

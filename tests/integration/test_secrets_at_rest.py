@@ -5,6 +5,7 @@ test would pass for the wrong reason otherwise)."""
 import base64
 import gzip
 import os
+import time
 import uuid
 
 import pytest
@@ -68,8 +69,13 @@ def test_a_secret_value_reaches_the_disk_only_without_encryption(tmp_path, encry
         journals = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.journal")}
         assert len(journals) == 3
         compact(cluster)
-        dumps = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.dump")}
-        assert len(dumps) == 3, "not every replica wrote a dump: %s" % sorted(dumps)
+        deadline = time.monotonic() + 20         # the replicas take turns to dump (store/dump_turns.py)
+        while True:
+            dumps = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.dump")}
+            if len(dumps) == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert len(dumps) == 3, "not every replica wrote a dump in 20 s: %s" % sorted(dumps)
         if encrypted:
             assert found(journals, value) == [] and found(dumps, value) == [], \
                 "the secret's value is on disk in %s" % (found(journals, value) + found(dumps, value))

@@ -149,23 +149,3 @@ def test_an_unknown_conf_option_is_refused():
 def test_socket_functions_are_the_c_ones_after_import():
     assert socket.inet_ntop is _socket.inet_ntop and socket.inet_pton is _socket.inet_pton
     assert socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "::1")) == "::1"
-
-
-def test_a_log_over_its_byte_bound_forces_one_compaction_per_crossing():
-    """Over the bound, one dump is forced; while that dump runs (the log is still over)
-    nothing more; once the log is trimmed below and grows over again, one more."""
-    from shepherd_ha.store.pysyncobj_overrides.syncobj import PipelinedSyncObj
-
-    class Log:
-        size = 0
-
-        def byte_size(self):
-            return self.size
-    node = PipelinedSyncObj.__new__(PipelinedSyncObj)
-    node._SyncObj__raftLog, node._compaction_bytes = Log(), 100
-    forced = []
-    node.forceLogCompaction = lambda: forced.append(node._SyncObj__raftLog.size)
-    for size in (50, 150, 160, 170, 40, 30, 120, 130):
-        node._SyncObj__raftLog.size = size
-        node._compact_when_big()
-    assert forced == [150, 120]

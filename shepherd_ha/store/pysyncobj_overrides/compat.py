@@ -75,7 +75,8 @@ _REQUIRED_ATTRIBUTES = (
 _CLASSES = {"SyncObj": ("pysyncobj.syncobj", "SyncObj"), "FileJournal": ("pysyncobj.journal", "FileJournal"),
             "ResizableFile": ("pysyncobj.journal", "ResizableFile"),
             "MetaStorer": ("pysyncobj.journal", "MetaStorer"),
-            "TcpConnection": ("pysyncobj.tcp_connection", "TcpConnection")}
+            "TcpConnection": ("pysyncobj.tcp_connection", "TcpConnection"),
+            "Serializer": ("pysyncobj.serializer", "Serializer")}
 
 
 class PySyncObjMismatch(ImportError):

@@ -2,8 +2,8 @@
 
 - PipelinedSyncObj keeps pipelined appends, makes the journal durable once per
   tick, asks for pre-votes before it campaigns (pre_vote.py), staggers early elections, aligns the
-  journal with the dump on start, uses our AES-GCM cipher and times its ticks (see
-  each part below).
+  journal with the dump on start, takes turns with the other replicas to dump
+  (store/dump_turns.py), uses our AES-GCM cipher and times its ticks (see each part below).
 - FSMConsumer holds the FSM; PySyncObj snapshots and restores `self.fsm`.
 - durable_journals(): PySyncObj builds its journal with a module-level factory; we
   swap in the crash-safe one while a SyncObj is constructed.
@@ -83,7 +83,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
                   "_SyncObj__parseChangeClusterRequest")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
-                 cluster_id=None, salt=None, accepted=(), compaction_bytes=None):
+                 cluster_id=None, salt=None, accepted=(), dump_turns=None):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
         self._raft_cipher = (RaftCipher(conf.password, salt, cluster_id, accepted)
@@ -92,7 +92,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
         self._batching_commands = False
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
-        self._compaction_bytes = compaction_bytes
+        self._dump_turns = dump_turns      # dump_turns.DumpTurns: when to dump (None: as PySyncObj does)
         self._last_poll_end = None
         # A replica started to join (store/membership.py) is not a member yet: every campaign
         # would raise its term, and once added its first vote request would depose the leader.
@@ -144,7 +144,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
                 self._joining = False
             else:
                 self._SyncObj__raftElectionDeadline = raft_clock() + self.conf.raftMaxTimeout
-        self._compact_when_big()
+        self._compact_in_turn()
         self._drain_if_late()
         self._pre_vote_if_due()
         super()._onTick(timeToWait)     # ends with the poll that handles incoming messages
@@ -166,19 +166,23 @@ class PipelinedSyncObj(PreVote, SyncObj):
         if self._SyncObj__transport.ready:
             self._poller.poll(0)
 
-    def _compact_when_big(self):
-        # PySyncObj compacts by entry count and age only; every entry since the last dump is
-        # also held in memory, so a log of big entries is compacted by its bytes too.
-        # Forced once per crossing: the log stays over the bound until the dump is done and
-        # trimmed, and PySyncObj keeps a forced request after its dump, so forcing on every
-        # tick meant a second full dump at once under the load that made the first.
-        size = getattr(self._SyncObj__raftLog, "byte_size", None)
-        if not self._compaction_bytes or size is None:
+    def _compact_in_turn(self):
+        # PySyncObj's own compaction triggers are out of reach (raft_node): the dump is
+        # forced here once it is due and it is this replica's turn (dump_turns). Never while
+        # one is being written: PySyncObj keeps a forced request across its dump, and a
+        # second full dump at once under the load that made the first is what it would do.
+        turns = self._dump_turns
+        if turns is None or self._SyncObj__forceLogCompaction:
             return
-        over = size() > self._compaction_bytes
-        if over and not getattr(self, "_compaction_forced", False):
+        journal = self._SyncObj__raftLog
+        size = getattr(journal, "byte_size", None)
+        now = raft_clock()
+        members = sorted(node.address for node in self.otherNodes | {self.selfNode})
+        if turns.should_start(now, dumping=self._SyncObj__serializer._Serializer__pid != 0,
+                              log_entries=len(journal), log_bytes=size() if size else None,
+                              age=now - self._SyncObj__lastSerializedTime,
+                              rank=members.index(self.selfNode.address), members=len(members)):
             self.forceLogCompaction()
-        self._compaction_forced = over
 
     def _make_durable(self):
         journal = self._SyncObj__raftLog

@@ -1,0 +1,79 @@
+"""When a replica writes its dump: when one is due, and in its turn.
+
+PySyncObj starts a dump (a forked child pickling the whole store: ~10 s of a core at
+30,000 pods) once its log holds `logCompactionMinEntries` entries or its last dump is
+`logCompactionMinTime` old. Every replica applies the same log, so every replica
+reached the entry bound at the same index and all three dumped at once; on one
+machine three dump children took the CPU from every replica's API together (run S:
+of the 1,419 lease renewals a 30,000-pod run lost in its first 620 s, 796 failed in
+the 15 s after the three moments all three replicas were seen dumping together).
+
+So PySyncObj's own triggers are set out of reach (raft_node) and the store process
+forces a dump when one is due (entries, bytes or age, as before) and it is this
+replica's turn. Turns go by the clock: slots of `slot()` seconds, slot k belonging
+to the member of rank k mod members (rank: its place among the sorted addresses), a
+dump started only in the first half of a slot. On one machine (one monotonic clock)
+no two replicas start in the same slot, and a dump shorter than half a slot ends
+before the next member's turn. On separate machines the clocks differ and the turns
+are merely spread out, which is all separate CPUs need.
+
+The slot follows how long this replica's last dump took (twice that, rounded up to a
+power of two, so replicas with similar dumps agree on it): half a second while the
+store is small (tests compact every few dozen entries and barely wait), 32 s at
+30,000 pods, where a due dump waits at most 80 s. A log grown to twice its byte bound
+while waiting is dumped at once, turn or not: memory before courtesy. (The entry bound
+has no such valve: at a few hundred entries a second, 80 s of them are about as many
+as the bound itself.)
+"""
+import math
+
+
+class DumpTurns:
+    """Pure: the caller tells it the time, its log's size and whether a dump is being written."""
+
+    MIN_SLOT = 0.5
+    MAX_SLOT = 64.0
+
+    def __init__(self, entries, seconds, max_bytes=None):
+        self.entries = entries            # a dump is due once the log holds more entries than this,
+        self.seconds = seconds            # or the last dump is older than this,
+        self.max_bytes = max_bytes        # or the log holds more bytes than this (None: no bound)
+        self.last_dump_seconds = None     # how long this replica's last dump took
+        self._dump_began = None
+
+    def slot(self):
+        """Seconds of one member's turn: twice the last dump, a power of two, within bounds."""
+        if not self.last_dump_seconds:
+            return self.MIN_SLOT
+        rounded = 2.0 ** math.ceil(math.log2(2 * self.last_dump_seconds))
+        return min(self.MAX_SLOT, max(self.MIN_SLOT, rounded))
+
+    def due(self, log_entries, log_bytes, age):
+        """A dump is due: the log is long or big, or the last dump is old."""
+        return log_entries > self.entries or age > self.seconds or self._over_bytes(log_bytes)
+
+    def _over_bytes(self, log_bytes, factor=1):
+        return self.max_bytes is not None and log_bytes is not None and log_bytes > self.max_bytes * factor
+
+    def my_turn(self, now, rank, members):
+        """May the member of `rank` (0-based, of `members`) start a dump at clock time `now`?"""
+        if members <= 1:
+            return True
+        slot = self.slot()
+        into_mine = now % (slot * members) - rank * slot
+        return 0.0 <= into_mine < slot / 2
+
+    def observe(self, dumping, now):
+        """Note whether a dump is being written now; times each dump from start to collection."""
+        if dumping and self._dump_began is None:
+            self._dump_began = now
+        elif not dumping and self._dump_began is not None:
+            self.last_dump_seconds = now - self._dump_began
+            self._dump_began = None
+
+    def should_start(self, now, dumping, log_entries, log_bytes, age, rank, members):
+        """Force a dump now? Never while one is being written; when due, only in our turn."""
+        self.observe(dumping, now)
+        if dumping or not self.due(log_entries, log_bytes, age):
+            return False
+        return self.my_turn(now, rank, members) or self._over_bytes(log_bytes, factor=2)
