@@ -385,6 +385,11 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
         say("  dumps seen: %d; dump time (temp file first seen -> renamed, +-0.1 s) median %s s, max %s s; "
             "last dump %.1f MB" % (len(dumps.dumps), _num(percentile(times, 50), "%.2f"),
                                    _num(max(times) if times else None, "%.2f"), dumps.dumps[-1][2] / 1e6))
+        failed = final.get("renew_failure_times", [])
+        inside, covered = dumps.count_during(failed)
+        say("  two or more replicas writing a dump at once: %.1f s; failed renewals while a dump was written or "
+            "in the 5 s after: %d of %d (those windows: %.0f s)" % (dumps.seconds_at_once(), inside, len(failed),
+                                                                     covered))
     else:
         say("  no dump (snapshot) was written during the run")
     say()

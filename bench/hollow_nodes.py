@@ -41,6 +41,7 @@ class NodeStats:
     def __init__(self):
         self.renewals = []           # (monotonic time acknowledged, seconds it took)
         self.renew_failures = 0
+        self.renew_failure_times = []  # wall-clock times of failed renewals (set against dumps)
         self.overruns = 0            # rounds whose renewal took longer than the interval
         self.status_posts = 0
         self.status_failures = 0
@@ -254,6 +255,7 @@ class NodeFleet:
             self.stats.renewals.append((done, done - started))
         else:
             self.stats.renew_failures += 1
+            self.stats.renew_failure_times.append(time.time())
         if done - started > self.lease_interval:
             self.stats.overruns += 1
         await self._sleep(stop, self.lease_interval - (time.monotonic() - started))

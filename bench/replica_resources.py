@@ -137,6 +137,7 @@ class DumpWatch(PeriodicSampler):
         super().__init__(interval, max_seconds)
         self.dirs = dict(data_dirs)
         self.dumps = []            # (replica, seconds, dump bytes)
+        self.intervals = []        # (replica, wall time the temporary file was first seen, renamed)
         self._seen_tmp = {}        # replica -> monotonic/wall time the temporary file was first seen
         self._mtime = {}
         for replica, d in self.dirs.items():     # dumps from before the start do not count
@@ -156,6 +157,31 @@ class DumpWatch(PeriodicSampler):
                 began = self._seen_tmp.pop(replica, None)
                 self.dumps.append((replica, None if began is None else max(0.0, st.st_mtime - began),
                                    st.st_size))
+                if began is not None:
+                    self.intervals.append((replica, began, max(began, st.st_mtime)))
+
+    def seconds_at_once(self):
+        """Seconds during which two or more replicas were writing a dump."""
+        edges = sorted([(b, 1) for _, b, _ in self.intervals] + [(e, -1) for _, _, e in self.intervals])
+        total, writing, since = 0.0, 0, None
+        for at, step in edges:
+            if writing >= 2:
+                total += at - since
+            writing, since = writing + step, at
+        return total
+
+    def count_during(self, times, after=5.0):
+        """How many of `times` (wall clock) fell while a dump was written or within `after` s of its end,
+        and how many seconds those windows cover."""
+        windows = sorted((b, e + after) for _, b, e in self.intervals)
+        merged = []
+        for b, e in windows:
+            if merged and b <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([b, e])
+        inside = sum(1 for t in times if any(b <= t <= e for b, e in merged))
+        return inside, sum(e - b for b, e in merged)
 
     def in_progress(self):
         """Replicas writing a dump now (its temporary file seen, not renamed yet)."""
