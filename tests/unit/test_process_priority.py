@@ -1,5 +1,5 @@
 """Each role's CPU priority (cli/supervisor.py NICENESS): the store first where it may
-be, and a child the store forks (PySyncObj's dump) back at the server's niceness.
+be, and a child the store forks (PySyncObj's dump) after the API.
 
 Each case runs in a fresh interpreter: fork hooks other tests registered in this one
 (store/pysyncobj_overrides/snapshot_child.py ends grandchildren) must not take part."""
@@ -49,18 +49,19 @@ def run_as(role):
     return json.loads(done.stdout)
 
 
-def test_the_store_goes_first_and_its_dump_child_does_not():
+def test_the_store_goes_first_and_its_dump_child_goes_last():
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen = run_as("store")
     if seen["permitted"]:
         assert seen["mine"] == max(-20, base + supervisor.NICENESS["store"])
     else:
         assert seen["mine"] == base, "not permitted: the store keeps the server's niceness"
-    assert seen["child"] == base, "the dump child pickles at the server's niceness, not the store's"
+    assert seen["child"] == min(19, base + supervisor.NICENESS["dump"]), "the dump child pickles after the API"
+    assert seen["child"] > min(19, base + supervisor.NICENESS["api"])
 
 
 def test_the_api_runs_after_the_store():
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen = run_as("api")
     assert seen["mine"] == min(19, base + supervisor.NICENESS["api"])
-    assert seen["child"] == seen["mine"], "only the store's children go back"
+    assert seen["child"] == seen["mine"], "only the store's children change their niceness"
