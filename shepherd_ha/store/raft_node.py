@@ -154,6 +154,7 @@ class RaftNode:
                                             dump_turns=DumpTurns(settings.log_compaction_entries,
                                                                  settings.log_compaction_seconds,
                                                                  settings.log_compaction_bytes),
+                                            store_size=lambda: self.consumer.fsm.object_count(),
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)
 

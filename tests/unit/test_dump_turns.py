@@ -4,23 +4,25 @@ import pytest
 from shepherd_ha.store.dump_turns import DumpTurns
 
 
-@pytest.mark.parametrize("last_dump, slot", [(None, 0.5), (0.01, 0.5), (0.3, 1.0), (3.0, 8.0), (10.0, 32.0),
-                                             (100.0, 64.0)])
-def test_a_slot_is_twice_the_last_dump_rounded_up_to_a_power_of_two(last_dump, slot):
+@pytest.mark.parametrize("per_object, objects, slot", [
+    (None, 0, 0.5), (None, 100, 0.5), (None, 1000, 1.0), (None, 12000, 16.0), (None, 10 ** 6, 64.0),
+    (0.0001, 12000, 4.0), (0.001, 30000, 64.0)])
+def test_a_slot_is_twice_the_expected_dump_rounded_up_to_a_power_of_two(per_object, objects, slot):
     turns = DumpTurns(entries=100, seconds=600)
-    turns.last_dump_seconds = last_dump
-    assert turns.slot() == slot
+    turns.per_object = per_object
+    assert turns.slot(objects) == slot
 
 
 @pytest.mark.parametrize("members", [2, 3, 5])
 def test_at_any_time_at_most_one_member_may_start_and_each_gets_its_turn_every_period(members):
     turns = DumpTurns(entries=100, seconds=600)
-    turns.last_dump_seconds = 3.0                     # slots of 8 s
-    period = turns.slot() * members
+    objects = 6000                                    # 3 s expected: slots of 8 s
+    assert turns.slot(objects) == 8.0
+    period = turns.slot(objects) * members
     seen = {rank: 0 for rank in range(members)}
     for step in range(int(3 * period * 10)):         # 0.1 s steps over three periods
         now = 1000.0 + step / 10
-        allowed = [rank for rank in range(members) if turns.my_turn(now, rank, members)]
+        allowed = [rank for rank in range(members) if turns.my_turn(now, rank, members, objects)]
         assert len(allowed) <= 1, (now, allowed)
         for rank in allowed:
             seen[rank] += 1
@@ -29,7 +31,7 @@ def test_at_any_time_at_most_one_member_may_start_and_each_gets_its_turn_every_p
 
 
 def test_a_member_alone_may_always_start():
-    assert DumpTurns(entries=100, seconds=600).my_turn(12.34, rank=0, members=1)
+    assert DumpTurns(entries=100, seconds=600).my_turn(12.34, rank=0, members=1, objects=10 ** 6)
 
 
 def test_due_by_entries_bytes_or_age():
@@ -42,7 +44,7 @@ def test_due_by_entries_bytes_or_age():
 def test_a_due_dump_waits_for_its_turn_and_never_starts_while_one_is_written():
     turns = DumpTurns(entries=100, seconds=600)       # slots of 0.5 s: rank 1 of 3 may start at [0.5, 0.75)
     start = lambda now, dumping=False, entries=150: turns.should_start(  # noqa: E731
-        now, dumping, log_entries=entries, log_bytes=None, age=1.0, rank=1, members=3)
+        now, dumping, log_entries=entries, log_bytes=None, age=1.0, rank=1, members=3, objects=10)
     assert not start(3.0)                             # due, but rank 0's slot
     assert start(3.6)                                 # due, and its turn
     assert not start(3.6, entries=50)                 # its turn, but nothing due
@@ -52,14 +54,16 @@ def test_a_due_dump_waits_for_its_turn_and_never_starts_while_one_is_written():
 
 def test_a_log_twice_over_its_byte_bound_is_dumped_out_of_turn():
     turns = DumpTurns(entries=100, seconds=600, max_bytes=1000)
-    args = dict(dumping=False, age=1.0, rank=1, members=3)
+    args = dict(dumping=False, age=1.0, rank=1, members=3, objects=10)
     assert not turns.should_start(3.0, log_entries=0, log_bytes=1500, **args)
     assert turns.should_start(3.0, log_entries=0, log_bytes=2001, **args)
     assert not turns.should_start(3.0, log_entries=100000, log_bytes=0, **args)     # entries wait their turn
 
 
-def test_each_dump_is_timed_from_its_start_to_its_collection():
+def test_each_dump_is_timed_per_object_from_its_start_to_its_collection():
     turns = DumpTurns(entries=100, seconds=600)
     for now, dumping in ((10.0, False), (11.0, True), (12.0, True), (14.5, False), (15.0, False)):
-        turns.should_start(now, dumping, log_entries=0, log_bytes=None, age=0.0, rank=0, members=3)
-    assert turns.last_dump_seconds == 3.5 and turns.slot() == 8.0
+        turns.should_start(now, dumping, log_entries=0, log_bytes=None, age=0.0, rank=0, members=3, objects=1000)
+    assert turns.per_object == pytest.approx(0.0035)
+    assert turns.slot(1000) == 8.0                    # 3.5 s expected
+    assert turns.slot(4000) == 32.0                   # the store grew: 14 s expected

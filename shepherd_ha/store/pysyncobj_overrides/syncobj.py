@@ -83,7 +83,8 @@ class PipelinedSyncObj(PreVote, SyncObj):
                   "_SyncObj__parseChangeClusterRequest")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
-                 cluster_id=None, salt=None, accepted=(), dump_turns=None):
+                 cluster_id=None, salt=None, accepted=(), dump_turns=None,
+                 store_size=None):
         # Before SyncObj.__init__: its transport asks for the encryptor as it starts,
         # and attributes set later would be part of every snapshot.
         self._raft_cipher = (RaftCipher(conf.password, salt, cluster_id, accepted)
@@ -93,6 +94,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
         self._append_entries_due = False
         self._tick_gaps = tick_gaps        # tick_gaps.TickGapMeter, or None
         self._dump_turns = dump_turns      # dump_turns.DumpTurns: when to dump (None: as PySyncObj does)
+        self._store_size = store_size      # () -> objects stored: what a dump pickles
         self._last_poll_end = None
         # A replica started to join (store/membership.py) is not a member yet: every campaign
         # would raise its term, and once added its first vote request would depose the leader.
@@ -181,7 +183,8 @@ class PipelinedSyncObj(PreVote, SyncObj):
         if turns.should_start(now, dumping=self._SyncObj__serializer._Serializer__pid != 0,
                               log_entries=len(journal), log_bytes=size() if size else None,
                               age=now - self._SyncObj__lastSerializedTime,
-                              rank=members.index(self.selfNode.address), members=len(members)):
+                              rank=members.index(self.selfNode.address), members=len(members),
+                              objects=self._store_size() if self._store_size else 0):
             self.forceLogCompaction()
 
     def _make_durable(self):
