@@ -17,41 +17,40 @@ no two replicas start in the same slot, and a dump shorter than half a slot ends
 before the next member's turn. On separate machines the clocks differ and the turns
 are merely spread out, which is all separate CPUs need.
 
-The slot is twice the dump this replica expects, rounded up to a power of two (so that
-replicas expecting about the same agree on it), within 0.5-64 s. A dump's length goes
-with the number of stored objects: the expectation is the objects now times the seconds
-per object of this replica's last dump, or, before its first, SECONDS_PER_OBJECT (what
-dumps took on the 2-core benchmark machine, rounded up). Every replica holds the same
-objects, so their slots agree even for the first dump, which at 10,000 pods the three
-wrote together while the slot still had its floor (run T). About 0.5 s while the store
-is small (tests compact every few dozen entries and barely wait), 32 s at 30,000 pods,
-where a due dump waits at most 80 s. A log grown to twice its byte bound while waiting
-is dumped at once, turn or not: memory before courtesy. (The entry bound has no such
-valve: at a few hundred entries a second, 80 s of them are about as many as the bound
-itself.)
+The slot is twice the dump expected, rounded up to a power of two, within 0.5-32 s. A
+dump's length goes with the number of stored objects, and every replica holds the same
+objects, so the expectation is computed from them alone (SECONDS_PER_OBJECT, what dumps
+took on the 2-core benchmark machine, rounded up), not from each replica's own last
+dump: replicas that timed their dumps 3.9 and 4.1 s would round to different slots and
+overlap. Replicas still disagree for the moment their counts straddle a power of two
+(their applied indexes differ by a few entries). About 0.5 s while the store is small
+(tests compact every few dozen entries and barely wait), 16 s at 10,000 pods (~13,000
+objects), 32 s from 16,000 objects on (30,000 pods), where a due dump waits at most 80 s. A log grown to twice its
+byte bound while waiting is dumped at once, turn or not: memory before courtesy. (The
+entry bound has no such valve: at a few hundred entries a second, 80 s of them are
+about as many as the bound itself.) So on one machine dumps mostly do not overlap; they
+still may when a dump outlasts half its slot, at the 2x valve, or at a boundary.
 """
 import math
 
 
 class DumpTurns:
-    """Pure: the caller tells it the time, its log's size, its store's size and whether a
-    dump is being written."""
+    """Pure: the caller tells it the time, its log's size, whether a dump is being
+    written, and how to count the stored objects (asked only when a dump is due)."""
 
     MIN_SLOT = 0.5
-    MAX_SLOT = 64.0
-    SECONDS_PER_OBJECT = 0.0005     # 10,000 pods: ~12,000 objects, dumps of 3-6 s (run T)
+    MAX_SLOT = 32.0
+    SECONDS_PER_OBJECT = 0.0005     # 10,000 pods: ~13,000 objects, dumps of ~6 s under load (run T)
 
     def __init__(self, entries, seconds, max_bytes=None):
         self.entries = entries            # a dump is due once the log holds more entries than this,
         self.seconds = seconds            # or the last dump is older than this,
         self.max_bytes = max_bytes        # or the log holds more bytes than this (None: no bound)
-        self.per_object = None            # seconds per stored object of this replica's last dump
-        self._dump_began = None           # (clock time, objects) of the dump being written
 
     def slot(self, objects):
         """Seconds of one member's turn with `objects` stored: twice the expected dump, a
         power of two, within bounds."""
-        expected = objects * (self.per_object or self.SECONDS_PER_OBJECT)
+        expected = objects * self.SECONDS_PER_OBJECT
         if expected <= 0:
             return self.MIN_SLOT
         rounded = 2.0 ** math.ceil(math.log2(2 * expected))
@@ -72,19 +71,8 @@ class DumpTurns:
         into_mine = now % (slot * members) - rank * slot
         return 0.0 <= into_mine < slot / 2
 
-    def observe(self, dumping, now, objects):
-        """Note whether a dump is being written now; times each dump from start to collection."""
-        if dumping and self._dump_began is None:
-            self._dump_began = (now, objects)
-        elif not dumping and self._dump_began is not None:
-            began, counted = self._dump_began
-            if counted > 0:
-                self.per_object = (now - began) / counted
-            self._dump_began = None
-
-    def should_start(self, now, dumping, log_entries, log_bytes, age, rank, members, objects):
+    def should_start(self, now, dumping, log_entries, log_bytes, age, rank, members, count_objects):
         """Force a dump now? Never while one is being written; when due, only in our turn."""
-        self.observe(dumping, now, objects)
         if dumping or not self.due(log_entries, log_bytes, age):
             return False
-        return self.my_turn(now, rank, members, objects) or self._over_bytes(log_bytes, factor=2)
+        return self.my_turn(now, rank, members, count_objects()) or self._over_bytes(log_bytes, factor=2)

@@ -77,10 +77,6 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
-    def object_count(self):
-        """Objects stored, of every kind (what a dump pickles)."""
-        return sum(len(by_key) for by_key in self.objects.values())
-
     def digest(self):
         """Hash of the whole state: equal on replicas that applied the same log."""
         h = hashlib.sha256()

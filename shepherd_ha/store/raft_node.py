@@ -95,6 +95,9 @@ class RaftSettings:
                               % (self.election_timeout_max, self.election_timeout_min))
         if self.leader_fallback <= 2 * self.heartbeat:
             raise ConfigError("leader fallback (%.3fs) must exceed 2 x heartbeat" % self.leader_fallback)
+        if self.log_compaction_entries < 2 or not self.log_compaction_seconds > 0:
+            raise ConfigError("log compaction needs at least 2 entries (--log-compaction-entries, %d given) and a "
+                              "positive age (%s s given)" % (self.log_compaction_entries, self.log_compaction_seconds))
 
 
 class Unavailable(Exception):
@@ -153,8 +156,8 @@ class RaftNode:
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
                                             dump_turns=DumpTurns(settings.log_compaction_entries,
                                                                  settings.log_compaction_seconds,
-                                                                 settings.log_compaction_bytes),
-                                            store_size=lambda: self.consumer.fsm.object_count(),
+                                                                 settings.log_compaction_bytes or None),
+                                            store_size=lambda: self.consumer.fsm.count(),
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)
 

@@ -178,7 +178,8 @@ def test_fuzz_campaign(env):
     print("fuzz campaign:", summary)
     assert not env["problems"], "%s\n%d problems, first ones:\n%s\n%s" % (
         summary, len(env["problems"]), "\n".join("%s: %r" % p for p in env["problems"][:15]), cluster.log_tails(60))
-    assert not restarts, "worker restarts or internal errors:\n" + "\n".join(restarts[:5])
+    assert not restarts, "%d worker restarts, internal errors or tracebacks in the logs, the first ones:\n%s" % (
+        len(restarts), "\n".join(restarts[:5]))
 
 
 def test_controllers_converge_after_the_campaign(env):

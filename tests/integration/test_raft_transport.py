@@ -135,6 +135,13 @@ def test_idle_connections_are_closed_after_the_handshake_deadline(cluster):
     assert resp.status_code == 200, resp.text
 
 
+def _mtime(path):
+    try:
+        return os.stat(path).st_mtime_ns
+    except FileNotFoundError:
+        return None
+
+
 def test_a_lagging_replica_loads_the_leaders_snapshot_through_the_restricted_loader(make_cluster):
     # The snapshot arrives over the Raft port and is unpickled with the dump's allow-list:
     # a follower that missed compacted entries must still catch up from it.
@@ -144,13 +151,15 @@ def test_a_lagging_replica_loads_the_leaders_snapshot_through_the_restricted_loa
     assert cluster.lc.stop(lagging)
     url = cluster.url(leader)
     ensure_namespace(url, NAMESPACE)
+    dump = os.path.join(cluster.lc.dir, leader, "data", "raft.dump")
+    before = _mtime(dump)
     names = [unique("snap") for _ in range(80)]
     for name in names:
         assert _write(cluster, name).status_code == 201
     # The leader's dump (a forked child writes it, in the leader's turn: store/dump_turns.py)
     # is what the lagging replica must load.
     deadline = time.monotonic() + 20
-    while not os.path.exists(os.path.join(cluster.lc.dir, leader, "data", "raft.dump")):
+    while _mtime(dump) == before:
         assert time.monotonic() < deadline, "the leader wrote no dump in 20 s"
         time.sleep(0.1)
     cluster.lc.start(lagging)

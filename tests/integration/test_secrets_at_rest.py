@@ -34,6 +34,17 @@ def store_bytes(cluster):
     return out
 
 
+def dump_times(cluster):
+    """{replica: its dump's mtime (ns), or None}."""
+    out = {}
+    for ident in cluster.ids:
+        try:
+            out[ident] = os.stat(os.path.join(cluster.lc.dir, ident, "data", "raft.dump")).st_mtime_ns
+        except FileNotFoundError:
+            out[ident] = None
+    return out
+
+
 def write_secret(cluster):
     value = "adm-marker-%s" % uuid.uuid4().hex
     expect(call("POST", cluster.url(cluster.followers()[0]) + "/api/v1/namespaces/default/secrets",
@@ -68,14 +79,17 @@ def test_a_secret_value_reaches_the_disk_only_without_encryption(tmp_path, encry
             assert "encryptedData" not in got
         journals = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.journal")}
         assert len(journals) == 3
+        before = dump_times(cluster)
         compact(cluster)
         deadline = time.monotonic() + 20         # the replicas take turns to dump (store/dump_turns.py)
         while True:
-            dumps = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.dump")}
-            if len(dumps) == 3 or time.monotonic() > deadline:
+            now = dump_times(cluster)
+            fresh = sorted(i for i in cluster.ids if now[i] is not None and now[i] != before[i])
+            if len(fresh) == 3 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
-        assert len(dumps) == 3, "not every replica wrote a dump in 20 s: %s" % sorted(dumps)
+        assert len(fresh) == 3, "not every replica wrote a dump after the secret in 20 s: only %s" % fresh
+        dumps = {p: d for p, d in store_bytes(cluster).items() if p.endswith("raft.dump")}
         if encrypted:
             assert found(journals, value) == [] and found(dumps, value) == [], \
                 "the secret's value is on disk in %s" % (found(journals, value) + found(dumps, value))

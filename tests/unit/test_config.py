@@ -74,6 +74,8 @@ def test_password_file(tmp_path):
     (dict(heartbeat=0.1, election_timeout_min=0.2), "3 x heartbeat"),
     (dict(election_timeout_min=0.5, election_timeout_max=0.4), "must exceed min"),
     (dict(leader_fallback=0.05), "leader fallback"),
+    (dict(log_compaction_entries=1), "at least 2 entries"),
+    (dict(log_compaction_seconds=0), "positive age"),
 ])
 def test_timeouts_are_validated_against_each_other(over, match):
     settings = dict(self_address="127.0.0.1:7001", peer_addresses=["127.0.0.1:7002"], data_dir="/tmp/x",

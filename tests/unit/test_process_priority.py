@@ -57,7 +57,8 @@ def test_the_store_goes_first_and_its_dump_child_goes_last():
     else:
         assert seen["mine"] == base, "not permitted: the store keeps the server's niceness"
     assert seen["child"] == min(19, base + supervisor.NICENESS["dump"]), "the dump child pickles after the API"
-    assert seen["child"] > min(19, base + supervisor.NICENESS["api"])
+    if base + supervisor.NICENESS["api"] < 19:
+        assert seen["child"] > base + supervisor.NICENESS["api"]
 
 
 def test_the_api_runs_after_the_store():

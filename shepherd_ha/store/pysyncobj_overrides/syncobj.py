@@ -184,7 +184,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
                               log_entries=len(journal), log_bytes=size() if size else None,
                               age=now - self._SyncObj__lastSerializedTime,
                               rank=members.index(self.selfNode.address), members=len(members),
-                              objects=self._store_size() if self._store_size else 0):
+                              count_objects=self._store_size or (lambda: 0)):
             self.forceLogCompaction()
 
     def _make_durable(self):
