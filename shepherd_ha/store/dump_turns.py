@@ -25,11 +25,12 @@ dump: replicas that timed their dumps 3.9 and 4.1 s would round to different slo
 overlap. Replicas still disagree for the moment their counts straddle a power of two
 (their applied indexes differ by a few entries). About 0.5 s while the store is small
 (tests compact every few dozen entries and barely wait), 16 s at 10,000 pods (~13,000
-objects), 32 s from 16,000 objects on (30,000 pods), where a due dump waits at most 80 s. A log grown to twice its
-byte bound while waiting is dumped at once, turn or not: memory before courtesy. (The
-entry bound has no such valve: at a few hundred entries a second, 80 s of them are
-about as many as the bound itself.) So on one machine dumps mostly do not overlap; they
-still may when a dump outlasts half its slot, at the 2x valve, or at a boundary.
+objects), 32 s from 16,000 objects on (30,000 pods), where a due dump waits at most
+80 s. A log grown to twice its byte bound while waiting is dumped at once, turn or
+not: memory before courtesy. (The entry bound has no such valve: at a few hundred
+entries a second, 80 s of them are about as many as the bound itself.) So on one
+machine dumps mostly do not overlap; they still may when a dump outlasts half its
+slot, at the 2x valve, or at a boundary.
 """
 import math
 

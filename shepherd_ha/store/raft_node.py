@@ -154,9 +154,10 @@ class RaftNode:
         with durable_journals():
             self.syncobj = PipelinedSyncObj(settings.self_address, settings.peer_addresses, conf,
                                             consumers=[self.consumer], tick_gaps=self.tick_gaps,
-                                            dump_turns=DumpTurns(settings.log_compaction_entries,
-                                                                 settings.log_compaction_seconds,
-                                                                 settings.log_compaction_bytes or None),
+                                            dump_turns=DumpTurns(
+                                                settings.log_compaction_entries, settings.log_compaction_seconds,
+                                                settings.log_compaction_bytes if settings.log_compaction_bytes > 0
+                                                else None),      # 0: no byte bound
                                             store_size=lambda: self.consumer.fsm.count(),
                                             joining=settings.joining, cluster_id=settings.cluster_id,
                                             salt=settings.salt, accepted=settings.accepted_passwords)

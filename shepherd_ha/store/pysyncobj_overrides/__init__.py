@@ -2,7 +2,8 @@
 
 - syncobj: PipelinedSyncObj (pipelined appends, one journal sync per tick, held
   acks, early staggered elections, journal aligned with the dump, dumps forced in
-  the replica's turn (store/dump_turns.py), our cipher as its encryptor, timed ticks), FSMConsumer, and the createJournal swap;
+  the replica's turn (store/dump_turns.py), our cipher as its encryptor, timed
+  ticks), FSMConsumer, and the createJournal swap;
 - pre_vote: the PreVote mixin of PipelinedSyncObj (ask before campaigning);
 - journal: the crash-safe file journal (FileJournal's mangled internals);
 - snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
