@@ -37,7 +37,7 @@ import math
 
 class DumpTurns:
     """Pure: the caller tells it the time, its log's size, whether a dump is being
-    written, and how to count the stored objects (asked only when a dump is due)."""
+    written, and how to find its rank and count the stored objects."""
 
     MIN_SLOT = 0.5
     MAX_SLOT = 32.0
@@ -72,8 +72,11 @@ class DumpTurns:
         into_mine = now % (slot * members) - rank * slot
         return 0.0 <= into_mine < slot / 2
 
-    def should_start(self, now, dumping, log_entries, log_bytes, age, rank, members, count_objects):
-        """Force a dump now? Never while one is being written; when due, only in our turn."""
+    def should_start(self, now, dumping, log_entries, log_bytes, age, place, count_objects):
+        """Force a dump now? Never while one is being written; when due, only in our turn.
+        `place` () -> (rank, members) and `count_objects` are asked only when a dump is due:
+        this runs on every Raft tick."""
         if dumping or not self.due(log_entries, log_bytes, age):
             return False
+        rank, members = place()
         return self.my_turn(now, rank, members, count_objects()) or self._over_bytes(log_bytes, factor=2)

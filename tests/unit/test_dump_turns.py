@@ -47,7 +47,7 @@ def test_a_due_dump_waits_for_its_turn_and_never_starts_while_one_is_written():
         counted.append(1)
         return 10
     start = lambda now, dumping=False, entries=150: turns.should_start(  # noqa: E731
-        now, dumping, log_entries=entries, log_bytes=None, age=1.0, rank=1, members=3, count_objects=count)
+        now, dumping, log_entries=entries, log_bytes=None, age=1.0, place=lambda: (1, 3), count_objects=count)
     assert not start(3.6, entries=50)                 # its turn, but nothing due
     assert not start(3.6, dumping=True)               # a dump is being written
     assert not counted, "the store is counted only when a dump is due"
@@ -57,7 +57,7 @@ def test_a_due_dump_waits_for_its_turn_and_never_starts_while_one_is_written():
 
 def test_a_log_twice_over_its_byte_bound_is_dumped_out_of_turn():
     turns = DumpTurns(entries=100, seconds=600, max_bytes=1000)
-    args = dict(dumping=False, age=1.0, rank=1, members=3, count_objects=lambda: 10)
+    args = dict(dumping=False, age=1.0, place=lambda: (1, 3), count_objects=lambda: 10)
     assert not turns.should_start(3.0, log_entries=0, log_bytes=1500, **args)
     assert turns.should_start(3.0, log_entries=0, log_bytes=2001, **args)
     assert not turns.should_start(3.0, log_entries=100000, log_bytes=0, **args)     # entries wait their turn

@@ -179,13 +179,16 @@ class PipelinedSyncObj(PreVote, SyncObj):
         journal = self._SyncObj__raftLog
         size = getattr(journal, "byte_size", None)
         now = raft_clock()
-        members = sorted(node.address for node in self.otherNodes | {self.selfNode})
         if turns.should_start(now, dumping=self._SyncObj__serializer._Serializer__pid != 0,
                               log_entries=len(journal), log_bytes=size() if size else None,
-                              age=now - self._SyncObj__lastSerializedTime,
-                              rank=members.index(self.selfNode.address), members=len(members),
+                              age=now - self._SyncObj__lastSerializedTime, place=self._dump_rank,
                               count_objects=self._store_size or (lambda: 0)):
             self.forceLogCompaction()
+
+    def _dump_rank(self):
+        """(this replica's place among the sorted member addresses, how many members)."""
+        members = sorted(node.address for node in self.otherNodes | {self.selfNode})
+        return members.index(self.selfNode.address), len(members)
 
     def _make_durable(self):
         journal = self._SyncObj__raftLog
