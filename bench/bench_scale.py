@@ -387,9 +387,10 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
                                    _num(max(times) if times else None, "%.2f"), dumps.dumps[-1][2] / 1e6))
         failed = final.get("renew_failure_times", [])
         inside, covered = dumps.count_during(failed)
+        writing, writing_s = dumps.count_during(failed, after=0.0)
         say("  two or more replicas writing a dump at once: %.1f s; failed renewals while a dump was written or "
-            "in the 5 s after: %d of %d (those windows: %.0f s)" % (dumps.seconds_at_once(), inside, len(failed),
-                                                                     covered))
+            "in the 5 s after: %d of %d (those windows: %.0f s); while written alone: %d (%.0f s)"
+            % (dumps.seconds_at_once(), inside, len(failed), covered, writing, writing_s))
     else:
         say("  no dump (snapshot) was written during the run")
     say()

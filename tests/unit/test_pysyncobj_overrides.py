@@ -149,3 +149,25 @@ def test_an_unknown_conf_option_is_refused():
 def test_socket_functions_are_the_c_ones_after_import():
     assert socket.inet_ntop is _socket.inet_ntop and socket.inet_pton is _socket.inet_pton
     assert socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, "::1")) == "::1"
+
+
+def test_dumps_are_compressed_fast_and_read_back(tmp_path):
+    from pysyncobj.serializer import Serializer
+    path = str(tmp_path / "raft.dump")
+    data = ([{"_SyncObj__enabledCodeVersion": 0}, {"objects": ["x" * 100] * 1000}], (b"\x01", 2, 0), (b"\x01", 1, 0),
+            set())
+    serializer = Serializer(path, 1024, False, None, None, None)     # written in this process, not a child
+    serializer.serialize(data, 2)
+    with open(path, "rb") as fh:
+        header = fh.read(10)
+    assert header[:2] == b"\x1f\x8b" and header[8] == 4, "gzip's XFL byte says level 1 (4), 9 would say 2"
+    assert serializer.deserialize() == data
+
+
+def test_the_gzip_swap_still_reaches_pysyncobj(monkeypatch):
+    import pysyncobj.serializer
+    real = compat.names_used
+    monkeypatch.setattr(compat, "names_used", lambda obj: real(obj) - {"gzip"} if obj is
+                        pysyncobj.serializer.Serializer else real(obj))
+    with pytest.raises(compat.PySyncObjMismatch, match="Serializer no longer uses gzip"):
+        check()

@@ -8,6 +8,7 @@
 - journal: the crash-safe file journal (FileJournal's mangled internals);
 - snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
 - transport: the Raft port's connections (frame caps, handshake deadlines, protocol 5);
+- dump_gzip: what PySyncObj's serializer compresses dumps with (level 1, not 9);
 - restricted_pickle: what PySyncObj's syncobj and serializer modules unpickle (log
   entries, chunked entries, dumps and received snapshots) resolves no global, or
   only a dump's exact few; swapped in below as those modules' `pickle`;
@@ -39,7 +40,7 @@ import pysyncobj.syncobj as _pysyncobj_syncobj  # noqa: E402
 from pysyncobj.tcp_connection import TcpConnection  # noqa: E402
 from pysyncobj.transport import TCPTransport  # noqa: E402
 
-from . import journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
+from . import dump_gzip, journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
 from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
 from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
 
@@ -51,6 +52,8 @@ compat.check_names([syncobj, pre_vote, journal, transport], OVERRIDES)
 # Log entries, chunked entries, dumps and snapshots from a leader: no arbitrary globals.
 _pysyncobj_syncobj.pickle = restricted_pickle.SAFE_PICKLE
 _pysyncobj_serializer.pickle = restricted_pickle.SAFE_PICKLE
+# Dumps compressed at level 1, not 9: the dump child's CPU (dump_gzip).
+_pysyncobj_serializer.gzip = dump_gzip
 
 
 PySyncObjMismatch = compat.PySyncObjMismatch

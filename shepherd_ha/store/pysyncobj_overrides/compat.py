@@ -58,6 +58,7 @@ _REQUIRED_USES = (
     # the `pickle` global we swap for restricted_pickle.SAFE_PICKLE, and what is called on it
     ("pysyncobj.syncobj", "SyncObj", ("pickle", "loads", "dumps")),
     ("pysyncobj.serializer", "Serializer", ("pickle", "load", "dump", "to_bytes")),
+    ("pysyncobj.serializer", "Serializer", ("gzip", "GzipFile")),   # the `gzip` we swap for dump_gzip
     ("pysyncobj.tcp_connection", "TcpConnection", ("pickle", "loads", "zlib")),   # what GuardedConnection replaces
 )
 

@@ -35,8 +35,9 @@ the Vagrant full-restart drill). So here:
 Once the entries are read at start, the journal's file is written with pwrite
 (`JournalFile`), not through PySyncObj's shared mapping (ResizableFile): every page
 written through the mapping stayed mapped in the store process, so its RSS grew with
-the journal (up to the 64 MiB compaction bound), on top of the entries PySyncObj
-keeps in a list anyway. The file's pages are the kernel's page cache either way.
+the journal (up to the 64 MiB compaction bound). The file's pages are the kernel's page
+cache either way. Of the entries PySyncObj kept in a list beside the file, only the
+newest stay in memory (`journal_entries.py`); older ones are read back from the file.
 """
 import logging
 import os
@@ -44,6 +45,8 @@ import struct
 
 from pysyncobj.journal import FIRST_RECORD_OFFSET, LAST_RECORD_OFFSET_OFFSET, FileJournal, MetaStorer
 from pysyncobj.pickle import dumps, to_bytes
+
+from .journal_entries import JournalEntries
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct("<I")
@@ -77,8 +80,25 @@ class DurableFileJournal(FileJournal):
             cut_torn_tail(path)
         super().__init__(path)       # reads the entries through ResizableFile's mapping
         self._use_plain_file()
+        self._keep_newest_in_memory(self._FileJournal__journal)
         if sync:
             self._FileJournal__metaStorer = DurableMetaStorer(path + ".meta")
+
+    def _keep_newest_in_memory(self, entries):
+        # Entries from FIRST_RECORD_OFFSET on, back to back, as the file holds them.
+        held = JournalEntries.of(entries, self._read_command)
+        end = held.end_offset()
+        if end is not None and end != self._FileJournal__currentOffset:
+            raise RuntimeError("Raft journal %s: its records end at byte %d, the entries read at %d"
+                               % (self._path, self._FileJournal__currentOffset, end))
+        self._FileJournal__journal = held
+
+    def _read_command(self, offset, size):
+        data = self._FileJournal__journalFile.read(offset, size)
+        if len(data) != size:
+            fail(self._path, "read back an entry from",
+                 OSError("%d of %d bytes at byte %d" % (len(data), size, offset)))
+        return data
 
     def _use_plain_file(self):
         self._FileJournal__journalFile._destroy()
@@ -97,17 +117,19 @@ class DurableFileJournal(FileJournal):
     def add(self, command, idx, term):
         # Written, not yet counted by the header: sync() does both, in that order. Written
         # before it is in the list: a write that fails ends the process (`fail`).
-        data = _ENTRY.pack(idx, term) + to_bytes(command)
+        command = to_bytes(command)      # held as the file holds it: an entry read back is equal
+        data = _ENTRY.pack(idx, term) + command
         record = _SIZE.pack(len(data)) + data + _SIZE.pack(len(data))
         offset = self._FileJournal__currentOffset
         self._FileJournal__journalFile.write(offset, record)
-        self._FileJournal__journal.append((command, idx, term))
+        self._FileJournal__journal.append((command, idx, term), offset)
         if self._unsynced_from is None:
             self._unsynced_from = offset
         self._FileJournal__currentOffset = offset + len(record)
 
     def byte_size(self):
-        """Bytes of the entries in the journal (PySyncObj holds them in memory too)."""
+        """Bytes of the entries in the journal (only the newest are held in memory too:
+        journal_entries.py)."""
         return self._FileJournal__currentOffset - FIRST_RECORD_OFFSET
 
     def sync(self):
@@ -139,6 +161,7 @@ class DurableFileJournal(FileJournal):
         # into place as the dump: that dump must be on disk before the entries go.
         self._sync_dump()
         super().clear()
+        self._keep_newest_in_memory([])
         self._unsynced_from = None
         self._sync_file()
 
@@ -177,8 +200,8 @@ class DurableFileJournal(FileJournal):
             fail(tmp, "compact into", exc)
         self._FileJournal__journalFile._destroy()        # the replaced file's descriptor
         self._FileJournal__journalFile = JournalFile(self._path)
-        self._FileJournal__journal = list(keep)
         self._FileJournal__currentOffset = self._FileJournal__getLastRecordOffset()
+        self._keep_newest_in_memory(keep)
         self._unsynced_from = None       # every kept entry is in the fsynced file
 
 

@@ -80,7 +80,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
     _OVERRIDES = ("_onTick", "_checkCommandsToApply", "encryptor",
                   "_SyncObj__sendNextNodeIdx", "_SyncObj__sendAppendEntries", "_SyncObj__onMessageReceived",
                   "_SyncObj__onNodeDisconnected", "_SyncObj__loadDumpFile", "_SyncObj__doApplyCommand",
-                  "_SyncObj__parseChangeClusterRequest")
+                  "_SyncObj__parseChangeClusterRequest", "_SyncObj__getEntries")
 
     def __init__(self, selfNode, otherNodes, conf=None, consumers=None, tick_gaps=None, joining=False,
                  cluster_id=None, salt=None, accepted=(), dump_turns=None,
@@ -225,6 +225,26 @@ class PipelinedSyncObj(PreVote, SyncObj):
             super()._SyncObj__sendAppendEntries()
         # Followers write the new entries while this one syncs them.
         self._make_durable()
+
+    def _SyncObj__getEntries(self, fromIDx, count=None, maxSizeBytes=None):
+        # PySyncObj slices the whole tail from fromIDx, then keeps the first maxSizeBytes
+        # of it: with older entries on disk (journal_entries.py), a follower far behind
+        # would have the whole tail read back on every send. Read only up to the bound.
+        log = self._SyncObj__raftLog
+        first = log[0][1]
+        if fromIDx is None or fromIDx < first:
+            return []
+        start = fromIDx - first
+        stop = len(log) if count is None else min(len(log), start + count)
+        if maxSizeBytes is None:
+            return log[start:stop]
+        entries, size = [], 0
+        for position in range(start, stop):
+            entries.append(log[position])
+            size += len(entries[-1][0])
+            if size >= maxSizeBytes:
+                break
+        return entries
 
     def _SyncObj__sendAppendEntries(self):
         if self._batching_commands:
