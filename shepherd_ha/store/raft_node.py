@@ -235,6 +235,9 @@ class RaftNode:
     def role(self):
         return self.syncobj.role()
 
+    def log_status(self):
+        return self.syncobj.log_status()
+
     def caught_up(self):
         return self.syncobj.isReady() and self.commit_index() - self.applied_index() < 100
 

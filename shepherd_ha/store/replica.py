@@ -163,7 +163,7 @@ class Replica:
             "controllers": self.controller_status() if self.controller_status else None,
             "connectedPeers": [self.id_of_address(a) for a in node.connected_peers()],
             "voters": [m["id"] for m in self.members()],
-            "tickGap": self._tick_gap(), "gc": gc_tuning.status(),
+            "tickGap": self._tick_gap(), "gc": gc_tuning.status(), "raftLog": node.log_status(),
             "reachable": True,
         }
 

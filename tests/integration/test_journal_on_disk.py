@@ -40,9 +40,9 @@ def test_a_follower_catches_up_from_entries_the_leader_reads_back_from_disk(tmp_
         nodes[down] = None
         for i in range(WRITES):
             assert leader.submit(namespace_command("ns-%d" % i), timeout=10)["ok"]
-        log = leader.syncobj._SyncObj__raftLog
-        held, _ = log._FileJournal__journal.in_memory()
-        assert len(log) > WRITES and held == 4, "the leader holds %d of %d entries in memory" % (held, len(log))
+        log = leader.log_status()
+        assert log["entries"] > WRITES and log["entriesInMemory"] == 4, log
+        assert log["bytes"] > 10 * log["bytesInMemory"] > 0, log
 
         nodes[down] = RaftNode(settings[down], lambda changes: None, lambda revision: None)
         target = leader.applied_index()

@@ -109,6 +109,9 @@ def test_a_blocked_tick_thread_shows_in_metrics_and_the_replica_report(replica):
     status = client.get("/shepherd/v1/replica").get_json()
     assert status["tickGap"]["maxSeconds"] >= hold
     assert status["tickGap"]["longestSeconds"] >= hold
+    log = status["raftLog"]             # the Raft log since the last dump, and what of it is in memory
+    assert log["entries"] >= 1 and 1 <= log["entriesInMemory"] <= log["entries"], log
+    assert 0 < log["bytesInMemory"] <= log["bytes"], log
     metrics = client.get("/metrics").get_data(as_text=True)
     assert _metric(metrics, "shepherd_raft_tick_gap_max_seconds") >= hold
     assert _metric(metrics, "shepherd_raft_tick_gap_seconds_count") >= ticks + 3, "the ticks after the hold"

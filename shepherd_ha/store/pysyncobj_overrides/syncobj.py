@@ -226,6 +226,19 @@ class PipelinedSyncObj(PreVote, SyncObj):
         # Followers write the new entries while this one syncs them.
         self._make_durable()
 
+    def log_status(self):
+        """The Raft log since the last dump: its entries and bytes, and how many of them the
+        journal holds in memory (journal_entries.py; read from another thread: a moment's view)."""
+        journal = self._SyncObj__raftLog
+        status = {"entries": len(journal)}
+        size = getattr(journal, "byte_size", None)
+        if size is not None:
+            status["bytes"] = size()
+        held = getattr(getattr(journal, "_FileJournal__journal", None), "in_memory", None)
+        if held is not None:
+            status["entriesInMemory"], status["bytesInMemory"] = held()
+        return status
+
     def _SyncObj__getEntries(self, fromIDx, count=None, maxSizeBytes=None):
         # PySyncObj slices the whole tail from fromIDx, then keeps the first maxSizeBytes
         # of it: with older entries on disk (journal_entries.py), a follower far behind
