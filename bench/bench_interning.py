@@ -118,6 +118,38 @@ def held_bytes(objects):
     return total
 
 
+def table_bytes(interner, held):
+    """Bytes of the interner's own tables (its dicts, their keys and what only the keys
+    hold), beyond the stored objects: the price of the sharing."""
+    seen, stack = set(), list(held)
+    while stack:                               # everything the stored objects hold
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if type(value) is dict:
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif type(value) is list:
+            stack.extend(value)
+    total = sum(sys.getsizeof(d) for d in (interner._table, interner._keys, interner._origins))
+    stack = list(interner._table) + list(interner._keys) + list(interner._table.values())
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        total += sys.getsizeof(value)
+        if type(value) is tuple:
+            stack.extend(value)
+        elif type(value) is dict:
+            stack.extend(value.keys())
+            stack.extend(value.values())
+        elif type(value) is list:
+            stack.extend(value)
+    return total
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=5000)
@@ -135,7 +167,11 @@ def main():
     plain = run("plain", data)[2]
     prior = run("prior", data)[2]
     assert [pickle.dumps(p) for p in plain] == [pickle.dumps(p) for p in prior], "the two modes stored different pods"
-    memory = {mode: held_bytes(run(mode, data)[2]) / args.pods for mode in ("plain", "prior")}
+    memory, tables = {}, {}
+    for mode in ("plain", "prior"):
+        _, interner, held = run(mode, data)
+        memory[mode] = held_bytes(held) / args.pods
+        tables[mode] = table_bytes(interner, held) / args.pods
     print("\n%d pods, CPU per interned object (median of %d rounds), this machine" % (args.pods, args.rounds))
     print("  %-16s %10s %10s %7s" % ("phase", "plain us", "prior us", "ratio"))
     for name, _ in data:
@@ -145,6 +181,8 @@ def main():
     print("  memory held per pod after the three phases (every object reached once, sys.getsizeof): "
           "plain %.0f B, prior %.0f B" % (memory["plain"],
                                                                                          memory["prior"]))
+    print("  the interner's own tables per pod, beyond the objects: plain %.0f B, prior %.0f B"
+          % (tables["plain"], tables["prior"]))
 
 
 if __name__ == "__main__":

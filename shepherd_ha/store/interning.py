@@ -28,10 +28,11 @@ is taken from it after one comparison in C, not walked (`==` alone would take 1 
 or 1.0 and ignore key order: the parts' reprs must match too). Without a prior, the last
 object interned of the same kind serves.
 
-A table entry is keyed by its value's shape: for a dict its items in order (so key
-order, which the JSON on the wire keeps, is kept too), scalars with their type (True,
-1 and 1.0 stay apart) and containers by the id of their shared instance (alive as long
-as the entry that names it). Entries nothing else holds any more are swept once the
+A table entry is keyed by its value's shape, one flat tuple: for a dict its items in
+order (so key order, which the JSON on the wire keeps, is kept too), `(False, key, type,
+value, key, type, value, ...)`, for a list `(True, type, value, ...)`; scalars go with
+their type (True, 1 and 1.0 stay apart), containers as `dict` or `list` and the id of
+their shared instance (alive as long as the entry that names it). Entries nothing else holds any more are swept once the
 table has doubled since the last sweep, a slice of SWEEP_SLICE entries per interned
 object: a whole sweep at 30,000 pods took 0.3-0.8 s, on the store's Raft tick thread.
 """
@@ -150,7 +151,11 @@ class Interner:
                 built[k] = v = self._value(v, before.get(k))
                 if shape is not None:
                     part = self._shape_of(v)
-                    shape = None if part is None else _extend(shape, k, part)
+                    if part is None:
+                        shape = None
+                    else:
+                        shape.append(k)
+                        shape += part
         else:
             built = []
             before = prior if prior is not None else ()
@@ -158,7 +163,10 @@ class Interner:
                 built.append(v := self._value(v, before[index] if index < len(before) else None))
                 if shape is not None:
                     part = self._shape_of(v)
-                    shape = None if part is None else _extend(shape, part)
+                    if part is None:
+                        shape = None
+                    else:
+                        shape += part
         if shape is None:
             return built
         shape = (type(value) is list,) + tuple(shape)
@@ -217,7 +225,9 @@ class Interner:
             part = self._shape_of(part)
             if part is None:
                 return built
-            shape.extend((part,) if type(built) is list else (key, part))
+            if type(built) is not list:
+                shape.append(key)
+            shape += part
         shape = tuple(shape)
         shared = self._table.get(shape)
         if shared is not None:
@@ -250,10 +260,13 @@ class Interner:
         return copy
 
     def _shape_of(self, value):
+        """A part's two elements in its container's key: (type, value) for a scalar,
+        (dict or list, id) for a shared container; None when the part is not shared.
+        Flat in the key, not a pair of its own: the table held more than the objects did
+        (a 2-tuple per part, 48 bytes each; docs/benchmarks.md, run V)."""
         kind = type(value)
         if kind is dict or kind is list:
-            shape = self._keys.get(id(value))
-            return None if shape is None else ("c", id(value))
+            return None if id(value) not in self._keys else (kind, id(value))
         if kind in _SCALARS:
             return (kind, value)
         return None
@@ -325,11 +338,6 @@ def _tree_copy(value):
     return value
 
 
-def _extend(shape, *parts):
-    shape.extend(parts)
-    return shape
-
-
 def _intern_key(key):
     return sys.intern(key) if type(key) is str else key
 
@@ -339,7 +347,10 @@ def _shape_again(interner, value):
     if type(value) is dict:
         shape = [False]
         for k, v in value.items():
-            shape.extend((k, interner._shape_of(v)))
+            shape.append(k)
+            shape += interner._shape_of(v) or (None, None)
     else:
-        shape = [True] + [interner._shape_of(v) for v in value]
+        shape = [True]
+        for v in value:
+            shape += interner._shape_of(v) or (None, None)
     return tuple(shape)
