@@ -7,6 +7,7 @@ import hashlib
 from flask import request
 
 from shepherd_ha.store.fsm import KEY_REUSED
+from shepherd_ha.store.idempotency import CLIENT_KEY_PREFIX
 
 from .errors import ApiError
 
@@ -31,7 +32,7 @@ def store_key(attempt=0):
     if key is None:
         return None
     user = request.environ.get("shepherd.user") or ANONYMOUS
-    scoped = "idem:" + hashlib.sha256(("%s\0%s" % (user, key)).encode("utf-8", "backslashreplace")).hexdigest()
+    scoped = CLIENT_KEY_PREFIX + hashlib.sha256(("%s\0%s" % (user, key)).encode("utf-8", "backslashreplace")).hexdigest()
     return scoped if not attempt else "%s#%d" % (scoped, attempt)
 
 

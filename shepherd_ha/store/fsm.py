@@ -22,7 +22,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
-from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, Idempotency  # noqa: F401 - names kept here too
+from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .interning import Interner
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
@@ -66,13 +66,13 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     # the command existed still reads the default.
     service_cidr = DEFAULT_SERVICE_CIDR
 
-    def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT):
+    def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT, server_key_limit=SERVER_KEY_LIMIT):
         self.objects = {plural: {} for plural in RESOURCES}
         self.revision = 0
         self.epoch = [0, ""]          # highest controller claim: [raft term, replica id]
         self.fenced_rejections = 0    # controller writes refused for a stale epoch
         self.malformed_commands = 0
-        self._init_idempotency(dedup_limit)       # store/idempotency.py
+        self._init_idempotency(dedup_limit, server_key_limit)       # store/idempotency.py
         self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
@@ -157,8 +157,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     def _apply_write(self, command, changes):
         key, digest = command.get("key"), command.get("digest")
-        if key is not None and key in self.dedup:
-            remembered = self.dedup[key]
+        remembered = None if key is None else self.remembered(key)
+        if remembered is not None:
             if digest is not None and self._remembered_digest(remembered) not in (None, digest):
                 return _failure(422, "Invalid", KEY_REUSED)
             return self._replay(remembered)

@@ -12,10 +12,20 @@ about 250 bytes per entry instead of ~900 with a stub object (two dicts) per op
 (docs/benchmarks.md, "The store process's tick"); a failure stays the failure dict
 (plus "digest"). Entries in the older form (a dict with per-op 6-tuples holding a stub
 object), from a dump or snapshot written before, are still answered.
+
+Two tables, by who made the key. A client's Idempotency-Key (scoped by the API:
+`CLIENT_KEY_PREFIX`) may be retried long after, so the newest 50,000 are kept. A key the
+server made for a write the client sent without one, or for a controller's write,
+is only ever retried by the server itself within its write timeout (a group resubmitted
+after a leader change): the newest 10,000 are kept, seconds of writes even at the
+highest rate measured. With one table of 50,000 the leases' renewals filled it: ~35 MB
+of the store process at 1,000 nodes (docs/benchmarks.md, run V).
 """
 import collections
 
 DEFAULT_DEDUP_LIMIT = 50000
+SERVER_KEY_LIMIT = 10000
+CLIENT_KEY_PREFIX = "idem:"     # api/idempotency.py store_key(): a client's key, scoped to its user
 KEY_REUSED = ("this Idempotency-Key was already used for a different request (method, path or body): "
               "use a new key for a new request")
 
@@ -36,11 +46,30 @@ def _stub(api_version, kind, namespace, name, uid, resource_version):
 
 
 class Idempotency:
-    """Mixed into StoreFSM: `self.dedup` (an OrderedDict, key -> entry) and `self.get`."""
+    """Mixed into StoreFSM: `self.dedup` and `self.server_dedup` (OrderedDicts, key ->
+    entry) and `self.get`."""
 
-    def _init_idempotency(self, dedup_limit):
-        self.dedup = collections.OrderedDict()   # idempotency key -> compact outcome
+    def _init_idempotency(self, dedup_limit, server_key_limit=SERVER_KEY_LIMIT):
+        self.dedup = collections.OrderedDict()          # clients' keys -> compact outcome
         self.dedup_limit = dedup_limit
+        self.server_dedup = collections.OrderedDict()   # keys the server made -> compact outcome
+        self.server_key_limit = server_key_limit
+
+    def _server_table(self):
+        # A state loaded from a dump written before the split has one table (it keeps being
+        # looked up, and ages out): the second starts empty.
+        table = self.__dict__.get("server_dedup")
+        if table is None:
+            table = self.server_dedup = collections.OrderedDict()
+            self.server_key_limit = SERVER_KEY_LIMIT
+        return table
+
+    def remembered(self, key):
+        """The entry remembered for `key`, or None."""
+        entry = self.dedup.get(key)
+        if entry is None:
+            entry = self._server_table().get(key)
+        return entry
 
     def _remembered_digest(self, entry):
         return entry[0] if isinstance(entry, tuple) else entry.get("digest")
@@ -52,13 +81,18 @@ class Idempotency:
             entry = dict(result)
             if digest is not None:
                 entry["digest"] = digest
-        self.dedup[key] = entry
-        while len(self.dedup) > self.dedup_limit:
-            self.dedup.popitem(last=False)
+        if key.startswith(CLIENT_KEY_PREFIX):
+            table, limit = self.dedup, self.dedup_limit
+        else:
+            table = self._server_table()
+            limit = self.server_key_limit
+        table[key] = entry
+        while len(table) > limit:
+            table.popitem(last=False)
 
     def recall(self, key):
         """The outcome remembered for idempotency key `key` (as a retry would get it), or None."""
-        entry = self.dedup.get(key)
+        entry = self.remembered(key)
         if entry is None:
             return None
         result = self._replay(entry)

@@ -180,8 +180,34 @@ def test_dedup_table_is_bounded():
     f = StoreFSM(dedup_limit=3)
     f.apply(create("namespaces", ns("default")))
     for i in range(10):
-        f.apply(create("pods", pod("p%d" % i), key="k%d" % i))
-    assert list(f.dedup) == ["k7", "k8", "k9"]
+        f.apply(create("pods", pod("p%d" % i), key="idem:k%d" % i))
+    assert list(f.dedup) == ["idem:k7", "idem:k8", "idem:k9"]
+
+
+def test_keys_the_server_made_have_a_smaller_table_of_their_own():
+    """Clients' keys (scoped by the API: "idem:...") stay as long as before while the
+    server's own (a write sent without a key, a controller's) come and go much faster."""
+    f = StoreFSM(dedup_limit=3, server_key_limit=2)
+    f.apply(create("namespaces", ns("default")))
+    f.apply(create("pods", pod("c0"), key="idem:c0"))
+    for i in range(6):
+        f.apply(create("pods", pod("s%d" % i), key="s%d" % i))
+    assert list(f.dedup) == ["idem:c0"] and list(f.server_dedup) == ["s4", "s5"]
+    assert f.apply(create("pods", pod("c0"), key="idem:c0"))["duplicate"]
+    assert f.apply(create("pods", pod("s5"), key="s5"))["duplicate"]
+    assert f.apply(create("pods", pod("s0"), key="s0"))["code"] == 409     # forgotten: applied again
+
+
+def test_a_state_dumped_with_one_table_is_still_answered_and_gets_the_second():
+    f = StoreFSM()
+    f.apply(create("namespaces", ns("default")))
+    f.apply(create("pods", pod("a"), key="server-made"))
+    f.dedup = f.__dict__.pop("server_dedup")              # as a dump written before the split
+    del f.server_key_limit
+    old = pickle.loads(pickle.dumps(f))
+    assert old.apply(create("pods", pod("a"), key="server-made"))["duplicate"]
+    assert old.apply(create("pods", pod("b"), key="another"))["ok"]
+    assert list(old.server_dedup) == ["another"] and "server-made" in old.dedup
 
 
 def test_deleting_namespace_deletes_its_objects(fsm):

@@ -26,7 +26,7 @@ def _dicts_in(value):
 
 def test_a_success_is_remembered_without_any_object(fsm):
     fsm.apply(dict(create("pods", pod("a"), key="k1"), digest="d1"))
-    entry = fsm.dedup["k1"]
+    entry = fsm.remembered("k1")
     assert _dicts_in(entry) == 0, entry
     assert len(pickle.dumps(entry)) < 300
 
