@@ -9,7 +9,7 @@ included (docs/benchmarks.md, "Garbage collection"). So:
   lagging follower) is built with the collector off and then frozen: moved to
   the permanent generation, which collections never walk;
 - what the replica accumulates afterwards is frozen periodically, after a young
-  collection has freed the young cycles;
+  collection has freed the young cycles (in an API worker, a full one: see below);
 - young collections run every 20,000 allocations instead of 700, and every second
   one also collects the middle generation (instead of every tenth), which keeps
   that generation, and its collections, small.
@@ -74,22 +74,33 @@ def _freeze():
     gc.freeze()
 
 
-def freeze_survivors():
-    """Free the young cycles, then move everything that survived out of the collector's way."""
-    gc.collect(1)
+def freeze_survivors(generation=1):
+    """Free the cycles up to `generation`, then move everything that survived out of the
+    collector's way. Garbage frozen is never freed: a cycle that died in the oldest
+    generation (it outlived a middle collection: a request or a scheduler pass in flight)
+    and was frozen before a full collection found it stays for the process's life."""
+    gc.collect(generation)
     _freeze()
 
 
-def _freeze_periodically(period):
+def _freeze_periodically(period, generation):
     while True:
         time.sleep(period)
-        freeze_survivors()
+        freeze_survivors(generation)
 
 
-def configure_process(period=FREEZE_PERIOD):
-    """For a server process: thresholds, and a daemon thread freezing every `period` s."""
+def configure_process(period=FREEZE_PERIOD, full=False):
+    """For a server process: thresholds, and a daemon thread freezing every `period` s.
+
+    `full`: collect the oldest generation too before each freeze (what it walks is only what
+    came since the last freeze). An API worker makes cyclic garbage with every request
+    (waitress's tasks, closures): frozen after a middle collection only, 3,000-25,000
+    objects of it (0.5-2.5 MB) stayed per worker every ~7 minutes at 1,000 nodes
+    (docs/benchmarks.md, run V). The store process made none there, and its Raft tick
+    shares the pause, so it keeps the middle collection."""
     gc.set_threshold(*THRESHOLDS)
-    thread = threading.Thread(target=_freeze_periodically, args=(period,), name="gc-freeze", daemon=True)
+    thread = threading.Thread(target=_freeze_periodically, args=(period, 2 if full else 1), name="gc-freeze",
+                              daemon=True)
     thread.start()
     return thread
 
