@@ -97,37 +97,40 @@ def test_the_status_does_not_walk_the_frozen_objects(monkeypatch):
     assert kept
 
 
+
 class _Node:
     pass
 
 
-def _cycle_in_the_oldest_generation():
-    """A weak reference to two objects in a cycle that outlived two middle collections
-    (as a request or a scheduler pass in flight does), then died."""
+def _cycle_frozen_alive_then_dropped():
+    """A weak reference to two objects in a cycle, frozen while alive (a request in flight
+    at the periodic freeze), then dropped."""
     import weakref
     a, b = _Node(), _Node()
     a.other, b.other = b, a
-    gc.collect(1)
-    gc.collect(1)                       # survivors of a middle collection go to the oldest
-    assert any(o is a for o in gc.get_objects(2))
     ref = weakref.ref(a)
+    gc_tuning.freeze_survivors()
     del a, b
+    gc.collect()
     return ref
 
 
-def test_a_full_freeze_frees_the_cycles_that_died_in_the_oldest_generation():
-    ref = _cycle_in_the_oldest_generation()
-    gc_tuning.freeze_survivors(2)       # what an API worker does every 30 s
-    assert ref() is None, "a dead cycle was frozen: it would never be freed"
+def test_garbage_frozen_alive_stays_until_a_sweep_of_the_frozen_objects():
+    ref = _cycle_frozen_alive_then_dropped()
+    assert ref() is not None, "frozen objects are out of every collection's reach"
+    sweeps = gc_tuning.status()["frozenSweeps"]
+    gc_tuning.sweep_frozen()
+    assert ref() is None, "the sweep freed it"
+    status = gc_tuning.status()
+    assert status["frozenSweeps"] == sweeps + 1 and status["lastFrozenSweepSeconds"] >= 0
+    assert gc.get_freeze_count() > 0, "what survived the sweep is frozen again"
 
 
-def test_a_middle_freeze_would_keep_them_for_good():
-    """Why the API workers collect fully before freezing (the store process does not: it
-    left no such garbage at 1,000 nodes, and its Raft tick shares the pause)."""
-    ref = _cycle_in_the_oldest_generation()
-    gc_tuning.freeze_survivors(1)
-    gc.collect()
-    assert ref() is not None, "frozen garbage is out of every collection's reach"
-    gc.unfreeze()
-    gc.collect()
-    assert ref() is None
+def test_a_worker_sweeps_its_frozen_objects_every_sweep_period(monkeypatch):
+    calls = []
+    monkeypatch.setattr(gc_tuning, "freeze_survivors", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc_tuning, "sweep_frozen", lambda: calls.append("sweep"))
+    every = gc_tuning.sweep_every(gc_tuning.FREEZE_PERIOD, gc_tuning.SWEEP_PERIOD)
+    assert every == 20 and gc_tuning.sweep_every(30.0, None) == 0
+    gc_tuning._freeze_periodically(0.0, 3, rounds=7)
+    assert calls == ["freeze", "freeze", "sweep", "freeze", "freeze", "sweep", "freeze"], calls
