@@ -232,6 +232,10 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         state.pop("_shared", None)
         return state
 
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._bounds_from_the_code()      # store/idempotency.py: a dump records the bounds it had
+
     # ---- ops: plan a change against the store plus what this write staged ----
 
     def _current(self, staged, resource, namespace, name):

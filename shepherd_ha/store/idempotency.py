@@ -14,16 +14,19 @@ about 250 bytes per entry instead of ~900 with a stub object (two dicts) per op
 object), from a dump or snapshot written before, are still answered.
 
 Two tables, by who made the key. A client's Idempotency-Key (scoped by the API:
-`CLIENT_KEY_PREFIX`) may be retried long after, so the newest 50,000 are kept. A key the
-server made for a write the client sent without one, or for a controller's write,
-is only ever retried by the server itself within its write timeout (a group resubmitted
-after a leader change): the newest 10,000 are kept, seconds of writes even at the
-highest rate measured. With one table of 50,000 the leases' renewals filled it: ~35 MB
-of the store process at 1,000 nodes (docs/benchmarks.md, run V).
+`CLIENT_KEY_PREFIX`) is retried by its client until its retry deadline (15 s for
+shepherd_ha.client, 10 s for the agent): the newest 20,000 are kept, 15 s of keyed writes
+at 1,300 a second, above the highest rate measured. A key the server made, for a write
+the client sent without one or for a controller's write, is only ever retried by the
+server itself within its write timeout (a group resubmitted after a leader change): the
+newest 10,000 are kept, and a rollout's controller writes no longer push clients' keys
+out. One table of 50,000 was ~35 MB of the store process at 1,000 nodes, filled by the
+leases' renewals (docs/benchmarks.md, run V). The bounds are the code's, not part of
+the state: a state loaded from a dump takes this version's.
 """
 import collections
 
-DEFAULT_DEDUP_LIMIT = 50000
+DEFAULT_DEDUP_LIMIT = 20000
 SERVER_KEY_LIMIT = 10000
 CLIENT_KEY_PREFIX = "idem:"     # api/idempotency.py store_key(): a client's key, scoped to its user
 KEY_REUSED = ("this Idempotency-Key was already used for a different request (method, path or body): "
@@ -55,13 +58,15 @@ class Idempotency:
         self.server_dedup = collections.OrderedDict()   # keys the server made -> compact outcome
         self.server_key_limit = server_key_limit
 
+    def _bounds_from_the_code(self):
+        self.dedup_limit, self.server_key_limit = DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT
+
     def _server_table(self):
         # A state loaded from a dump written before the split has one table (it keeps being
         # looked up, and ages out): the second starts empty.
         table = self.__dict__.get("server_dedup")
         if table is None:
             table = self.server_dedup = collections.OrderedDict()
-            self.server_key_limit = SERVER_KEY_LIMIT
         return table
 
     def remembered(self, key):

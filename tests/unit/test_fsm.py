@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.fsm import DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT, StoreFSM
 
 
 def ns(name):
@@ -204,7 +204,9 @@ def test_a_state_dumped_with_one_table_is_still_answered_and_gets_the_second():
     f.apply(create("pods", pod("a"), key="server-made"))
     f.dedup = f.__dict__.pop("server_dedup")              # as a dump written before the split
     del f.server_key_limit
+    f.dedup_limit = 50000                                  # the bound then
     old = pickle.loads(pickle.dumps(f))
+    assert (old.dedup_limit, old.server_key_limit) == (DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT), "the code's bounds"
     assert old.apply(create("pods", pod("a"), key="server-made"))["duplicate"]
     assert old.apply(create("pods", pod("b"), key="another"))["ok"]
     assert list(old.server_dedup) == ["another"] and "server-made" in old.dedup
