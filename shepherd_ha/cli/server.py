@@ -242,7 +242,7 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     replica = RemoteReplica(values["id"], socket_path, peers, api_url=api_url,
                             write_timeout=values["write_timeout"], watch_log_size=values["watch_log_size"])
     replica.cluster_id = settings.cluster_id
-    gc_tuning.configure_process(sweep_period=gc_tuning.SWEEP_PERIOD)   # requests leave cycles (gc_tuning.py)
+    gc_tuning.configure_process(freeze_periodically=False)    # its requests leave cycles (gc_tuning.py)
     if worker == 0:
         # Controller writes yield to node heartbeats while renewals wait or are late (write_pacing.py).
         pacer = WritePacer(flow.system_pressure)

@@ -234,7 +234,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        self._bounds_from_the_code()      # store/idempotency.py: a dump records the bounds it had
+        self._loaded()      # store/idempotency.py: this version's bounds and tables
 
     # ---- ops: plan a change against the store plus what this write staged ----
 

@@ -8,9 +8,8 @@ included (docs/benchmarks.md, "Garbage collection"). So:
 - a whole store loaded at once (the dump on start, a leader's snapshot on a
   lagging follower) is built with the collector off and then frozen: moved to
   the permanent generation, which collections never walk;
-- what the replica accumulates afterwards is frozen periodically, after a young
-  collection has freed the young cycles; an API worker also sweeps the frozen objects
-  now and then (below);
+- what the store process accumulates afterwards is frozen periodically, after a young
+  collection has freed the young cycles (an API worker does not: configure_process);
 - young collections run every 20,000 allocations instead of 700, and every second
   one also collects the middle generation (instead of every tenth), which keeps
   that generation, and its collections, small.
@@ -31,7 +30,6 @@ import time
 # pause while the store grows 17-74 ms instead of 51-441 ms, less collector time in total.
 THRESHOLDS = (20000, 2, 10)
 FREEZE_PERIOD = 30.0
-SWEEP_PERIOD = 600.0     # an API worker's sweep of its frozen objects (sweep_frozen)
 
 _pause_lock = threading.Lock()
 # Objects frozen so far (those freed since are not subtracted). Counted as they are
@@ -39,8 +37,6 @@ _pause_lock = threading.Lock()
 # the GIL held (360 ms at 1.5 million objects on this machine), and the status call that
 # reported it runs on every readiness probe (docs/benchmarks.md, "The store process's tick").
 _frozen = 0
-_sweeps = 0          # sweeps of the frozen objects (sweep_frozen), and how long the last took
-_last_sweep = None
 _pauses = 0          # bulk loads in progress (they overlap only with several replicas in one process)
 _was_enabled = True
 
@@ -84,48 +80,29 @@ def freeze_survivors():
     _freeze()
 
 
-def sweep_frozen():
-    """Collect everything, the frozen objects too, then freeze the survivors again.
-
-    Garbage in a cycle is never freed once frozen, and what is alive at a freeze dies
-    later: the requests in flight (waitress's tasks and parsers, Flask's contexts,
-    closures). An API worker at 1,000 nodes kept 3,000-25,000 such objects (0.5-2.5 MB)
-    every 7-10 minutes, for good (docs/benchmarks.md, run V). A sweep walks every
-    tracked object: ~40 ms at 10,000 interned pods, ~70 ms at 30,000 on this machine."""
-    global _frozen, _sweeps, _last_sweep
-    start = time.perf_counter()
-    gc.unfreeze()
-    gc.collect()
-    _frozen = 0
-    _freeze()
-    _sweeps += 1
-    _last_sweep = time.perf_counter() - start
-
-
-def _freeze_periodically(period, sweep_every, rounds=None):
-    freezes = 0
-    while rounds is None or freezes < rounds:
+def _freeze_periodically(period):
+    while True:
         time.sleep(period)
-        freezes += 1
-        if sweep_every and freezes % sweep_every == 0:
-            sweep_frozen()
-        else:
-            freeze_survivors()
+        freeze_survivors()
 
 
-def sweep_every(period, sweep_period):
-    """Every how many freezes a sweep comes instead (0: never)."""
-    return max(1, round(sweep_period / period)) if sweep_period else 0
+def configure_process(period=FREEZE_PERIOD, freeze_periodically=True):
+    """For a server process: thresholds and, with `freeze_periodically`, a daemon thread
+    freezing every `period` s (returned).
 
-
-def configure_process(period=FREEZE_PERIOD, sweep_period=None):
-    """For a server process: thresholds, and a daemon thread freezing every `period` s and,
-    with `sweep_period`, sweeping the frozen objects about that often (an API worker: its
-    requests leave cycles; the store process left none at 1,000 nodes, and its Raft tick
-    would share the pause)."""
+    An API worker does not freeze periodically. Garbage in a cycle is never freed once
+    frozen, and what is alive at a freeze dies later: its requests in flight (waitress's
+    tasks and parsers, Flask's contexts, closures). A worker at 1,000 nodes kept
+    3,000-25,000 such objects (0.5-2.5 MB) every 7-10 minutes, for good; sweeping the
+    frozen objects now and then (unfreeze, collect, freeze) would walk the objects it
+    inherited from the supervisor too, and un-share ~18 MB of their pages
+    (docs/benchmarks.md, run V). Its full collections walk its own objects: ~40 ms at
+    10,000 interned pods, ~70 ms at 30,000 on this machine. The store process left no
+    such garbage, and its Raft tick must not share those pauses: it freezes."""
     gc.set_threshold(*THRESHOLDS)
-    thread = threading.Thread(target=_freeze_periodically, args=(period, sweep_every(period, sweep_period)),
-                              name="gc-freeze", daemon=True)
+    if not freeze_periodically:
+        return None
+    thread = threading.Thread(target=_freeze_periodically, args=(period,), name="gc-freeze", daemon=True)
     thread.start()
     return thread
 
@@ -133,5 +110,4 @@ def configure_process(period=FREEZE_PERIOD, sweep_period=None):
 def status():
     """For the replica report: objects the collector skips, and collections per generation."""
     return {"frozenObjects": _frozen, "threshold": list(gc.get_threshold()),
-            "collections": [s["collections"] for s in gc.get_stats()],
-            "frozenSweeps": _sweeps, "lastFrozenSweepSeconds": _last_sweep}
+            "collections": [s["collections"] for s in gc.get_stats()]}

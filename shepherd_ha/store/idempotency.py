@@ -15,14 +15,14 @@ object), from a dump or snapshot written before, are still answered.
 
 Two tables, by who made the key. A client's Idempotency-Key (scoped by the API:
 `CLIENT_KEY_PREFIX`) is retried by its client until its retry deadline (15 s for
-shepherd_ha.client, 10 s for the agent): the newest 20,000 are kept, 15 s of keyed writes
-at 1,300 a second, above the highest rate measured. A key the server made, for a write
-the client sent without one or for a controller's write, is only ever retried by the
-server itself within its write timeout (a group resubmitted after a leader change): the
-newest 10,000 are kept, and a rollout's controller writes no longer push clients' keys
-out. One table of 50,000 was ~35 MB of the store process at 1,000 nodes, filled by the
-leases' renewals (docs/benchmarks.md, run V). The bounds are the code's, not part of
-the state: a state loaded from a dump takes this version's.
+shepherd_ha.client, 10 s for the agent; its last try may take a 5 s read timeout and the
+server's 2 s write timeout more): the newest 20,000 are kept, 22 s at 900 keyed writes
+a second, above the highest rate measured. A key the server made, for a write the client
+sent without one or for a controller's write, is only ever retried by the server itself
+within its write timeout (a group resubmitted after a leader change): the newest 10,000
+are kept, and a rollout's controller writes no longer push clients' keys out. One table
+of 50,000 was ~35 MB of the store process at 1,000 nodes, filled by the leases' renewals
+(docs/benchmarks.md, run V). The bounds are the code's, not part of the state.
 """
 import collections
 
@@ -31,6 +31,10 @@ SERVER_KEY_LIMIT = 10000
 CLIENT_KEY_PREFIX = "idem:"     # api/idempotency.py store_key(): a client's key, scoped to its user
 KEY_REUSED = ("this Idempotency-Key was already used for a different request (method, path or body): "
               "use a new key for a new request")
+
+
+def _from_a_client(key):
+    return isinstance(key, str) and key.startswith(CLIENT_KEY_PREFIX)
 
 
 def _op_entry(op_result):
@@ -58,22 +62,26 @@ class Idempotency:
         self.server_dedup = collections.OrderedDict()   # keys the server made -> compact outcome
         self.server_key_limit = server_key_limit
 
-    def _bounds_from_the_code(self):
+    def _loaded(self):
+        """After a load (dump or snapshot): this version's bounds, and one table split in
+        two. Every replica reloads its own dump, taken at its own log index by whichever
+        version ran then, so the tables must come out the same whoever filed the keys:
+        each key goes where this version files it, in the order it was remembered."""
         self.dedup_limit, self.server_key_limit = DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT
-
-    def _server_table(self):
-        # A state loaded from a dump written before the split has one table (it keeps being
-        # looked up, and ages out): the second starts empty.
-        table = self.__dict__.get("server_dedup")
-        if table is None:
-            table = self.server_dedup = collections.OrderedDict()
-        return table
+        if "server_dedup" not in self.__dict__:
+            mixed = self.dedup
+            self.dedup, self.server_dedup = collections.OrderedDict(), collections.OrderedDict()
+            for key, entry in mixed.items():
+                (self.dedup if _from_a_client(key) else self.server_dedup)[key] = entry
+        for table, limit in ((self.dedup, self.dedup_limit), (self.server_dedup, self.server_key_limit)):
+            while len(table) > limit:
+                table.popitem(last=False)
 
     def remembered(self, key):
         """The entry remembered for `key`, or None."""
         entry = self.dedup.get(key)
         if entry is None:
-            entry = self._server_table().get(key)
+            entry = self.server_dedup.get(key)
         return entry
 
     def _remembered_digest(self, entry):
@@ -86,10 +94,10 @@ class Idempotency:
             entry = dict(result)
             if digest is not None:
                 entry["digest"] = digest
-        if key.startswith(CLIENT_KEY_PREFIX):
+        if _from_a_client(key):
             table, limit = self.dedup, self.dedup_limit
         else:
-            table = self._server_table()
+            table = self.server_dedup
             limit = self.server_key_limit
         table[key] = entry
         while len(table) > limit:

@@ -18,6 +18,7 @@ import time
 import uuid
 
 from . import commands
+from . import gc_tuning
 from . import local_protocol as lp
 from .mirror import Mirror
 from .raft_node import Unavailable
@@ -268,6 +269,7 @@ class RemoteReplica:
         for private in ("ready", "tickGaps", "barriersSent"):
             status.pop(private, None)
         status.update(id=self.id, clusterId=self.cluster_id or status.get("clusterId"), api=self.api_url, reachable=True, mirrorRevision=self.mirror.revision, apiPid=os.getpid(),
+                      apiGc=gc_tuning.status(),        # this worker's own collections
                       controllers=self.controller_status() if self.controller_status else None)
         return status
 

@@ -115,22 +115,19 @@ def _cycle_frozen_alive_then_dropped():
     return ref
 
 
-def test_garbage_frozen_alive_stays_until_a_sweep_of_the_frozen_objects():
+def test_garbage_frozen_while_alive_is_never_freed():
+    """Why an API worker does not freeze periodically: what its requests in flight hold
+    at a freeze (in cycles: waitress's tasks, closures) would stay for good."""
     ref = _cycle_frozen_alive_then_dropped()
     assert ref() is not None, "frozen objects are out of every collection's reach"
-    sweeps = gc_tuning.status()["frozenSweeps"]
-    gc_tuning.sweep_frozen()
-    assert ref() is None, "the sweep freed it"
-    status = gc_tuning.status()
-    assert status["frozenSweeps"] == sweeps + 1 and status["lastFrozenSweepSeconds"] >= 0
-    assert gc.get_freeze_count() > 0, "what survived the sweep is frozen again"
+    gc.unfreeze()
+    gc.collect()
+    assert ref() is None
 
 
-def test_a_worker_sweeps_its_frozen_objects_every_sweep_period(monkeypatch):
-    calls = []
-    monkeypatch.setattr(gc_tuning, "freeze_survivors", lambda: calls.append("freeze"))
-    monkeypatch.setattr(gc_tuning, "sweep_frozen", lambda: calls.append("sweep"))
-    every = gc_tuning.sweep_every(gc_tuning.FREEZE_PERIOD, gc_tuning.SWEEP_PERIOD)
-    assert every == 20 and gc_tuning.sweep_every(30.0, None) == 0
-    gc_tuning._freeze_periodically(0.0, 3, rounds=7)
-    assert calls == ["freeze", "freeze", "sweep", "freeze", "freeze", "sweep", "freeze"], calls
+def test_a_worker_sets_the_thresholds_and_freezes_nothing(monkeypatch):
+    started = []
+    monkeypatch.setattr(gc_tuning.threading, "Thread", lambda *a, **k: started.append(k) or None)
+    monkeypatch.setattr(gc, "set_threshold", lambda *t: started.append(t))
+    assert gc_tuning.configure_process(freeze_periodically=False) is None
+    assert started == [gc_tuning.THRESHOLDS], "thresholds only, no freezing thread"
