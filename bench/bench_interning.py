@@ -101,9 +101,10 @@ def run(mode, data):
     return seconds, interner, held
 
 
-def held_bytes(objects):
-    """Bytes of every container, key and value reachable from `objects`, each counted once."""
-    seen, total, stack = set(), 0, list(objects)
+def _walk(roots, seen):
+    """Bytes of everything reachable from `roots` (containers, their keys and values,
+    tuples' items) not in `seen`, each counted once; `seen` gets them all."""
+    total, stack = 0, list(roots)
     while stack:
         value = stack.pop()
         if id(value) in seen:
@@ -113,41 +114,24 @@ def held_bytes(objects):
         if type(value) is dict:
             stack.extend(value.keys())
             stack.extend(value.values())
-        elif type(value) is list:
+        elif type(value) is list or type(value) is tuple:
             stack.extend(value)
     return total
+
+
+def held_bytes(objects):
+    """Bytes of every container, key and value reachable from `objects`, each counted once."""
+    return _walk(objects, set())
 
 
 def table_bytes(interner, held):
     """Bytes of the interner's own tables (its dicts, their keys and what only the keys
     hold), beyond the stored objects: the price of the sharing."""
-    seen, stack = set(), list(held)
-    while stack:                               # everything the stored objects hold
-        value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if type(value) is dict:
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif type(value) is list:
-            stack.extend(value)
-    total = sum(sys.getsizeof(d) for d in (interner._table, interner._keys, interner._origins))
-    stack = list(interner._table) + list(interner._keys) + list(interner._table.values())
-    while stack:
-        value = stack.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        total += sys.getsizeof(value)
-        if type(value) is tuple:
-            stack.extend(value)
-        elif type(value) is dict:
-            stack.extend(value.keys())
-            stack.extend(value.values())
-        elif type(value) is list:
-            stack.extend(value)
-    return total
+    seen = set()
+    _walk(held, seen)                          # the stored objects: not the tables' price
+    tables = (interner._table, interner._keys, interner._origins)
+    return sum(sys.getsizeof(t) for t in tables) + _walk(
+        list(interner._table) + list(interner._keys) + list(interner._table.values()), seen)
 
 
 def main():
