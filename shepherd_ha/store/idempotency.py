@@ -97,8 +97,7 @@ class Idempotency:
         if _from_a_client(key):
             table, limit = self.dedup, self.dedup_limit
         else:
-            table = self.server_dedup
-            limit = self.server_key_limit
+            table, limit = self.server_dedup, self.server_key_limit
         table[key] = entry
         while len(table) > limit:
             table.popitem(last=False)
