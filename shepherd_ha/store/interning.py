@@ -32,9 +32,10 @@ A table entry is keyed by its value's shape, one flat tuple: for a dict its item
 order (so key order, which the JSON on the wire keeps, is kept too), `(False, key, type,
 value, key, type, value, ...)`, for a list `(True, type, value, ...)`; scalars go with
 their type (True, 1 and 1.0 stay apart), containers as `dict` or `list` and the id of
-their shared instance (alive as long as the entry that names it). Entries nothing else holds any more are swept once the
-table has doubled since the last sweep, a slice of SWEEP_SLICE entries per interned
-object: a whole sweep at 30,000 pods took 0.3-0.8 s, on the store's Raft tick thread.
+their shared instance (alive as long as the entry that names it). Entries nothing else
+holds any more are swept once the table has doubled since the last sweep, a slice of
+SWEEP_SLICE entries per interned object: a whole sweep at 30,000 pods took 0.3-0.8 s, on
+the store's Raft tick thread.
 """
 import logging
 import os
@@ -220,15 +221,9 @@ class Interner:
     def _share(self, built):
         """`built` (its parts as they are) as a shared instance, or itself when a part is
         not shared."""
-        shape = [type(built) is list]
-        for key, part in (enumerate(built) if type(built) is list else built.items()):
-            part = self._shape_of(part)
-            if part is None:
-                return built
-            if type(built) is not list:
-                shape.append(key)
-            shape += part
-        shape = tuple(shape)
+        shape = self._key_now(built)
+        if shape is None:
+            return built
         shared = self._table.get(shape)
         if shared is not None:
             return shared
@@ -258,6 +253,19 @@ class Interner:
         dups[id(value)] = number
         seen.add(id(copy))
         return copy
+
+    def _key_now(self, value):
+        """The key a container's parts make as they are now (as _container builds it while
+        interning them), or None when a part is not shared."""
+        shape = [type(value) is list]
+        for key, part in (enumerate(value) if type(value) is list else value.items()):
+            part = self._shape_of(part)
+            if part is None:
+                return None
+            if type(value) is not list:
+                shape.append(key)
+            shape += part
+        return tuple(shape)
 
     def _shape_of(self, value):
         """A part's two elements in its container's key: (type, value) for a scalar,
@@ -301,7 +309,7 @@ class Interner:
     def _intact(self, shape, value):
         if shape[0] == "dup":
             return value == self._origins.get(id(value))
-        return _shape_again(self, value) == shape
+        return self._key_now(value) == shape
 
     def _verify(self, shape, value):
         if not self._intact(shape, value):
@@ -340,17 +348,3 @@ def _tree_copy(value):
 
 def _intern_key(key):
     return sys.intern(key) if type(key) is str else key
-
-
-def _shape_again(interner, value):
-    """The key `value` has now (as _container built it)."""
-    if type(value) is dict:
-        shape = [False]
-        for k, v in value.items():
-            shape.append(k)
-            shape += interner._shape_of(v) or (None, None)
-    else:
-        shape = [True]
-        for v in value:
-            shape += interner._shape_of(v) or (None, None)
-    return tuple(shape)
