@@ -15,9 +15,9 @@ it prints, in milliseconds:
   gc_tuning.bulk_load (collector off, then frozen), and a full collection after each;
 - steady state after the freeze: longest pause over U more status updates, a full
   collection then, and what gc_tuning.freeze_survivors costs;
-- the storage-form alternative: objects the collector tracks per pod, and what a
-  full list of N pods costs as stored dicts against decoding each from bytes (a form
-  the collector does not track).
+- the store's own RSS and CPU per create and per status update;
+- objects the collector tracks per pod, and what a full list of N pods costs read
+  from the store against decoding each from pickled bytes.
 
   python bench/bench_gc.py --pods 10000,20000,30000
 """
@@ -100,13 +100,30 @@ def running_status(i, restarts=0):
                                    "state": {"running": {"startedAt": ts}}}]}
 
 
-def build(pods):
+def build(pods, costs=None):
+    """The store at `pods` pods; `costs` (a dict) gets the CPU per create and per status
+    update in microseconds (the FSM's apply, unpickling the command included) and what
+    the store added to the process's RSS (MB, after a full collection)."""
+    gc.collect()
+    rss_before = _rss_mb()
     fsm = StoreFSM()
     fsm.apply(through_log({"type": "write", "key": "ns", "epoch": None, "ops": [namespace_op("default")]}))
     with Pauses() as pauses:
+        t = time.process_time()
         create(fsm, 0, pods)
+        t_created = time.process_time()
         update(fsm, range(pods))
+        t_updated = time.process_time()
+    if costs is not None:
+        gc.collect()
+        costs.update(create_us=(t_created - t) * 1e6 / pods, update_us=(t_updated - t_created) * 1e6 / pods,
+                     store_mb=_rss_mb() - rss_before)
     return fsm, pauses
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
 def create(fsm, first, end):
@@ -165,9 +182,10 @@ def one(pods, updates, thresholds, growth):
         del fsm
         gc.collect()
     gc.set_threshold(*gc_tuning.THRESHOLDS)
-    fsm, pauses = build(pods)
+    costs = {}
+    fsm, pauses = build(pods, costs)
     tracked = len(gc.get_objects())
-    row = {"pods": pods, "tracked": tracked, "builds": builds,
+    row = {"pods": pods, "tracked": tracked, "builds": builds, **costs,
            "build_longest": pauses.longest_ms(), "build_full": pauses.full(),
            "full_before": full_collection_ms()}
     blob = pickle.dumps(fsm, protocol=pickle.HIGHEST_PROTOCOL)
@@ -247,10 +265,13 @@ def main():
                              cwd=common.ROOT)
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         common.progress("%d pods done" % pods)
-    say("Store built: tracked objects, longest collection pause while building (ms), full collections seen")
-    common.table(["pods", "tracked objects", "per pod", "build: longest", "full GCs", "dump MB"],
+    say("Store built: tracked objects, longest collection pause while building (ms), full collections seen,")
+    say("the store's RSS (MB, growth of the process) and CPU per apply (us: create, status update to Running)")
+    common.table(["pods", "tracked objects", "per pod", "build: longest", "full GCs", "dump MB", "store MB",
+                  "KB/pod", "create us", "update us"],
                  [[r["pods"], r["tracked"], r["tracked_per_pod"], "%.0f" % r["build_longest"], r["build_full"],
-                   "%.1f" % r["dump_mb"]] for r in rows])
+                   "%.1f" % r["dump_mb"], "%.1f" % r["store_mb"], "%.2f" % (r["store_mb"] * 1e3 / r["pods"]),
+                   "%.1f" % r["create_us"], "%.1f" % r["update_us"]] for r in rows])
     say()
     say("Building the store under other thresholds: longest pause per generation, all GC time (ms)")
     common.table(["pods", "thresholds", "gen 0", "gen 1", "gen 2", "total"],
@@ -281,8 +302,9 @@ def main():
                  [[r["pods"], "/".join(str(x) for x in g[0])] + ["%.0f" % v for v in g[1:4]] + [g[4], "%.0f" % g[5]]
                   for r in rows for g in r["growth"]])
     say()
-    say("Storage form: a full list of every pod (ms): stored dicts vs decoding each from pickled bytes")
-    common.table(["pods", "dicts", "from bytes", "ratio"],
+    say("A full list of every pod (ms): read from the store as it keeps them (since 2026-12: JSON bytes,")
+    say("decoded) vs decoding each from pickled bytes")
+    common.table(["pods", "from the store", "from pickles", "ratio"],
                  [[r["pods"], "%.1f" % r["list_dicts"], "%.0f" % r["list_bytes"],
                    "%.0fx" % (r["list_bytes"] / max(r["list_dicts"], 1e-3))] for r in rows])
 

@@ -179,7 +179,7 @@ def run_store(values, settings, peers, api_url, socket_path):
     data_at_rest.private_files()        # the journal, the dump and their temporary files: 0600
     holder = []
     replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],
-                      watch_log_size=values["watch_log_size"],
+                      watch_log_size=values["watch_log_size"], previous_in_log=False,
                       on_leadership=lambda leader: holder and holder[0].leadership_changed(leader))
     try:
         replica.node.wait_bound()

@@ -15,6 +15,7 @@ import time
 import uuid
 
 from shepherd_ha.store import commands
+from shepherd_ha.store.encoded_objects import decoded
 from shepherd_ha.store.entry_size import ENTRY_THRESHOLD, CommandTooLarge, command_bytes, too_large_result
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.mirror import Mirror
@@ -123,6 +124,7 @@ class MemoryStore(StoreAccess):
     def __init__(self, clock=time.monotonic, replica="test", term=1, namespaces=("default",)):
         self.fsm = StoreFSM()
         self.mirror = Mirror(watch_log_size=1)
+        self.change_log = None      # a WatchLog of the FSM's changes as made (JSON bytes), when set
         lock = threading.RLock()
         super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, self._apply_many, [term, replica],
                          clock)
@@ -137,7 +139,10 @@ class MemoryStore(StoreAccess):
         # Appended under the lock: writers on several threads (workers, the scheduler's
         # writer, fault events) must reach the watch log in revision order.
         with self._lock:
-            result, changes = self.fsm.apply_with_changes(command)
+            result, raw = self.fsm.apply_with_changes(command)
+            if raw and self.change_log is not None:
+                self.change_log.append(raw)
+            changes = [decoded(c) for c in raw]       # the FSM's carry JSON bytes
             if changes:
                 self.watch_log.append(changes)
                 self.mirror.apply_changes(changes)

@@ -22,8 +22,8 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
+from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
-from .interning import Interner
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
 from .service_allocation import AllocationError, allocate
@@ -67,7 +67,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     service_cidr = DEFAULT_SERVICE_CIDR
 
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT, server_key_limit=SERVER_KEY_LIMIT):
-        self.objects = {plural: {} for plural in RESOURCES}
+        # Each object as its JSON bytes (store/encoded_objects.py); reads decode a copy.
+        self.objects = EncodedObjects({plural: EncodedBucket() for plural in RESOURCES})
         self.revision = 0
         self.epoch = [0, ""]          # highest controller claim: [raft term, replica id]
         self.fenced_rejections = 0    # controller writes refused for a stale epoch
@@ -189,51 +190,43 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
             return _failure(f.code, f.reason, f.message, f.index)
-        stored = self._commit(planned, changes)
-        # Each result names the object as stored (shared parts and all), as readers see it.
-        for result in results:
-            obj = result.get("object")
-            if obj is not None and id(obj) in stored:
-                result["object"] = stored[id(obj)]
+        self._commit(planned, changes)
         return {"ok": True, "results": results, "revision": self.revision}
 
     def _commit(self, planned, changes):
-        """Nothing has been touched yet: commit the plan in order. Returns
-        {id(object planned): object stored} (store/interning.py shares its equal parts)."""
-        interner = self._interner()
-        stored = {}
-        for change in planned:
+        """Nothing has been touched yet: commit the plan in order. Each object is stored as
+        its JSON bytes, and its change carries those bytes (the change stream sends them
+        as they are); a DELETED change carries the object as deleted, encoded."""
+        # Encoded before anything changes: an object that is not JSON refuses the whole write.
+        encoded = [encode(change.object or change.previous) for change in planned]
+        for change, data in zip(planned, encoded):
             # setdefault: a snapshot written before a kind existed has no bucket for it.
             bucket = self.objects.setdefault(change.resource, {})
             meta = (change.object or change.previous)["metadata"]
             key = _key(meta.get("namespace"), meta["name"])
-            if change.type == DELETED:
-                interner.forget(change.resource, bucket.pop(key, None))
-            else:
-                planned_object = change.object
-                # Its previous version (or, for a new one, the last of its kind) is mostly equal.
-                change = change._replace(object=interner.intern_object(planned_object, change.previous,
-                                                                       change.resource))
-                stored[id(planned_object)] = bucket[key] = change.object
             self.revision = change.revision
             self._track_pod_cidr(change)
-            changes.append(change)
-        return stored
-
-    def _interner(self):
-        # Not state: left out of dumps (__getstate__) and made again after a load.
-        interner = self.__dict__.get("_shared")
-        if interner is None:
-            interner = self.__dict__["_shared"] = Interner()
-        return interner
+            if change.type == DELETED:
+                bucket.pop(key, None)
+                changes.append(change._replace(previous=data))
+            else:
+                # What the bucket holds is the version this change replaces (the plan
+                # commits in order), already encoded.
+                previous = bucket.raw(key) if change.previous is not None else None
+                bucket.raw_dict()[key] = data
+                changes.append(change._replace(object=data, previous=previous))
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state.pop("_shared", None)
+        state.pop("_shared", None)        # an interner, in dumps of versions that had one
+        state["objects"] = self.objects.raw_state()
         return state
 
     def __setstate__(self, state):
+        state.pop("_shared", None)
         self.__dict__.update(state)
+        # A dump of a version that kept dicts is encoded as it loads.
+        self.objects = as_objects(state.get("objects", {}))
         self._loaded()      # store/idempotency.py: this version's bounds and tables
 
     # ---- ops: plan a change against the store plus what this write staged ----
@@ -458,8 +451,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
-            for (ns, name) in list(self.objects.get(plural, {})):
-                if ns != namespace:
+            bucket = self.objects.get(plural, {})
+            for (ns, name) in list(bucket):
+                if ns != namespace or not self._may_mention(staged, plural, bucket, (ns, name), uid):
                     continue
                 current = self._current(staged, plural, ns, name)
                 refs = (current or {}).get("metadata", {}).get("ownerReferences") or []
@@ -473,6 +467,14 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 else:
                     meta.pop("ownerReferences", None)
                 self._stage(staged, planned, Change(revision, MODIFIED, plural, dict(current, metadata=meta), current))
+
+    @staticmethod
+    def _may_mention(staged, plural, bucket, key, uid):
+        """False only when the stored object's bytes cannot hold `uid`: a namespace of
+        30,000 pods is not decoded to find an owner's few dependents."""
+        if (plural, key) in staged or not isinstance(uid, str) or not isinstance(bucket, EncodedBucket):
+            return True
+        return encode(uid)[1:-1] in bucket.raw(key)
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

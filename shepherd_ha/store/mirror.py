@@ -11,6 +11,7 @@ import heapq
 import itertools
 import threading
 
+from .encoded_objects import decode, decoded
 from .fsm import DELETED, MODIFIED, Change
 from .interning import Interner
 from .object_reads import ObjectReads
@@ -56,6 +57,7 @@ class Mirror(ObjectReads):
         elif kind == "snapshot-chunk":
             bucket = self._incoming[1].setdefault(frame["resource"], {})
             for obj in frame["objects"]:
+                obj = decode(obj)       # the store sends its JSON bytes (store/encoded_objects.py)
                 bucket[_key(obj)] = self._shared.intern_object(obj, kind=frame["resource"])
         elif kind == "snapshot-end":
             revision, objects = self._incoming
@@ -68,6 +70,7 @@ class Mirror(ObjectReads):
             for change in changes:
                 if change.revision <= self.revision:
                     continue
+                change = decoded(change)        # objects come as the store's JSON bytes
                 bucket = self.objects.setdefault(change.resource, {})
                 self._changed_at[change.resource] = change.revision
                 key = _key(change.object or change.previous)

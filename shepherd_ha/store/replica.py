@@ -15,7 +15,8 @@ from .membership import MembershipChanger, majority
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
 from .stamping import now_rfc3339
-from .watch_log import WatchLog
+from .fsm import MODIFIED
+from .watch_log import DecodedWatchLog, WatchLog
 
 BOOTSTRAP_NAMESPACES = ("default", LEASE_NAMESPACE)
 WRITE_TIMEOUT = 2.0      # seconds a write or linearizable read may wait for Raft before 503
@@ -30,18 +31,24 @@ class Peer:
 
 class Replica:
     def __init__(self, replica_id, settings, peers, api_url=None, write_timeout=WRITE_TIMEOUT,
-                 watch_log_size=WatchLog.CAPACITY, on_leadership=None):
+                 watch_log_size=WatchLog.CAPACITY, on_leadership=None, previous_in_log=True):
         self.id = replica_id
         self.api_url = api_url
         self.config_peers = list(peers)             # the other replicas as the flags name them
         self.cluster_id = settings.cluster_id
         self.write_timeout = write_timeout
-        self.watch_log = WatchLog(watch_log_size)
+        # The changes as the FSM made them (objects as JSON bytes), which the store process
+        # streams to its API workers; `watch_log` is the same log with dicts, for readers here.
+        self.change_log = WatchLog(watch_log_size)
+        self.watch_log = DecodedWatchLog(self.change_log)
+        # The change stream sends a modification without its previous version (the
+        # worker's mirror has it): the store process need not keep it (cli/server.py).
+        self._previous_in_log = previous_in_log
         self._on_leadership = on_leadership
         self.controller_status = None     # set by the controller manager, for the status report
         self._leading = False
         self.committer = None             # set just below; the Raft callbacks may fire as soon as it starts
-        self.node = RaftNode(settings, self.watch_log.append, self.watch_log.reset, self._leadership_changed)
+        self.node = RaftNode(settings, self._log_changes, self.change_log.reset, self._leadership_changed)
         self.committer = GroupCommitter(self.node, stale_after=write_timeout)
         self.barrier = ReadBarrier(self.committer.call, write_timeout)
         self.changer = MembershipChanger(self)
@@ -190,6 +197,11 @@ class Replica:
         return True, "ok"
 
     # ---- leadership ----
+
+    def _log_changes(self, changes):
+        if not self._previous_in_log:
+            changes = [c._replace(previous=None) if c.type == MODIFIED else c for c in changes]
+        self.change_log.append(changes)
 
     def _leadership_changed(self, leader):
         # Called on PySyncObj's tick thread: never block it.

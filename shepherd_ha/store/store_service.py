@@ -62,7 +62,7 @@ class StoreService:
                 leader = self.replica.node.is_leader()
             self._state = (bool(leader), self.replica.node.term(), self._state[2] + 1)
             self._state_cond.notify_all()
-        self.replica.watch_log.poke()
+        self.replica.change_log.poke()
 
     # ---- serving ----
 
@@ -153,7 +153,7 @@ class StoreService:
         node = self.replica.node
         with node.lock:
             fsm = node.fsm
-            buckets = {resource: list(objects.values()) for resource, objects in fsm.objects.items()}
+            buckets = {resource: objects.raw_values() for resource, objects in fsm.objects.items()}
             revision = fsm.revision
         return buckets, revision
 
@@ -169,7 +169,7 @@ class StoreService:
 
     def _stream(self, conn, last):
         """Sender for one subscriber (this connection's thread). Ends when it goes away."""
-        watch_log = self.replica.watch_log
+        watch_log = self.replica.change_log      # objects as JSON bytes, sent as they are
         sent_state, resets = None, watch_log.resets
         self.subscribers += 1
         self._streams.add(conn)

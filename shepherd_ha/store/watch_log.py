@@ -9,6 +9,8 @@ watcher whose replica dies resumes on another one from its last revision.
 import collections
 import threading
 
+from .encoded_objects import decoded
+
 
 class WatchExpired(Exception):
     """The asked revision is older than this replica's watch log."""
@@ -83,3 +85,18 @@ class WatchLog:
             resets, pokes = self.resets, self._pokes
             self._cond.wait_for(lambda: self._last > revision or self.resets != resets or self._pokes != pokes,
                                 timeout)
+
+
+class DecodedWatchLog:
+    """A store process's WatchLog as readers of dicts see it: the FSM's changes carry
+    objects as JSON bytes (store/encoded_objects.py), decoded here for whoever reads
+    the log in that process (the API and controllers run there in tests and tools)."""
+
+    def __init__(self, log):
+        self.raw = log
+
+    def since(self, revision):
+        return [decoded(change) for change in self.raw.since(revision)]
+
+    def __getattr__(self, name):
+        return getattr(self.raw, name)

@@ -91,6 +91,15 @@ class ApiStore(MemoryStore):
         assert result.get("ok"), result
         return result["results"][0].get("object")
 
+    def delete_gracefully(self, name, seconds, namespace="default", timestamp="2026-11-29T10:00:00Z"):
+        """A graceful delete of a pod on a node, as the API sends it: the pod as stored, marked
+        with deletionTimestamp (the store's objects change only through commands)."""
+        op = commands.delete("pods", namespace, name,
+                             graceful={"gracePeriodSeconds": seconds, "deletionTimestamp": timestamp})
+        result = self.apply(commands.write([op], uuid.uuid4().hex))
+        assert result.get("ok") and result["results"][0].get("terminating"), result
+        return result["results"][0]["object"]
+
     def get_obj(self, plural, name, namespace="default"):
         """A copy of the stored object (the FSM's own must not change behind its back), or None."""
         return copy.deepcopy(self.get(plural, namespace if RESOURCES[plural].namespaced else None, name))

@@ -271,9 +271,7 @@ def test_deleting_a_pod_posts_killing(manager):
     uid = pod["metadata"]["uid"]
     m.observe(pod)
     m.sync(uid)
-    pod["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
-    pod["metadata"]["deletionGracePeriodSeconds"] = 0
-    pod = store.put("pods", pod)
+    pod = store.delete_gracefully("bye", seconds=1)
     m.observe(pod)
     m.sync(uid)
     state = m.states.get(uid)

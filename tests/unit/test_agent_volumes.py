@@ -323,9 +323,7 @@ def test_a_missing_configmap_waits_then_the_container_starts_with_it(cluster):
     assert cs.waiting is None and [c.state for c in runtime.list({L.POD_UID: uid})] == ["running"]
 
     # the pod is deleted: its volume directories go with its containers
-    pod["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
-    pod["metadata"]["deletionGracePeriodSeconds"] = 0
-    manager.observe(store.put("pods", pod))
+    manager.observe(store.delete_gracefully(pod["metadata"]["name"], seconds=1))
     manager.sync(uid)
     manager.states[uid].terminator.join(10)
     assert not os.path.exists(os.path.join(str(state_dir), "pods", uid))

@@ -2,12 +2,15 @@
 FSM standing in for Raft: the change stream, snapshots, state frames, read-your-writes."""
 import logging
 import time
+import types
 
 import pytest
 
 from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.store import commands
+from shepherd_ha.store.fsm import Change
 from shepherd_ha.store.remote_replica import RemoteReplica
+from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
 from shepherd_ha.store.watch_log import WatchLog
 
@@ -17,8 +20,9 @@ class FakeReplica:
 
     def __init__(self, log_size):
         self.store = MemoryStore()
-        self.store.watch_log = self.watch_log = WatchLog(log_size)
-        self.watch_log.reset(self.store.fsm.revision)     # as a store process starts: log from its state on
+        # The service streams the FSM's changes as made (objects as JSON bytes), as in a store process.
+        self.store.change_log = self.change_log = WatchLog(log_size)
+        self.change_log.reset(self.store.fsm.revision)     # as a store process starts: log from its state on
         self.node = self
         self.lock = self.store._lock
         self.committer = self.barrier = self
@@ -133,7 +137,7 @@ def test_a_reset_of_the_store_sends_a_snapshot(served):
     with fake.lock:
         fake.store.fsm.objects["pods"].clear()        # as a snapshot install replaces the state
         fake.store.fsm.revision += 1
-    fake.watch_log.reset(fake.revision())
+    fake.change_log.reset(fake.revision())
     wait_for(lambda: remote.watch_log.resets == resets + 1)
     assert remote.get("pods", "default", "r", consistent=False)[0] is None
 
@@ -232,7 +236,19 @@ def test_a_modification_travels_without_its_previous_and_the_mirror_supplies_it(
     wait_for(lambda: remote.mirror.revision == fake.revision())
     sent = [c for f in frames if f.get("kind") == "changes" for c in f["changes"]]
     assert [(c[1], c[4] is None) for c in sent] == [("MODIFIED", True), ("DELETED", False)]
+    # The store's JSON bytes travel as they are; the mirror decodes them once.
+    assert isinstance(sent[0][3], bytes) and isinstance(sent[1][4], bytes)
     modified, deleted = remote.watch_log.since(fake.revision() - 2)
     assert modified.type == "MODIFIED" and modified.previous is before
     assert modified.object["metadata"]["labels"] == {"tier": "x"}
     assert deleted.type == "DELETED" and deleted.previous["metadata"]["labels"] == {"tier": "x"}
+
+
+def test_a_store_process_keeps_no_previous_version_of_a_modification_in_its_log():
+    """The stream drops it anyway (the mirror has it): a store process's log does not hold it."""
+    changes = [Change(1, "ADDED", "pods", b'{"a":1}', None), Change(2, "MODIFIED", "pods", b'{"a":2}', b'{"a":1}'),
+               Change(3, "DELETED", "pods", None, b'{"a":2}')]
+    for keep, previous in ((True, [None, b'{"a":1}', b'{"a":2}']), (False, [None, None, b'{"a":2}'])):
+        holder = types.SimpleNamespace(_previous_in_log=keep, change_log=WatchLog(10))
+        Replica._log_changes(holder, changes)
+        assert [c.previous for c in holder.change_log.since(0)] == previous

@@ -5,6 +5,7 @@ import pickle
 
 import pytest
 
+from shepherd_ha.store.encoded_objects import decode
 from shepherd_ha.store.fsm import DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT, StoreFSM
 
 
@@ -129,7 +130,7 @@ def test_delete_missing_is_not_found_and_delete_event_carries_revision(fsm):
     result, changes = fsm.apply_with_changes(delete("pods", "a", "default"))
     assert fsm.get("pods", "default", "a") is None
     assert changes[0].type == "DELETED"
-    assert changes[0].previous["metadata"]["resourceVersion"] == str(fsm.revision)
+    assert decode(changes[0].previous)["metadata"]["resourceVersion"] == str(fsm.revision)
 
 
 def test_batch_is_atomic(fsm):
@@ -278,6 +279,52 @@ def test_state_survives_pickle_roundtrip(fsm):
     restored = pickle.loads(pickle.dumps(fsm))
     assert restored.digest() == fsm.digest()
     assert restored.apply(create("pods", pod("a"), key="k")).get("duplicate")
+
+
+def test_objects_are_kept_as_json_bytes_and_readers_get_their_own_copy(fsm):
+    result = fsm.apply(create("pods", pod("a")))
+    raw = fsm.objects["pods"].raw(("default", "a"))
+    assert isinstance(raw, bytes) and decode(raw) == fsm.get("pods", "default", "a") == result["results"][0]["object"]
+    mine = fsm.get("pods", "default", "a")
+    mine["metadata"]["labels"] = {"changed": "behind the store's back"}
+    result["results"][0]["object"]["spec"] = {}
+    assert fsm.get("pods", "default", "a") == decode(raw)          # nobody changes the store but a command
+
+
+def test_a_dump_with_objects_as_dicts_loads_into_bytes_with_the_same_digest(fsm):
+    fsm.apply(create("pods", pod("a", labels={"app": "web"})))
+    fsm.apply(update("pods", dict(pod("a"), status={"phase": "Running"}), sub="status"))
+    digest = fsm.digest()
+    state = fsm.__getstate__()
+    # What a version that kept dicts dumped: the same objects, decoded.
+    old_form = dict(state, objects={r: {k: decode(v) for k, v in b.items()} for r, b in state["objects"].items()})
+    loaded = StoreFSM.__new__(StoreFSM)
+    loaded.__setstate__(dict(old_form, _shared="an interner of that version"))
+    assert loaded.digest() == digest and "_shared" not in loaded.__dict__
+    assert isinstance(loaded.objects["pods"].raw(("default", "a")), bytes)
+    assert loaded.apply(update("pods", dict(pod("a"), status={"phase": "Failed"}), sub="status"))["ok"]
+
+
+def test_an_object_that_is_not_json_refuses_the_whole_write_and_changes_nothing(fsm):
+    revision, digest = fsm.revision, fsm.digest()
+    bad = pod("b")
+    bad["spec"]["nodeSelector"] = {"size": {1, 2}}           # a set: only a command built in code has one
+    command = create("pods", pod("a"))
+    command["ops"] += create("pods", bad)["ops"]
+    result = fsm.apply(command)
+    assert result["code"] == 400 and "not JSON" in result["message"]
+    assert (fsm.revision, fsm.digest()) == (revision, digest) and fsm.get("pods", "default", "a") is None
+
+
+def test_an_integer_past_64_bits_is_stored_the_same_on_every_replica():
+    a, b = StoreFSM(), StoreFSM()
+    big = pod("a")
+    big["spec"]["activeDeadlineSeconds"] = 2 ** 70
+    for f in (a, b):
+        f.apply(create("namespaces", ns("default")))
+        assert f.apply(create("pods", copy.deepcopy(big)))["ok"]
+    assert a.objects["pods"].raw(("default", "a")) == b.objects["pods"].raw(("default", "a"))
+    assert a.get("pods", "default", "a")["spec"]["activeDeadlineSeconds"] == 2 ** 70
 
 
 def test_list_by_namespace(fsm):

@@ -109,15 +109,18 @@ def create(fsm, resource, obj):
     return fsm.apply_with_changes(commands.write([commands.create(resource, obj)]))
 
 
-def test_the_fsm_stores_and_reports_shared_objects_and_dumps_without_its_table():
+def test_the_fsm_stores_json_bytes_shares_nothing_with_readers_and_dumps_them():
     fsm = StoreFSM()
     create(fsm, "namespaces", NAMESPACE)
     results = [create(fsm, "pods", pod(n, {"app": "web"}, "n1"))[0] for n in ("a", "b")]
-    a, b = fsm.get("pods", "default", "a"), fsm.get("pods", "default", "b")
-    assert a["spec"] is b["spec"]
-    assert results[0]["results"][0]["object"] is a         # the result is the stored object
+    a = fsm.get("pods", "default", "a")
+    assert isinstance(fsm.objects["pods"].raw(("default", "a")), bytes)     # store/encoded_objects.py
+    assert results[0]["results"][0]["object"] == a
+    a["spec"]["nodeName"] = "elsewhere"           # a reader's copy: the store keeps its bytes
+    assert fsm.get("pods", "default", "a")["spec"]["nodeName"] == "n1"
     state = fsm.__getstate__()
-    assert "_shared" not in state and state["objects"] is fsm.objects
+    assert "_shared" not in state and state["objects"]["pods"][("default", "b")] == \
+        fsm.objects["pods"].raw(("default", "b"))
 
 
 def test_the_mirror_keeps_its_own_previous_version_and_shares_parts():
@@ -283,18 +286,17 @@ def test_a_new_version_takes_its_unchanged_parts_from_the_previous_one():
     assert interner.corrupted() == []
 
 
-def test_the_fsm_and_the_mirror_intern_a_change_against_the_version_before_it():
+def test_the_mirror_interns_a_change_against_the_version_before_it():
     fsm, mirror = StoreFSM(), Mirror()
-    # A whole-object update, decoded from the log as a fresh tree (no part is the stored one).
+    # A whole-object update: the change stream brings it as JSON bytes, all fresh.
     update = commands.write([commands.update("pods", "default", "a", pod("a", {"app": "web", "tier": "x"}, "n1"))])
     for _, changes in (create(fsm, "namespaces", NAMESPACE), create(fsm, "pods", pod("a", {"app": "web"}, "n1"))):
         mirror.apply_changes(copy.deepcopy(changes))
-    fsm_before, mirror_before = fsm._interner().reused, mirror._shared.reused
+    mirror_before = mirror._shared.reused
     _, changes = fsm.apply_with_changes(copy.deepcopy(update))
+    assert isinstance(changes[0].object, bytes)
     mirror.apply_changes(copy.deepcopy(changes))
-    # The FSM keeps the stored status itself (status goes through its subresource); the
-    # spec came from the previous version after one comparison. The mirror's copy of the
-    # change is all fresh: its spec and status both came from its previous version.
-    assert fsm._interner().reused >= fsm_before + 1 and mirror._shared.reused >= mirror_before + 2
+    # Its spec and status both came from the mirror's previous version.
+    assert mirror._shared.reused >= mirror_before + 2
     assert mirror.get("pods", "default", "a") == fsm.get("pods", "default", "a")
     assert fsm.get("pods", "default", "a")["metadata"]["labels"] == {"app": "web", "tier": "x"}

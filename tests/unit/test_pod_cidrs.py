@@ -12,6 +12,7 @@ from shepherd_ha.model import network as N
 from shepherd_ha.model.validation import validate_object, validate_update
 from shepherd_ha.options import ConfigError
 from shepherd_ha.store import commands as C
+from shepherd_ha.store.encoded_objects import decode
 from shepherd_ha.store.fsm import StoreFSM
 
 
@@ -52,7 +53,8 @@ def test_nodes_that_existed_before_the_plan_get_blocks_in_name_order_when_it_is_
     result, changes = fsm.apply_with_changes(C.network("10.244.0.0/16", 24))
     assert result["ok"] and result["changed"]
     assert (cidr(fsm, "alpha"), cidr(fsm, "zeta")) == ("10.244.0.0/24", "10.244.1.0/24")
-    assert [(c.type, c.object["metadata"]["name"]) for c in changes] == [("MODIFIED", "alpha"), ("MODIFIED", "zeta")]
+    assert [(c.type, decode(c.object)["metadata"]["name"]) for c in changes] == [("MODIFIED", "alpha"),
+                                                                                ("MODIFIED", "zeta")]
     assert fsm.apply(C.network("10.244.0.0/16", 24)) == {"ok": True, "changed": False,
                                                          "network": {"clusterCIDR": "10.244.0.0/16",
                                                                      "nodeCIDRMaskSize": 24}}
@@ -98,7 +100,7 @@ def test_a_freed_block_goes_to_the_first_waiting_node_in_the_same_write_and_is_t
     assert add(fsm, "a", "b", "c") == ["10.244.0.0/24", "10.244.1.0/24", ""]
     result, changes = fsm.apply_with_changes(C.write([C.delete("nodes", None, "a")]))
     assert result["ok"]
-    assert [(c.type, (c.object or c.previous)["metadata"]["name"]) for c in changes] == [
+    assert [(c.type, decode(c.object or c.previous)["metadata"]["name"]) for c in changes] == [
         ("DELETED", "a"), ("MODIFIED", "c")]
     assert cidr(fsm, "c") == "10.244.0.0/24"
     assert add(fsm, "d") == [""]                 # still full

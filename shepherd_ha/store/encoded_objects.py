@@ -1,0 +1,129 @@
+"""The store process keeps each object as its JSON bytes, not as a dict.
+
+A dict-of-dicts pod takes ~4-9 KB of Python objects even with equal parts shared
+(store/interning.py) and is walked by every full garbage collection; its compact JSON
+is ~1.5-2 KB in one bytes object the collector never looks at. The FSM decodes an
+object only when a command reads it (an update reads its current version), so each
+write costs one orjson dump and at most one load instead of interning a dict. The
+change stream sends the bytes as they are; the API workers' mirrors decode them once.
+
+Encoding is deterministic (same dict in, same bytes out on every replica), and a value
+orjson refuses (an integer past 64 bits) falls back to the standard library's encoder,
+the same way on every replica.
+"""
+import collections.abc
+import json
+
+import orjson
+
+
+def encode(obj):
+    """`obj` as compact JSON bytes; ValueError if it is not JSON."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        try:
+            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise ValueError("object is not JSON: %s" % exc) from None
+
+
+def decode(data):
+    """A fresh dict from `data`; an object already decoded (or None) passes through."""
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        return orjson.loads(data)
+    return data
+
+
+def decoded(change):
+    """A Change (store/fsm.py) with its object and previous version as dicts."""
+    if isinstance(change.object, bytes) or isinstance(change.previous, bytes):
+        return change._replace(object=decode(change.object), previous=decode(change.previous))
+    return change
+
+
+class EncodedBucket(collections.abc.MutableMapping):
+    """{(namespace, name): object} of one kind, kept as JSON bytes. Reads decode a fresh
+    copy (a reader may keep or change it: the store's bytes stay as they are); `raw`
+    reads skip the decoding."""
+
+    __slots__ = ("_raw",)
+
+    def __init__(self, raw=None):
+        self._raw = {} if raw is None else raw
+
+    def __getitem__(self, key):
+        return orjson.loads(self._raw[key])
+
+    def get(self, key, default=None):
+        data = self._raw.get(key)
+        return default if data is None else orjson.loads(data)
+
+    def __setitem__(self, key, obj):
+        self._raw[key] = obj if isinstance(obj, bytes) else encode(obj)
+
+    def __delitem__(self, key):
+        del self._raw[key]
+
+    def __contains__(self, key):
+        return key in self._raw
+
+    def __iter__(self):
+        return iter(self._raw)
+
+    def __len__(self):
+        return len(self._raw)
+
+    def values(self):
+        return [orjson.loads(data) for data in self._raw.values()]
+
+    def items(self):
+        return [(key, orjson.loads(data)) for key, data in self._raw.items()]
+
+    # ---- as stored ----
+
+    def raw(self, key):
+        return self._raw.get(key)
+
+    def raw_values(self):
+        return list(self._raw.values())
+
+    def raw_dict(self):
+        return self._raw
+
+    def __reduce__(self):
+        return (EncodedBucket, (self._raw,))
+
+
+class EncodedObjects(dict):
+    """{resource plural: EncodedBucket}: a plain dict (or one of dicts) put in is wrapped,
+    so code and tests that fill the store by hand keep working."""
+
+    def __setitem__(self, resource, bucket):
+        super().__setitem__(resource, as_bucket(bucket))
+
+    def setdefault(self, resource, default=None):
+        if resource not in self:
+            self[resource] = {} if default is None else default
+        return self[resource]
+
+    def raw_state(self):
+        """{resource: {key: bytes}} for a dump."""
+        return {resource: bucket.raw_dict() for resource, bucket in self.items()}
+
+
+def as_bucket(bucket):
+    if isinstance(bucket, EncodedBucket):
+        return bucket
+    out = EncodedBucket()
+    for key, obj in bucket.items():
+        out[key] = obj
+    return out
+
+
+def as_objects(buckets):
+    """EncodedObjects from {resource: {key: dict or bytes}} (a dump of any version)."""
+    out = EncodedObjects()
+    for resource, bucket in buckets.items():
+        out[resource] = bucket if isinstance(bucket, EncodedBucket) else as_bucket(bucket)
+    return out
