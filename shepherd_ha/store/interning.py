@@ -1,5 +1,6 @@
-"""Equal parts of stored objects kept once (hash consing), so a replica holds 30,000
-pods in a fraction of the memory.
+"""Equal parts of an API worker's objects kept once (hash consing), so its mirror holds
+30,000 pods in a fraction of the memory. (The store process keeps each object as JSON
+bytes instead: store/encoded_objects.py.)
 
 The pods of one Deployment differ in a few fields (name, uid, node, IP, times); the
 rest (labels, ownerReferences, containers, conditions, dict keys) is equal from pod

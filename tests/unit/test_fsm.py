@@ -2,10 +2,12 @@
 import collections
 import copy
 import pickle
+import sys
+import tracemalloc
 
 import pytest
 
-from shepherd_ha.store.encoded_objects import decode
+from shepherd_ha.store.encoded_objects import decode, encode
 from shepherd_ha.store.fsm import DEFAULT_DEDUP_LIMIT, SERVER_KEY_LIMIT, StoreFSM
 
 
@@ -501,3 +503,17 @@ def test_a_key_remembered_with_a_digest_refuses_another_request(fsm):
     assert refused["code"] == 422 and "Idempotency-Key" in refused["message"]
     assert fsm.get("pods", "default", "b") is None and fsm.revision == revision
     assert fsm.recall("k1")["digest"] == "d1"                  # for the API's recall of an earlier try
+
+
+def test_stored_bytes_take_their_length_not_the_encoders_buffer():
+    """orjson's bytes keep the buffer they were grown in (3-10x the JSON); the store keeps
+    exact copies, or a replica's store would take several times its objects' size."""
+    objects = [pod("p%d" % i, labels={"app": "web-%d" % i, "tier": "x" * 200}) for i in range(200)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [encode(obj) for obj in objects]
+        allocated = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert allocated < 1.3 * sum(sys.getsizeof(b) for b in kept) + 4096, allocated
