@@ -68,7 +68,10 @@ def store_of(snapshot):
         key = (namespace, meta["name"])
         if key in bucket:
             raise snapshot_file.SnapshotError("%s: %s %s/%s appears twice" % (where, resource, namespace, meta["name"]))
-        bucket[key] = obj
+        try:
+            bucket[key] = obj          # kept as its JSON (store/encoded_objects.py)
+        except ValueError as exc:
+            raise snapshot_file.SnapshotError("%s: %s %s cannot be stored: %s" % (where, resource, meta["name"], exc))
     fsm.revision = revision
     return fsm
 

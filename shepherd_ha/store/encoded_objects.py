@@ -17,6 +17,11 @@ import json
 import orjson
 
 
+# What the standard library's encoder wrote starts with this (JSON allows leading
+# whitespace): orjson reads integers past 64 bits back as floats, json.loads does not.
+_FALLBACK = b" "
+
+
 def encode(obj):
     """`obj` as compact JSON bytes; ValueError if it is not JSON."""
     try:
@@ -27,15 +32,15 @@ def encode(obj):
         return bytes(memoryview(orjson.dumps(obj)))
     except TypeError:
         try:
-            return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+            return _FALLBACK + json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
         except (TypeError, ValueError) as exc:
             raise ValueError("object is not JSON: %s" % exc) from None
 
 
 def decode(data):
     """A fresh dict from `data`; an object already decoded (or None) passes through."""
-    if isinstance(data, (bytes, bytearray, memoryview)):
-        return orjson.loads(data)
+    if isinstance(data, bytes):
+        return json.loads(data) if data.startswith(_FALLBACK) else orjson.loads(data)
     return data
 
 
@@ -57,17 +62,38 @@ class EncodedBucket(collections.abc.MutableMapping):
         self._raw = {} if raw is None else raw
 
     def __getitem__(self, key):
-        return orjson.loads(self._raw[key])
+        return decode(self._raw[key])
 
     def get(self, key, default=None):
         data = self._raw.get(key)
-        return default if data is None else orjson.loads(data)
+        return default if data is None else decode(data)
 
     def __setitem__(self, key, obj):
-        self._raw[key] = obj if isinstance(obj, bytes) else encode(obj)
+        if isinstance(obj, bytes):
+            if not obj:
+                raise ValueError("an object is stored as its JSON, not as empty bytes")
+            self._raw[key] = obj
+        else:
+            self._raw[key] = encode(obj)
 
     def __delitem__(self, key):
         del self._raw[key]
+
+    # MutableMapping's pop, popitem and clear read (decode) what they remove: not here.
+    _MISSING = object()
+
+    def pop(self, key, default=_MISSING):
+        if default is EncodedBucket._MISSING:
+            return decode(self._raw.pop(key))
+        data = self._raw.pop(key, None)
+        return default if data is None else decode(data)
+
+    def popitem(self):
+        key, data = self._raw.popitem()
+        return key, decode(data)
+
+    def clear(self):
+        self._raw.clear()
 
     def __contains__(self, key):
         return key in self._raw
@@ -79,10 +105,10 @@ class EncodedBucket(collections.abc.MutableMapping):
         return len(self._raw)
 
     def values(self):
-        return [orjson.loads(data) for data in self._raw.values()]
+        return [decode(data) for data in self._raw.values()]
 
     def items(self):
-        return [(key, orjson.loads(data)) for key, data in self._raw.items()]
+        return [(key, decode(data)) for key, data in self._raw.items()]
 
     # ---- as stored ----
 

@@ -207,7 +207,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             self.revision = change.revision
             self._track_pod_cidr(change)
             if change.type == DELETED:
-                bucket.pop(key, None)
+                bucket.raw_dict().pop(key, None)
                 changes.append(change._replace(previous=data))
             else:
                 # What the bucket holds is the version this change replaces (the plan
@@ -448,12 +448,15 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         by a deleted owner. Dependents live in the owner's namespace."""
         uid = owner["metadata"].get("uid")
         namespace = owner["metadata"].get("namespace") or ""
+        # Only an object whose stored JSON holds the uid (as the encoder escapes it) can
+        # refer to the owner: a namespace of 30,000 pods is not decoded to find a few.
+        needle = encode(uid)[1:-1] if isinstance(uid, str) else None
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
             bucket = self.objects.get(plural, {})
             for (ns, name) in list(bucket):
-                if ns != namespace or not self._may_mention(staged, plural, bucket, (ns, name), uid):
+                if ns != namespace or not self._may_mention(staged, plural, bucket, (ns, name), needle):
                     continue
                 current = self._current(staged, plural, ns, name)
                 refs = (current or {}).get("metadata", {}).get("ownerReferences") or []
@@ -469,12 +472,12 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 self._stage(staged, planned, Change(revision, MODIFIED, plural, dict(current, metadata=meta), current))
 
     @staticmethod
-    def _may_mention(staged, plural, bucket, key, uid):
-        """False only when the stored object's bytes cannot hold `uid`: a namespace of
-        30,000 pods is not decoded to find an owner's few dependents."""
-        if (plural, key) in staged or not isinstance(uid, str) or not isinstance(bucket, EncodedBucket):
+    def _may_mention(staged, plural, bucket, key, needle):
+        """False only when the object as stored cannot hold `needle` (a version staged by
+        this write is read whole)."""
+        if needle is None or (plural, key) in staged or not isinstance(bucket, EncodedBucket):
             return True
-        return encode(uid)[1:-1] in bucket.raw(key)
+        return needle in bucket.raw(key)
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

@@ -13,7 +13,7 @@ class ObjectReads:
         bucket = self.objects.get(resource, {})
         if namespace is None:
             return list(bucket.values())
-        return [o for (ns, _), o in bucket.items() if ns == namespace]
+        return [bucket[key] for key in bucket if key[0] == namespace]      # the FSM decodes only these
 
     def owned(self, resource, namespace, uid):
         """(owned, unreadable): the objects whose controller ownerReference has `uid`,

@@ -321,12 +321,35 @@ def test_an_object_that_is_not_json_refuses_the_whole_write_and_changes_nothing(
 def test_an_integer_past_64_bits_is_stored_the_same_on_every_replica():
     a, b = StoreFSM(), StoreFSM()
     big = pod("a")
-    big["spec"]["activeDeadlineSeconds"] = 2 ** 70
+    big["spec"]["activeDeadlineSeconds"] = 2 ** 70 + 1        # not a float's
     for f in (a, b):
         f.apply(create("namespaces", ns("default")))
         assert f.apply(create("pods", copy.deepcopy(big)))["ok"]
     assert a.objects["pods"].raw(("default", "a")) == b.objects["pods"].raw(("default", "a"))
-    assert a.get("pods", "default", "a")["spec"]["activeDeadlineSeconds"] == 2 ** 70
+    assert a.get("pods", "default", "a")["spec"]["activeDeadlineSeconds"] == 2 ** 70 + 1     # read back exact
+    # The same write again changes nothing (it compares equal to what is stored).
+    revision = a.revision
+    assert a.apply(update("pods", big))["results"][0].get("unchanged") and a.revision == revision
+
+
+def test_orphan_delete_reads_a_dependent_staged_in_the_same_write_and_uids_that_need_escaping(fsm):
+    uid = 'dep-"1"\\é'
+    fsm.apply(create("deployments", {"apiVersion": "apps/v1", "kind": "Deployment",
+                                     "metadata": {"name": "web", "namespace": "default", "uid": uid}, "spec": {}}))
+    ref = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": uid, "controller": True}
+    owned, mentions, later = pod("a"), pod("b", labels={"note": uid}), pod("c")
+    owned["metadata"]["ownerReferences"] = [ref]
+    for p in (owned, mentions, later):
+        fsm.apply(create("pods", p))
+    later["metadata"]["ownerReferences"] = [ref]     # given its reference in the same write as the delete
+    command = update("pods", later)
+    command["ops"] += delete("deployments", "web", "default")["ops"]
+    command["ops"][-1]["propagationPolicy"] = "Orphan"
+    result, changes = fsm.apply_with_changes(command)
+    assert result["ok"], result
+    assert "ownerReferences" not in fsm.get("pods", "default", "a")["metadata"]
+    assert "ownerReferences" not in fsm.get("pods", "default", "c")["metadata"]
+    assert fsm.get("pods", "default", "b")["metadata"]["labels"] == {"note": uid}       # named, not owned
 
 
 def test_list_by_namespace(fsm):

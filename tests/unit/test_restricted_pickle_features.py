@@ -3,6 +3,7 @@ in dumps passes the restricted unpickler (restricted_pickle), and nothing more d
 import gzip
 import io
 import os
+import tracemalloc
 
 import pytest
 from pysyncobj import pickle as pysyncobj_pickle
@@ -92,3 +93,43 @@ def test_a_restore_dump_of_every_feature_loads_through_the_dump_allow_list(tmp_p
     with gzip.open(os.path.join(data_dir, DUMP_FILE)) as g:
         whole = restricted_pickle.load_dump(io.BytesIO(g.read()))
     assert {n.address for n in whole[3]} == {"127.0.0.1:7001", "127.0.0.1:7002"}
+
+
+class _Sink(io.RawIOBase):
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self.written = getattr(self, "written", 0) + len(data)
+        return len(data)
+
+
+def test_a_dump_is_written_in_frames_and_copies_no_object_then_loads_as_before():
+    """PySyncObj's serializer pickles a dump through SAFE_PICKLE.dump: protocol 2 held the
+    whole pickle and a str copy of every stored object in memory until the end (the dump
+    child forked from the store process grew by the store's size)."""
+    fsm = busy_fsm()
+    for i in range(2000):
+        fsm.apply(commands.write([commands.create("configmaps", {
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c%d" % i, "namespace": "default",
+                                                                 "uid": "u%d" % i}, "data": {"k": "v" * 2000}})]))
+    state = ({"fsm": fsm}, "last", "before", set())
+    sink = _Sink()
+    tracemalloc.start()
+    try:
+        restricted_pickle.SAFE_PICKLE.dump(state, sink)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sink.written > 4_000_000 and peak < sink.written / 4, (peak, sink.written)
+    buffer = io.BytesIO()
+    restricted_pickle.SAFE_PICKLE.dump(state, buffer)
+    loaded = restricted_pickle.load_dump(io.BytesIO(buffer.getvalue()))[0]["fsm"]
+    assert loaded.digest() == fsm.digest()
+
+
+def test_a_dump_pickled_with_protocol_2_still_loads():
+    """What releases before this one wrote (and a leader of one sends as a snapshot)."""
+    fsm = busy_fsm()
+    blob = pysyncobj_pickle.dumps(({"fsm": fsm}, "last", "before", set()))      # protocol 2
+    assert restricted_pickle.load_dump(io.BytesIO(blob))[0]["fsm"].digest() == fsm.digest()

@@ -15,14 +15,14 @@ the first leader's entries follow them on every replica alike.
 """
 import gzip
 import os
+import pickle
 
-from pysyncobj import pickle
 from pysyncobj.node import TCPNode
 from pysyncobj.syncobj import _COMMAND_TYPE
 
 from shepherd_ha.store import data_at_rest
 
-from .restricted_pickle import load_dump
+from .restricted_pickle import DUMP_PROTOCOL, load_dump
 from .syncobj import DUMP_FILE
 
 _NO_OP = bytes([_COMMAND_TYPE.NO_OP])
@@ -35,7 +35,7 @@ def dump_bytes(fsm, raft_addresses):
     before, last = _SEED_ENTRIES
     data = [{"_SyncObj__enabledCodeVersion": 0}, {"fsm": fsm}]
     cluster = {TCPNode(address) for address in raft_addresses}
-    return gzip.compress(pickle.dumps((data, last, before, cluster)), compresslevel=6)
+    return gzip.compress(pickle.dumps((data, last, before, cluster), DUMP_PROTOCOL), compresslevel=6)
 
 
 def write_dump(data_dir, dump):

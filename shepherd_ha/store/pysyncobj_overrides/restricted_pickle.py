@@ -29,6 +29,12 @@ import pysyncobj.pickle as _pysyncobj_pickle
 from pysyncobj.node import TCPNode
 
 WIRE_PROTOCOL = 5
+# Dumps (PySyncObj's serializer: the dump file, a snapshot sent to a follower). PySyncObj
+# pickles them with protocol 2, which holds the whole pickle in memory until the end and
+# spells each bytes object as a str copy kept in its memo: at 30,000 pods the dump child
+# grew by ~170 MB over the store process it forked from. Protocol 5 writes 64 KiB frames
+# as they fill and bytes as they are (docs/benchmarks.md, run W). Any protocol loads.
+DUMP_PROTOCOL = 5
 
 
 class RefusedPickle(pickle.UnpicklingError):
@@ -127,7 +133,11 @@ def dumps_wire(message):
 class _SafePickle:
     """What PySyncObj's syncobj and serializer modules call as `pickle`."""
     dumps = staticmethod(_pysyncobj_pickle.dumps)
-    dump = staticmethod(_pysyncobj_pickle.dump)
+
+    @staticmethod
+    def dump(obj, file, protocol=None):
+        pickle.dump(obj, file, DUMP_PROTOCOL)
+
     to_bytes = staticmethod(_pysyncobj_pickle.to_bytes)
 
     @staticmethod
