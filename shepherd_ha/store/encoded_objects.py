@@ -155,5 +155,5 @@ def as_objects(buckets):
     """EncodedObjects from {resource: {key: dict or bytes}} (a dump of any version)."""
     out = EncodedObjects()
     for resource, bucket in buckets.items():
-        out[resource] = bucket if isinstance(bucket, EncodedBucket) else as_bucket(bucket)
+        out[resource] = bucket          # wrapped (and encoded) by EncodedObjects.__setitem__
     return out
