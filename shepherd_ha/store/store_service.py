@@ -171,8 +171,8 @@ class StoreService:
         """Sender for one subscriber (this connection's thread). Ends when it goes away."""
         watch_log = self.replica.change_log      # objects as JSON bytes, sent as they are
         sent_state, resets = None, watch_log.resets
+        self._streams.add(conn)       # first: once counted, drop_subscribers reaches it
         self.subscribers += 1
-        self._streams.add(conn)
         try:
             while True:
                 state = self._state

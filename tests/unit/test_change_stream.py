@@ -73,7 +73,8 @@ def served(tmp_path):
     service.start()
     leadership = []
     remote = RemoteReplica("r1", service.path, [], write_timeout=2.0, on_leadership=leadership.append).start()
-    wait_for(lambda: remote.connected)
+    # The store's side too: a test that drops subscribers must find this one (CI saw it missed).
+    wait_for(lambda: remote.connected and service.subscribers == 1)
     yield fake, service, remote, leadership
     remote.close()
     service.close()
