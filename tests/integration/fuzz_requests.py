@@ -225,7 +225,9 @@ def any_request(draw):
         params["watch"] = draw(st.sampled_from(["1", "true", "0", "yes", "maybe"]))
     if params.get("watch", "").lower() in ("1", "true", "yes") or params.get("follow", "").lower() in ("1", "true", "yes"):
         # a stream that is valid stays open: keep it short (an invalid timeout is answered at once)
-        if params.get("timeoutSeconds") is None or params["timeoutSeconds"].isdigit() and len(params["timeoutSeconds"]) < 12:
+        # (an empty one is no timeout at all, as absent: the server's default, minutes)
+        if params.get("timeoutSeconds") in (None, "") or params["timeoutSeconds"].isdigit() \
+                and len(params["timeoutSeconds"]) < 12:
             params["timeoutSeconds"] = "1"
     body = None
     if method in ("POST", "PUT", "PATCH", "DELETE") or draw(st.integers(0, 9)) == 0:
