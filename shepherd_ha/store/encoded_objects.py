@@ -9,27 +9,27 @@ change stream sends the bytes as they are; the API workers' mirrors decode them 
 
 Encoding is deterministic (same dict in, same bytes out on every replica), and a value
 orjson refuses (an integer past 64 bits) falls back to the standard library's encoder,
-the same way on every replica.
+the same way on every replica. Each object's JSON is then compressed against a preset
+dictionary of its kind (store/object_compression.py): a pod of a Deployment is ~120
+bytes instead of ~1.6 KB.
 """
 import collections.abc
 import json
 
 import orjson
 
+from .object_compression import compress, decompress
 
 # What the standard library's encoder wrote starts with this (JSON allows leading
 # whitespace): orjson reads integers past 64 bits back as floats, json.loads does not.
 _FALLBACK = b" "
 
 
-def encode(obj):
-    """`obj` as compact JSON bytes; ValueError if it is not JSON."""
+def to_json(obj):
+    """`obj` as compact JSON bytes (orjson's own buffer: copy it before keeping it);
+    ValueError if it is not JSON."""
     try:
-        # orjson's bytes keep the buffer it grew (4 KB for a 1.2 KB pod, 16 KB for 1.5 KB
-        # with orjson 3.12+) and never shrink it; stored for good, that was 3-10x the
-        # object. A copy of exactly its size costs ~0.7 us. (Measured: docs/benchmarks.md,
-        # run W; the same finding: home-assistant/core#181240.)
-        return bytes(memoryview(orjson.dumps(obj)))
+        return orjson.dumps(obj)
     except TypeError:
         try:
             return _FALLBACK + json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
@@ -37,9 +37,30 @@ def encode(obj):
             raise ValueError("object is not JSON: %s" % exc) from None
 
 
+def encode(obj):
+    """`obj` as the store keeps it: its compact JSON, compressed against its kind's
+    dictionary when that is smaller; ValueError if it is not JSON."""
+    data = to_json(obj)
+    if isinstance(obj, dict):
+        packed = compress(data, obj.get("kind"))
+        if packed is not data:
+            return packed
+    # orjson's bytes keep the buffer it grew (4 KB for a 1.2 KB pod, 16 KB for 1.5 KB with
+    # orjson 3.12+) and never shrink it; stored for good, that was 3-10x the object. A
+    # copy of exactly its size costs ~0.7 us. (Measured: docs/benchmarks.md, run W; the
+    # same finding: home-assistant/core#181240.)
+    return bytes(memoryview(data))
+
+
+def json_of(data):
+    """The JSON bytes of what `encode` returned."""
+    return decompress(data)
+
+
 def decode(data):
     """A fresh dict from `data`; an object already decoded (or None) passes through."""
     if isinstance(data, bytes):
+        data = decompress(data)
         return json.loads(data) if data.startswith(_FALLBACK) else orjson.loads(data)
     return data
 

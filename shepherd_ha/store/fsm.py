@@ -22,7 +22,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
-from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
+from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode, json_of, to_json
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
@@ -450,7 +450,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         namespace = owner["metadata"].get("namespace") or ""
         # Only an object whose stored JSON holds the uid (as the encoder escapes it) can
         # refer to the owner: a namespace of 30,000 pods is not decoded to find a few.
-        needle = encode(uid)[1:-1] if isinstance(uid, str) else None
+        needle = to_json(uid)[1:-1] if isinstance(uid, str) else None
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
@@ -477,7 +477,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         this write is read whole)."""
         if needle is None or (plural, key) in staged or not isinstance(bucket, EncodedBucket):
             return True
-        return needle in bucket.raw(key)
+        return needle in json_of(bucket.raw(key))
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():
