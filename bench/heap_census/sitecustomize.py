@@ -7,6 +7,8 @@ $MEMPROBE_DIR/<tag>-<pid>.txt:
   tick for the census's seconds); any other tag but "g"/"f": every process. The live heap
   (frozen objects included) attributed to (class, attribute) of Shepherd HA objects, the
   mirror and FSM first so shared parts count there; what nothing reaches, by type.
+- "m...": glibc's and pymalloc's figures, then malloc_trim(0) and the RSS after it
+  (milliseconds; every process).
 - "g...": a full collection (frozen objects included) and what it found unreachable;
   "f...": the same after a collection of what is not frozen, so what it finds is
   garbage that was frozen (never freed otherwise).
@@ -104,6 +106,45 @@ def _garbage(path, frozen_only):
             out.write("%8d %10d B  %s\n" % (count, size, name))
 
 
+def _rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _malloc(path):
+    """Where the RSS the census does not reach sits: glibc's heap (in use, free), its
+    mmapped blocks, pymalloc's arenas (sys._debugmallocstats); then what malloc_trim(0)
+    gives back to the system."""
+    import ctypes, time
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in
+                    ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+                     "fordblks", "keepcost")]
+
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallinfo2.restype = Mallinfo2
+
+    def info():
+        m = libc.mallinfo2()
+        return ("heap %.1f MB (in use %.1f, free %.1f in %d chunks), mmapped %.1f MB in %d"
+                % (m.arena / 1e6, m.uordblks / 1e6, m.fordblks / 1e6, m.ordblks, m.hblkhd / 1e6, m.hblks))
+    with open(path, "w") as out:
+        out.write("pid %d %s: RSS %.1f MB\n" % (os.getpid(), sys.argv[-1], _rss() / 1e6))
+        out.write("before trim: %s\n" % info())
+        out.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        started = time.perf_counter()
+        libc.malloc_trim(0)
+        took = time.perf_counter() - started
+        out.write("\nmalloc_trim(0) took %.1f ms: RSS %.1f MB; after trim: %s\n" % (took * 1e3, _rss() / 1e6, info()))
+
+
 def _watch(directory):
     import threading, time
     done = set()
@@ -121,7 +162,9 @@ def _watch(directory):
             continue
         path = os.path.join(directory, "%s-%d.txt" % (tag, os.getpid()))
         try:
-            if tag[0] in "gf":
+            if tag[0] == "m":
+                _malloc(path)
+            elif tag[0] in "gf":
                 _garbage(path, frozen_only=tag[0] == "f")
             else:
                 _census(path)
