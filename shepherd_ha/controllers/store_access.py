@@ -124,7 +124,7 @@ class MemoryStore(StoreAccess):
     def __init__(self, clock=time.monotonic, replica="test", term=1, namespaces=("default",)):
         self.fsm = StoreFSM()
         self.mirror = Mirror(watch_log_size=1)
-        self.change_log = None      # a WatchLog of the FSM's changes as made (JSON bytes), when set
+        self.change_log = None      # a WatchLog of the FSM's changes as made (stored bytes), when set
         lock = threading.RLock()
         super().__init__(lock, lambda: self.fsm, WatchLog(100000), self._apply, self._apply_many, [term, replica],
                          clock)
@@ -142,7 +142,7 @@ class MemoryStore(StoreAccess):
             result, raw = self.fsm.apply_with_changes(command)
             if raw and self.change_log is not None:
                 self.change_log.append(raw)
-            changes = [decoded(c) for c in raw]       # the FSM's carry JSON bytes
+            changes = [decoded(c) for c in raw]       # the FSM's carry stored bytes
             if changes:
                 self.watch_log.append(changes)
                 self.mirror.apply_changes(changes)

@@ -1,4 +1,4 @@
-"""The store process keeps each object as its JSON bytes, not as a dict.
+"""The store process keeps each object as bytes (its JSON, compressed), not as a dict.
 
 A dict-of-dicts pod takes ~4-9 KB of Python objects even with equal parts shared
 (store/interning.py) and is walked by every full garbage collection; its compact JSON
@@ -7,18 +7,21 @@ object only when a command reads it (an update reads its current version), so ea
 write costs one orjson dump and at most one load instead of interning a dict. The
 change stream sends the bytes as they are; the API workers' mirrors decode them once.
 
-Encoding is deterministic (same dict in, same bytes out on every replica), and a value
+The JSON is deterministic (same dict in, same JSON out on every replica), and a value
 orjson refuses (an integer past 64 bits) falls back to the standard library's encoder,
 the same way on every replica. Each object's JSON is then compressed against a preset
-dictionary of its kind (store/object_compression.py): a pod of a Deployment is ~120
-bytes instead of ~1.6 KB.
+dictionary of its kind (store/object_compression.py): a Running pod of the hollow fleet
+is 292 bytes instead of 1,605. The compressed bytes depend on the zlib build, so only
+decoded state is ever compared between replicas (the digest decodes).
 """
 import collections.abc
 import json
 
 import orjson
 
-from .object_compression import compress, decompress
+from shepherd_ha.model.resources import RESOURCES
+
+from .object_compression import compress, decompress, dictionary_of, is_compressed
 
 # What the standard library's encoder wrote starts with this (JSON allows leading
 # whitespace): orjson reads integers past 64 bits back as floats, json.loads does not.
@@ -73,7 +76,7 @@ def decoded(change):
 
 
 class EncodedBucket(collections.abc.MutableMapping):
-    """{(namespace, name): object} of one kind, kept as JSON bytes. Reads decode a fresh
+    """{(namespace, name): object} of one kind, kept as bytes (stored_form). Reads decode a fresh
     copy (a reader may keep or change it: the store's bytes stay as they are); `raw`
     reads skip the decoding."""
 
@@ -90,12 +93,7 @@ class EncodedBucket(collections.abc.MutableMapping):
         return default if data is None else decode(data)
 
     def __setitem__(self, key, obj):
-        if isinstance(obj, bytes):
-            if not obj:
-                raise ValueError("an object is stored as its JSON, not as empty bytes")
-            self._raw[key] = obj
-        else:
-            self._raw[key] = encode(obj)
+        self._raw[key] = stored_form(obj)
 
     def __delitem__(self, key):
         del self._raw[key]
@@ -151,7 +149,8 @@ class EncodedObjects(dict):
     so code and tests that fill the store by hand keep working."""
 
     def __setitem__(self, resource, bucket):
-        super().__setitem__(resource, as_bucket(bucket))
+        info = RESOURCES.get(resource)
+        super().__setitem__(resource, as_bucket(bucket, info.kind if info is not None else None))
 
     def setdefault(self, resource, default=None):
         if resource not in self:
@@ -163,13 +162,29 @@ class EncodedObjects(dict):
         return {resource: bucket.raw_dict() for resource, bucket in self.items()}
 
 
-def as_bucket(bucket):
+def as_bucket(bucket, kind=None):
+    """An EncodedBucket of `bucket`'s objects (dicts, or bytes as stored by any version:
+    plain JSON of an older one is compressed against `kind`'s dictionary here)."""
     if isinstance(bucket, EncodedBucket):
         return bucket
     out = EncodedBucket()
+    raw = out.raw_dict()
     for key, obj in bucket.items():
-        out[key] = obj
+        raw[key] = stored_form(obj, kind)
     return out
+
+
+def stored_form(obj, kind=None):
+    """What a bucket keeps for `obj`, checked: a compressed object this version cannot
+    read is refused here (when a dump loads), not when a command first touches it."""
+    if not isinstance(obj, bytes):
+        return encode(obj)
+    if not obj:
+        raise ValueError("an object is stored as its JSON, not as empty bytes")
+    if is_compressed(obj):
+        dictionary_of(obj)
+        return obj
+    return compress(obj, kind) if kind is not None else obj
 
 
 def as_objects(buckets):

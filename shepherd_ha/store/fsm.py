@@ -22,7 +22,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
-from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode, json_of, to_json
+from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
@@ -61,10 +61,21 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
+def _reference_uids(obj):
+    """The uids of `obj`'s ownerReferences (none for an object stored past validation
+    with references that are not a list of objects)."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not isinstance(refs, list):
+        return ()
+    return {ref["uid"] for ref in refs if isinstance(ref, dict) and isinstance(ref.get("uid"), str)}
+
+
 class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     # Set by a service_network command; a class attribute, so a snapshot taken before
     # the command existed still reads the default.
     service_cidr = DEFAULT_SERVICE_CIDR
+    _mentions = None
 
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT, server_key_limit=SERVER_KEY_LIMIT):
         # Each object as its JSON bytes (store/encoded_objects.py); reads decode a copy.
@@ -75,6 +86,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self.malformed_commands = 0
         self._init_idempotency(dedup_limit, server_key_limit)       # store/idempotency.py
         self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
+        self._mentions = None         # owner uid -> {(plural, key)}: built on the first Orphan delete
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -204,6 +216,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             bucket = self.objects.setdefault(change.resource, {})
             meta = (change.object or change.previous)["metadata"]
             key = _key(meta.get("namespace"), meta["name"])
+            if self._mentions is not None:
+                self._note_mentions(change.resource, key, change.previous, change.object)
             self.revision = change.revision
             self._track_pod_cidr(change)
             if change.type == DELETED:
@@ -219,11 +233,13 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_shared", None)        # an interner, in dumps of versions that had one
+        state.pop("_mentions", None)      # derived: rebuilt when needed
         state["objects"] = self.objects.raw_state()
         return state
 
     def __setstate__(self, state):
         state.pop("_shared", None)
+        state.pop("_mentions", None)
         self.__dict__.update(state)
         # A dump of a version that kept dicts is encoded as it loads.
         self.objects = as_objects(state.get("objects", {}))
@@ -448,15 +464,19 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         by a deleted owner. Dependents live in the owner's namespace."""
         uid = owner["metadata"].get("uid")
         namespace = owner["metadata"].get("namespace") or ""
-        # Only an object whose stored JSON holds the uid (as the encoder escapes it) can
-        # refer to the owner: a namespace of 30,000 pods is not decoded to find a few.
-        needle = to_json(uid)[1:-1] if isinstance(uid, str) else None
+        # Only an object whose ownerReferences hold the uid can refer to the owner: a
+        # namespace of 30,000 pods is not decoded to find a few (a version staged by this
+        # write is read whole).
+        mentioned = self._owner_mentions().get(uid, ()) if isinstance(uid, str) else None
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
             bucket = self.objects.get(plural, {})
             for (ns, name) in list(bucket):
-                if ns != namespace or not self._may_mention(staged, plural, bucket, (ns, name), needle):
+                if ns != namespace:
+                    continue
+                if mentioned is not None and (plural, (ns, name)) not in mentioned \
+                        and (plural, (ns, name)) not in staged:
                     continue
                 current = self._current(staged, plural, ns, name)
                 refs = (current or {}).get("metadata", {}).get("ownerReferences") or []
@@ -471,13 +491,26 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                     meta.pop("ownerReferences", None)
                 self._stage(staged, planned, Change(revision, MODIFIED, plural, dict(current, metadata=meta), current))
 
-    @staticmethod
-    def _may_mention(staged, plural, bucket, key, needle):
-        """False only when the object as stored cannot hold `needle` (a version staged by
-        this write is read whole)."""
-        if needle is None or (plural, key) in staged or not isinstance(bucket, EncodedBucket):
-            return True
-        return needle in json_of(bucket.raw(key))
+    def _owner_mentions(self):
+        """{owner uid: {(plural, key)}} of every stored ownerReference. Built on the first
+        Orphan delete (decoding every object once) and kept by _commit from then on; not
+        dumped. Derived only: it decides which objects a delete reads, never what it does."""
+        if self._mentions is None:
+            self._mentions = {}
+            for plural, bucket in self.objects.items():
+                for key, obj in bucket.items():
+                    self._note_mentions(plural, key, None, obj)
+        return self._mentions
+
+    def _note_mentions(self, plural, key, previous, obj):
+        for uid in _reference_uids(previous):
+            keys = self._mentions.get(uid)
+            if keys is not None:
+                keys.discard((plural, key))
+                if not keys:
+                    del self._mentions[uid]
+        for uid in _reference_uids(obj):
+            self._mentions.setdefault(uid, set()).add((plural, key))
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

@@ -57,7 +57,7 @@ class Mirror(ObjectReads):
         elif kind == "snapshot-chunk":
             bucket = self._incoming[1].setdefault(frame["resource"], {})
             for obj in frame["objects"]:
-                obj = decode(obj)       # the store sends its JSON bytes (store/encoded_objects.py)
+                obj = decode(obj)       # the store sends its bytes (store/encoded_objects.py)
                 bucket[_key(obj)] = self._shared.intern_object(obj, kind=frame["resource"])
         elif kind == "snapshot-end":
             revision, objects = self._incoming
@@ -70,7 +70,7 @@ class Mirror(ObjectReads):
             for change in changes:
                 if change.revision <= self.revision:
                     continue
-                change = decoded(change)        # objects come as the store's JSON bytes
+                change = decoded(change)        # objects come as the store's bytes (compressed JSON)
                 bucket = self.objects.setdefault(change.resource, {})
                 self._changed_at[change.resource] = change.revision
                 key = _key(change.object or change.previous)

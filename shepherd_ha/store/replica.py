@@ -37,7 +37,7 @@ class Replica:
         self.config_peers = list(peers)             # the other replicas as the flags name them
         self.cluster_id = settings.cluster_id
         self.write_timeout = write_timeout
-        # The changes as the FSM made them (objects as JSON bytes), which the store process
+        # The changes as the FSM made them (objects as stored bytes), which the store process
         # streams to its API workers; `watch_log` is the same log with dicts, for readers here.
         self.change_log = WatchLog(watch_log_size)
         self.watch_log = DecodedWatchLog(self.change_log)

@@ -169,7 +169,7 @@ class StoreService:
 
     def _stream(self, conn, last):
         """Sender for one subscriber (this connection's thread). Ends when it goes away."""
-        watch_log = self.replica.change_log      # objects as JSON bytes, sent as they are
+        watch_log = self.replica.change_log      # objects as stored (compressed JSON), sent as they are
         sent_state, resets = None, watch_log.resets
         self._streams.add(conn)       # first: once counted, drop_subscribers reaches it
         self.subscribers += 1

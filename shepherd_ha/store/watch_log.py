@@ -89,7 +89,7 @@ class WatchLog:
 
 class DecodedWatchLog:
     """A store process's WatchLog as readers of dicts see it: the FSM's changes carry
-    objects as JSON bytes (store/encoded_objects.py), decoded here for whoever reads
+    objects as stored bytes (store/encoded_objects.py), decoded here for whoever reads
     the log in that process (the API and controllers run there in tests and tools)."""
 
     def __init__(self, log):

@@ -10,6 +10,9 @@ import uuid
 
 import pytest
 
+from shepherd_ha.store.encoded_objects import json_of
+from shepherd_ha.store.pysyncobj_overrides.dump_file import read_dump
+
 from .helpers import Cluster, call, expect
 
 pytestmark = pytest.mark.integration
@@ -31,6 +34,11 @@ def store_bytes(cluster):
                     raw = fh.read()
                 # the dump is gzipped: compressed clear text is still clear text at rest
                 out[os.path.join(ident, name)] = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+                if name == "raft.dump":
+                    # and so is each object in it, compressed on its own (store/object_compression.py)
+                    fsm = read_dump(data)
+                    out[os.path.join(ident, name)] += b"".join(
+                        json_of(stored) for bucket in fsm.objects.values() for stored in bucket.raw_values())
     return out
 
 

@@ -140,3 +140,89 @@ def test_the_store_compresses_what_it_keeps_and_its_digest_is_the_same_as_from_p
     assert loaded.digest() == fsm.digest()
     # And a dump of the compressed store loads to the same state.
     assert pickle.loads(pickle.dumps(fsm)).digest() == fsm.digest()
+
+
+def test_a_kind_that_is_not_a_string_and_a_lone_mark_are_handled():
+    odd = {"kind": ["Pod"], "metadata": {"name": "x" * 40, "namespace": "default", "uid": "u" * 36}}
+    data = encode(odd)
+    assert data[1] == FOR_ANY_KIND and decode(data) == odd
+    for short in (b"\x00", b"\x00\x02"):
+        with pytest.raises(ValueError, match="truncated"):
+            decode(short)
+
+
+def test_a_dump_holding_a_dictionary_this_version_lacks_is_refused_as_it_loads():
+    fsm = StoreFSM()
+    fsm.apply(create("namespaces", ns("shop")))
+    fsm.apply(create("pods", fleet_pod(1)))
+    state = fsm.__getstate__()
+    pods = dict(state["objects"]["pods"])
+    key = next(iter(pods))
+    pods[key] = pods[key][:1] + bytes([250]) + pods[key][2:]
+    loaded = StoreFSM.__new__(StoreFSM)
+    with pytest.raises(ValueError, match="dictionary 250.*newer version"):
+        loaded.__setstate__(dict(state, objects=dict(state["objects"], pods=pods)))
+
+
+def test_plain_json_from_an_older_dump_is_compressed_as_it_loads():
+    fsm = StoreFSM()
+    fsm.apply(create("namespaces", ns("shop")))
+    fsm.apply(create("pods", fleet_pod(1)))
+    state = fsm.__getstate__()
+    older = dict(state, objects={r: {k: json_of(v) for k, v in b.items()} for r, b in state["objects"].items()})
+    loaded = StoreFSM.__new__(StoreFSM)
+    loaded.__setstate__(older)
+    stored = next(iter(loaded.objects["pods"].raw_values()))
+    name = fleet_pod(1)["metadata"]["name"]
+    assert object_compression.is_compressed(stored) and stored[1] == 2
+    assert decode(stored) == fsm.get("pods", "shop", name)
+    assert loaded.digest() == fsm.digest()
+
+
+def _owner(name, uid):
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": name, "namespace": "shop", "uid": uid}, "spec": {}}
+
+
+def _orphan_delete(name):
+    from test_fsm import delete
+    command = delete("replicasets", name, "shop")
+    command["ops"][0]["propagationPolicy"] = "Orphan"
+    return command
+
+
+def test_an_orphan_delete_reads_only_the_objects_that_refer_to_the_owner(monkeypatch):
+    fsm = StoreFSM()
+    fsm.apply(create("namespaces", ns("shop")))
+    for i in range(300):                               # the namespace's other pods
+        assert fsm.apply(create("pods", fleet_pod(i)))["ok"]
+    for name, uid in (("one", "uid-one"), ("two", "uid-two")):
+        fsm.apply(create("replicasets", _owner(name, uid)))
+    ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "controller": True}
+
+    def dependent(i, name, uid):
+        obj = fleet_pod(1000 + i)
+        obj["metadata"]["ownerReferences"] = [dict(ref, name=name, uid=uid)]
+        return obj
+    for i in range(3):
+        fsm.apply(create("pods", dependent(i, "one", "uid-one")))
+    assert fsm.apply(_orphan_delete("one"))["ok"]          # the first: every object is read once
+    assert all("ownerReferences" not in fsm.get("pods", "shop", dependent(i, "", "")["metadata"]["name"])["metadata"]
+               for i in range(3))
+    # Dependents made after the first look are known too, and one that lost its
+    # reference is not read for it.
+    fsm.apply(create("pods", dependent(10, "two", "uid-two")))
+    fsm.apply(create("pods", dependent(11, "two", "uid-two")))
+    released = dependent(11, "two", "uid-two")
+    released["metadata"]["ownerReferences"] = []
+    assert fsm.apply(update("pods", released))["ok"]
+    reads = []
+    import shepherd_ha.store.encoded_objects as encoded_objects
+    real = encoded_objects.decompress
+    monkeypatch.setattr(encoded_objects, "decompress", lambda data: reads.append(1) or real(data))
+    result, changes = fsm.apply_with_changes(_orphan_delete("two"))
+    assert result["ok"]
+    assert [decode(c.object)["metadata"]["name"] for c in changes if c.resource == "pods"] \
+        == [dependent(10, "", "")["metadata"]["name"]]
+    assert len(reads) <= 3, "an Orphan delete read %d objects of a namespace of 305" % len(reads)
+    assert "_mentions" not in fsm.__getstate__()           # derived, not dumped
