@@ -305,7 +305,7 @@ def main():
                   for r in rows for g in r["growth"]])
     say()
     say("A full list of every pod (ms): read from the store as it keeps them (since 2026-12: JSON bytes,")
-    say("decoded) vs decoding each from pickled bytes")
+    say("compressed since run X; decoded) vs decoding each from pickled bytes")
     common.table(["pods", "from the store", "from pickles", "ratio"],
                  [[r["pods"], "%.1f" % r["list_dicts"], "%.0f" % r["list_bytes"],
                    "%.0fx" % (r["list_bytes"] / max(r["list_dicts"], 1e-3))] for r in rows])
