@@ -69,10 +69,11 @@ def store_of(snapshot):
         if key in bucket:
             raise snapshot_file.SnapshotError("%s: %s %s/%s appears twice" % (where, resource, namespace, meta["name"]))
         try:
-            bucket[key] = obj          # kept as its JSON (store/encoded_objects.py)
+            bucket[key] = obj          # kept as its compressed JSON (store/encoded_objects.py)
         except ValueError as exc:
             raise snapshot_file.SnapshotError("%s: %s %s cannot be stored: %s" % (where, resource, meta["name"], exc))
     fsm.revision = revision
+    fsm.reindex()
     return fsm
 
 

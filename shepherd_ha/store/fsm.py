@@ -22,7 +22,7 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
-from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
+from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, decode, encode
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
 from .pod_cidrs import PodCIDRs
@@ -61,24 +61,37 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-def _reference_uids(obj):
-    """The uids of `obj`'s ownerReferences (none for an object stored past validation
-    with references that are not a list of objects)."""
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _reference_uids(obj, stored=None):
+    """The uids of `obj`'s ownerReferences as its stored JSON reads them (what a replica
+    that builds its index from a dump sees). `stored`: those bytes, decoded only when
+    `obj` holds something JSON spells differently (a tuple reads back as a list)."""
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    if not isinstance(refs, list):
+    if not isinstance(refs, (list, tuple)):
         return ()
-    return {ref["uid"] for ref in refs if isinstance(ref, dict) and isinstance(ref.get("uid"), str)}
+    uids = set()
+    for ref in refs:
+        if isinstance(ref, dict):
+            uid = ref.get("uid")
+            if isinstance(uid, str):
+                uids.add(str(uid))
+            elif not isinstance(uid, _JSON_SCALARS):
+                return _reference_uids(decode(stored)) if stored is not None else ()
+        elif not isinstance(ref, _JSON_SCALARS + (list, tuple)):
+            return _reference_uids(decode(stored)) if stored is not None else ()
+    return uids
 
 
 class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     # Set by a service_network command; a class attribute, so a snapshot taken before
     # the command existed still reads the default.
     service_cidr = DEFAULT_SERVICE_CIDR
-    _mentions = None
 
     def __init__(self, dedup_limit=DEFAULT_DEDUP_LIMIT, server_key_limit=SERVER_KEY_LIMIT):
-        # Each object as its JSON bytes (store/encoded_objects.py); reads decode a copy.
+        # Each object as its compressed JSON (store/encoded_objects.py); reads decode a copy.
         self.objects = EncodedObjects({plural: EncodedBucket() for plural in RESOURCES})
         self.revision = 0
         self.epoch = [0, ""]          # highest controller claim: [raft term, replica id]
@@ -86,7 +99,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self.malformed_commands = 0
         self._init_idempotency(dedup_limit, server_key_limit)       # store/idempotency.py
         self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
-        self._mentions = None         # owner uid -> {(plural, key)}: built on the first Orphan delete
+        self._mentions = {}           # owner uid -> {(plural, key)} (_note_mentions); derived, not dumped
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -207,33 +220,41 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     def _commit(self, planned, changes):
         """Nothing has been touched yet: commit the plan in order. Each object is stored as
-        its JSON bytes, and its change carries those bytes (the change stream sends them
+        its compressed JSON, and its change carries those bytes (the change stream sends them
         as they are); a DELETED change carries the object as deleted, encoded."""
         # Encoded before anything changes: an object that is not JSON refuses the whole write.
         encoded = [encode(change.object or change.previous) for change in planned]
+        try:
+            self._commit_encoded(planned, encoded, changes)
+        except BaseException:
+            self._mentions = None       # it may have seen half of this: rebuilt when next needed
+            raise
+
+    def _commit_encoded(self, planned, encoded, changes):
         for change, data in zip(planned, encoded):
             # setdefault: a snapshot written before a kind existed has no bucket for it.
             bucket = self.objects.setdefault(change.resource, {})
             meta = (change.object or change.previous)["metadata"]
             key = _key(meta.get("namespace"), meta["name"])
-            if self._mentions is not None:
-                self._note_mentions(change.resource, key, change.previous, change.object)
             self.revision = change.revision
             self._track_pod_cidr(change)
+            # What the bucket holds is the version this change replaces or deletes (the
+            # plan commits in order), already encoded.
+            replaced = bucket.raw(key)
             if change.type == DELETED:
                 bucket.raw_dict().pop(key, None)
                 changes.append(change._replace(previous=data))
+                self._note_mentions(change.resource, key, change.previous, replaced, None, None)
             else:
-                # What the bucket holds is the version this change replaces (the plan
-                # commits in order), already encoded.
-                previous = bucket.raw(key) if change.previous is not None else None
                 bucket.raw_dict()[key] = data
-                changes.append(change._replace(object=data, previous=previous))
+                changes.append(change._replace(object=data,
+                                               previous=replaced if change.previous is not None else None))
+                self._note_mentions(change.resource, key, change.previous, replaced, change.object, data)
 
     def __getstate__(self):
         state = dict(self.__dict__)
         state.pop("_shared", None)        # an interner, in dumps of versions that had one
-        state.pop("_mentions", None)      # derived: rebuilt when needed
+        state.pop("_mentions", None)      # derived: rebuilt as the dump loads
         state["objects"] = self.objects.raw_state()
         return state
 
@@ -243,6 +264,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self.__dict__.update(state)
         # A dump of a version that kept dicts is encoded as it loads.
         self.objects = as_objects(state.get("objects", {}))
+        self._mentions = self._mentions_of_stored()
         self._loaded()      # store/idempotency.py: this version's bounds and tables
 
     # ---- ops: plan a change against the store plus what this write staged ----
@@ -467,7 +489,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         # Only an object whose ownerReferences hold the uid can refer to the owner: a
         # namespace of 30,000 pods is not decoded to find a few (a version staged by this
         # write is read whole).
-        mentioned = self._owner_mentions().get(uid, ()) if isinstance(uid, str) else None
+        if self._mentions is None:
+            self._mentions = self._mentions_of_stored()
+        mentioned = self._mentions.get(uid, ()) if isinstance(uid, str) else None
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
@@ -491,26 +515,38 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                     meta.pop("ownerReferences", None)
                 self._stage(staged, planned, Change(revision, MODIFIED, plural, dict(current, metadata=meta), current))
 
-    def _owner_mentions(self):
-        """{owner uid: {(plural, key)}} of every stored ownerReference. Built on the first
-        Orphan delete (decoding every object once) and kept by _commit from then on; not
-        dumped. Derived only: it decides which objects a delete reads, never what it does."""
-        if self._mentions is None:
-            self._mentions = {}
-            for plural, bucket in self.objects.items():
-                for key, obj in bucket.items():
-                    self._note_mentions(plural, key, None, obj)
-        return self._mentions
+    def reindex(self):
+        """Objects were put into the buckets directly (cli/restore.py): the index of
+        ownerReferences is rebuilt when next needed."""
+        self._mentions = None
 
-    def _note_mentions(self, plural, key, previous, obj):
-        for uid in _reference_uids(previous):
-            keys = self._mentions.get(uid)
-            if keys is not None:
-                keys.discard((plural, key))
-                if not keys:
-                    del self._mentions[uid]
-        for uid in _reference_uids(obj):
-            self._mentions.setdefault(uid, set()).add((plural, key))
+    def _mentions_of_stored(self):
+        """The index of ownerReference uids (`_mentions`) of every stored object, read from
+        its stored JSON (once per load: ~10 us an object; a damaged object fails the
+        load here, not a later command on this replica alone)."""
+        mentions = {}
+        for plural, bucket in self.objects.items():
+            for key, data in bucket.raw_dict().items():
+                for uid in _reference_uids(decode(data)):
+                    mentions.setdefault(uid, set()).add((plural, key))
+        return mentions
+
+    def _note_mentions(self, plural, key, previous, replaced, obj, stored):
+        """Keep `_mentions` as the object stored as `replaced` (its dict: `previous`, or
+        None) becomes `obj` (stored as `stored`; None: deleted)."""
+        if self._mentions is None:
+            return
+        if replaced is not None:
+            gone = _reference_uids(previous, replaced) if previous is not None else _reference_uids(decode(replaced))
+            for uid in gone:
+                keys = self._mentions.get(uid)
+                if keys is not None:
+                    keys.discard((plural, key))
+                    if not keys:
+                        del self._mentions[uid]
+        if obj is not None:
+            for uid in _reference_uids(obj, stored):
+                self._mentions.setdefault(uid, set()).add((plural, key))
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

@@ -6,8 +6,8 @@ the kind (store/compression_dictionaries.py) keeps mostly what differs: a Runnin
 the hollow fleet is 292 bytes at level 3, against 1,605 of JSON and ~760 compressed
 without a dictionary (docs/benchmarks.md, run X). Compressing costs ~5-10 us an object,
 decompressing ~2 us: the store process decompresses an object when a command reads it,
-for its digest and for an Orphan delete's first look at the namespace; each API
-worker's mirror once, as the change stream brings it.
+for its digest, and once as a dump loads (the FSM's index of owner references); each
+API worker's mirror once, as the change stream brings it.
 
 Form: b"\\x00", the dictionary's id (one byte), then a zlib stream (its header names the
 dictionary by checksum and its trailer checks the data, so a wrong dictionary or a

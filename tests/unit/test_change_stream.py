@@ -20,7 +20,7 @@ class FakeReplica:
 
     def __init__(self, log_size):
         self.store = MemoryStore()
-        # The service streams the FSM's changes as made (objects as JSON bytes), as in a store process.
+        # The service streams the FSM's changes as made (objects as stored bytes), as in a store process.
         self.store.change_log = self.change_log = WatchLog(log_size)
         self.change_log.reset(self.store.fsm.revision)     # as a store process starts: log from its state on
         self.node = self
@@ -237,7 +237,7 @@ def test_a_modification_travels_without_its_previous_and_the_mirror_supplies_it(
     wait_for(lambda: remote.mirror.revision == fake.revision())
     sent = [c for f in frames if f.get("kind") == "changes" for c in f["changes"]]
     assert [(c[1], c[4] is None) for c in sent] == [("MODIFIED", True), ("DELETED", False)]
-    # The store's JSON bytes travel as they are; the mirror decodes them once.
+    # The store's bytes travel as they are; the mirror decodes them once.
     assert isinstance(sent[0][3], bytes) and isinstance(sent[1][4], bytes)
     modified, deleted = remote.watch_log.since(fake.revision() - 2)
     assert modified.type == "MODIFIED" and modified.previous is before

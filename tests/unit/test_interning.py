@@ -288,7 +288,7 @@ def test_a_new_version_takes_its_unchanged_parts_from_the_previous_one():
 
 def test_the_mirror_interns_a_change_against_the_version_before_it():
     fsm, mirror = StoreFSM(), Mirror()
-    # A whole-object update: the change stream brings it as JSON bytes, all fresh.
+    # A whole-object update: the change stream brings it as stored bytes, all fresh.
     update = commands.write([commands.update("pods", "default", "a", pod("a", {"app": "web", "tier": "x"}, "n1"))])
     for _, changes in (create(fsm, "namespaces", NAMESPACE), create(fsm, "pods", pod("a", {"app": "web"}, "n1"))):
         mirror.apply_changes(copy.deepcopy(changes))
