@@ -22,9 +22,10 @@ from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
 from .commands import shape_error
-from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, decode, encode
+from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
+from .owner_mentions import OwnerMentions
 from .pod_cidrs import PodCIDRs
 from .service_allocation import AllocationError, allocate
 
@@ -61,30 +62,6 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-_JSON_SCALARS = (str, int, float, bool, type(None))
-
-
-def _reference_uids(obj, stored=None):
-    """The uids of `obj`'s ownerReferences as its stored JSON reads them (what a replica
-    that builds its index from a dump sees). `stored`: those bytes, decoded only when
-    `obj` holds something JSON spells differently (a tuple reads back as a list)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    if not isinstance(refs, (list, tuple)):
-        return ()
-    uids = set()
-    for ref in refs:
-        if isinstance(ref, dict):
-            uid = ref.get("uid")
-            if isinstance(uid, str):
-                uids.add(str(uid))
-            elif not isinstance(uid, _JSON_SCALARS):
-                return _reference_uids(decode(stored)) if stored is not None else ()
-        elif not isinstance(ref, _JSON_SCALARS + (list, tuple)):
-            return _reference_uids(decode(stored)) if stored is not None else ()
-    return uids
-
-
 class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     # Set by a service_network command; a class attribute, so a snapshot taken before
     # the command existed still reads the default.
@@ -99,7 +76,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self.malformed_commands = 0
         self._init_idempotency(dedup_limit, server_key_limit)       # store/idempotency.py
         self.members = {}             # replica id -> {"id", "raft", "api"} (store/membership.py)
-        self._mentions = {}           # owner uid -> {(plural, key)} (_note_mentions); derived, not dumped
+        self._mentions = OwnerMentions()   # who names which owner uid (store/owner_mentions.py)
 
     # ---- reads (callers hold the replica's store lock; get, list, count: ObjectReads) ----
 
@@ -264,7 +241,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self.__dict__.update(state)
         # A dump of a version that kept dicts is encoded as it loads.
         self.objects = as_objects(state.get("objects", {}))
-        self._mentions = self._mentions_of_stored()
+        self._mentions = OwnerMentions.of_stored(self.objects)
         self._loaded()      # store/idempotency.py: this version's bounds and tables
 
     # ---- ops: plan a change against the store plus what this write staged ----
@@ -490,8 +467,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         # namespace of 30,000 pods is not decoded to find a few (a version staged by this
         # write is read whole).
         if self._mentions is None:
-            self._mentions = self._mentions_of_stored()
-        mentioned = self._mentions.get(uid, ()) if isinstance(uid, str) else None
+            self._mentions = OwnerMentions.of_stored(self.objects)
+        mentioned = self._mentions.naming(uid) if isinstance(uid, str) else None
         for plural, info in RESOURCES.items():
             if not info.namespaced:
                 continue
@@ -520,33 +497,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         ownerReferences is rebuilt when next needed."""
         self._mentions = None
 
-    def _mentions_of_stored(self):
-        """The index of ownerReference uids (`_mentions`) of every stored object, read from
-        its stored JSON (once per load: ~10 us an object; a damaged object fails the
-        load here, not a later command on this replica alone)."""
-        mentions = {}
-        for plural, bucket in self.objects.items():
-            for key, data in bucket.raw_dict().items():
-                for uid in _reference_uids(decode(data)):
-                    mentions.setdefault(uid, set()).add((plural, key))
-        return mentions
-
-    def _note_mentions(self, plural, key, previous, replaced, obj, stored):
-        """Keep `_mentions` as the object stored as `replaced` (its dict: `previous`, or
-        None) becomes `obj` (stored as `stored`; None: deleted)."""
-        if self._mentions is None:
-            return
-        if replaced is not None:
-            gone = _reference_uids(previous, replaced) if previous is not None else _reference_uids(decode(replaced))
-            for uid in gone:
-                keys = self._mentions.get(uid)
-                if keys is not None:
-                    keys.discard((plural, key))
-                    if not keys:
-                        del self._mentions[uid]
-        if obj is not None:
-            for uid in _reference_uids(obj, stored):
-                self._mentions.setdefault(uid, set()).add((plural, key))
+    def _note_mentions(self, *change):
+        if self._mentions is not None:
+            self._mentions.note(*change)
 
     def _delete_namespace_contents(self, namespace, staged, planned):
         for plural, info in RESOURCES.items():

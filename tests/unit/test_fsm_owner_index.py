@@ -9,6 +9,7 @@ from test_fsm import create, delete, ns, pod
 
 from shepherd_ha.store import commands
 from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.owner_mentions import OwnerMentions
 
 NAMESPACES = ["default", "a"]
 OWNERS = [("replicasets", "r%d" % i) for i in range(3)] + [("deployments", "d%d" % i) for i in range(2)]
@@ -67,7 +68,7 @@ def test_the_index_is_what_the_objects_say_whether_kept_or_rebuilt_and_replicas_
         results = [fsm.apply(copy.deepcopy(command)) for fsm in (kept, reloaded, scanning)]
         assert results[0] == results[1] == results[2], step
         assert kept.digest() == reloaded.digest() == scanning.digest(), step
-        assert kept._mentions == kept._mentions_of_stored(), step
+        assert kept._mentions == OwnerMentions.of_stored(kept.objects), step
         orphaned += results[0].get("ok", False) and any(op.get("propagationPolicy") == "Orphan" for op in ops)
     assert orphaned > 20          # the run exercised what it checks
 
@@ -88,7 +89,7 @@ def test_a_failed_commit_leaves_no_half_index(monkeypatch):
     command["ops"][0]["propagationPolicy"] = "Orphan"
     assert fsm.apply(command)["ok"]
     assert "ownerReferences" not in fsm.get("pods", "default", "p0")["metadata"]
-    assert fsm._mentions == fsm._mentions_of_stored()
+    assert fsm._mentions == OwnerMentions.of_stored(fsm.objects)
 
 
 def test_a_damaged_object_fails_the_load_not_a_later_command():
