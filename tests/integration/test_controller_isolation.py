@@ -158,7 +158,7 @@ def test_poisoned_objects_in_the_store_cost_only_themselves_across_a_failover(co
     wait_for("the leader counts the objects by name", lambda: wanted <= fault_names(manager), 10)
     wait_for("an event on the bad node", lambda: any(
         e["reason"] == REASON and e["involvedObject"]["name"] == "bad"
-        for e in leader.node.fsm.list("events", "default")), 10)
+        for e in leader.list("events", "default", consistent=False)[0]), 10)    # under the store lock
     status = manager.status()
     assert status["active"] and status["threadRestarts"] == 0, status
 
