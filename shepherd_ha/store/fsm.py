@@ -237,7 +237,6 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     def __setstate__(self, state):
         state.pop("_shared", None)
-        state.pop("_mentions", None)
         self.__dict__.update(state)
         # A dump of a version that kept dicts is encoded as it loads.
         self.objects = as_objects(state.get("objects", {}))

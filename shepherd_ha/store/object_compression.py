@@ -64,8 +64,8 @@ def decompress(data):
     """The JSON bytes of a stored object, compressed or not."""
     if data[:1] != MARK:
         return data
-    ident = data[1] if len(data) > 1 else None
     decompressor = zlib.decompressobj(zlib.MAX_WBITS, zdict=dictionary_of(data))
+    ident = data[1]
     try:
         out = decompressor.decompress(data[2:])
     except zlib.error as exc:
