@@ -29,11 +29,14 @@ is taken from it after one comparison in C, not walked (`==` alone would take 1 
 or 1.0 and ignore key order: the parts' reprs must match too). Without a prior, the last
 object interned of the same kind serves.
 
-A table entry is keyed by its value's shape, one flat tuple: for a dict its items in
-order (so key order, which the JSON on the wire keeps, is kept too), `(False, key, type,
-value, key, type, value, ...)`, for a list `(True, type, value, ...)`; scalars go with
-their type (True, 1 and 1.0 stay apart), containers as `dict` or `list` and the id of
-their shared instance (alive as long as the entry that names it). Entries nothing else
+A value's shape is one flat tuple: for a dict its items in order (so key order, which
+the JSON on the wire keeps, is kept too), `(False, key, type, value, key, type, value,
+...)`, for a list `(True, type, value, ...)`; scalars go with their type (True, 1 and
+1.0 stay apart), containers as `dict` or `list` and the id of their shared instance
+(alive as long as the entry that names it). The table is keyed by the shape's hash, not
+the shape: kept, the shapes cost 0.9x the objects they shared (docs/benchmarks.md, run
+Y). A hit is checked by building the shared instance's shape again and comparing; a
+slot held by another shape of the same hash leaves the newcomer unshared. Entries nothing else
 holds any more are swept once the table has doubled since the last sweep, a slice of
 SWEEP_SLICE entries per interned object: a whole sweep at 30,000 pods took 0.3-0.8 s, on
 the store's Raft tick thread.
@@ -49,7 +52,7 @@ LOG = logging.getLogger(__name__)
 # it still matches its key, so a reader that mutated a stored object in place is caught,
 # and every interned object is checked to be a tree.
 VERIFY = os.environ.get("SHEPHERD_VERIFY_SHARING") == "1"
-MUTATED = []             # what VERIFY caught in this process: (shape or "not a tree", value)
+MUTATED = []             # what VERIFY caught in this process: (table key or "not a tree", value)
 LIVE = weakref.WeakSet()  # with VERIFY: every Interner of this process (conftest checks each after a test)
 
 _SCALARS = (str, int, bool, type(None))
@@ -61,10 +64,10 @@ SWEEP_SLICE = 256        # entries a sweep looks at per interned object (~20-40 
 
 class Interner:
     def __init__(self):
-        self._table = {}         # shape key -> the shared container
-        self._keys = {}          # id(shared container) -> its shape key
+        self._table = {}         # hash of a shape -> the shared container of that shape
+        self._keys = {}          # id(shared container) -> its key in the table
         self._next_sweep = MIN_SWEEP
-        self._sweeping = None    # shape keys a sweep in progress has still to look at
+        self._sweeping = None    # table keys a sweep in progress has still to look at
         self._origins = {}       # id(duplicate) -> the shared instance it duplicates (kept alive)
         # Callers apply one change at a time, but a race here would leave an id in
         # _keys for an object the table does not hold: that id, reused, would share wrongly.
@@ -73,6 +76,7 @@ class Interner:
         self.hits = 0
         self.reused = 0          # parts taken from a prior object after one comparison
         self.sweeps = 0
+        self.collisions = 0      # shapes left unshared: their hash's slot held another shape
         if VERIFY:
             LIVE.add(self)
 
@@ -131,18 +135,18 @@ class Interner:
     def _container(self, value, prior=None):
         """`value` with its parts shared; `prior` (of the same type, or None): an interned
         container at the same place of a similar object, whose equal parts are taken."""
-        shape = self._keys.get(id(value))
-        if shape is not None:                # already the shared instance (kept from a previous version)
+        key = self._keys.get(id(value))
+        if key is not None:                  # already the shared instance (kept from a previous version)
             self.hits += 1
             if VERIFY:
-                self._verify(shape, value)
+                self._verify(key, value)
             return value
         if prior is not None:
-            prior_shape = self._keys.get(id(prior))
-            if prior_shape is not None and value == prior and repr(value) == repr(prior):
+            prior_key = self._keys.get(id(prior))
+            if prior_key is not None and value == prior and repr(value) == repr(prior):
                 self.reused += 1
                 if VERIFY:
-                    self._verify(prior_shape, prior)
+                    self._verify(prior_key, prior)
                 return prior
         shape = []            # None once a part is not shared (a float, a tuple): built, kept apart
         if type(value) is dict:
@@ -171,15 +175,24 @@ class Interner:
                         shape += part
         if shape is None:
             return built
-        shape = (type(value) is list,) + tuple(shape)
-        shared = self._table.get(shape)
-        if shared is not None:
+        return self._enter((type(value) is list,) + tuple(shape), built)
+
+    def _enter(self, shape, built):
+        """The shared instance of `shape` (`built` is an unshared container of that
+        shape): the one in the table, or `built` entered as it. A slot taken by another
+        shape (its hash the same) leaves `built` unshared."""
+        key = hash(shape)
+        shared = self._table.get(key)
+        if shared is None:
+            self._table[key] = built
+            self._keys[id(built)] = key
+            return built
+        if self._shape_now(shared) == shape:     # exact: the hash only finds the candidate
             self.hits += 1
-            if VERIFY:
-                self._verify(shape, shared)
             return shared
-        self._table[shape] = built
-        self._keys[id(built)] = shape
+        if VERIFY:
+            self._verify(key, shared)          # a mutated instance no longer matches its own key
+        self.collisions += 1
         return built
 
     # ---- one object, one tree ----
@@ -222,20 +235,12 @@ class Interner:
     def _share(self, built):
         """`built` (its parts as they are) as a shared instance, or itself when a part is
         not shared."""
-        shape = self._key_now(built)
-        if shape is None:
-            return built
-        shared = self._table.get(shape)
-        if shared is not None:
-            return shared
-        self._table[shape] = built
-        self._keys[id(built)] = shape
-        return built
+        shape = self._shape_now(built)
+        return built if shape is None else self._enter(shape, built)
 
     def _duplicate(self, value, seen, dups):
         """An equal tree with no container in common with anything seen in this object."""
-        shape = self._keys.get(id(value))
-        if shape is None:                           # not shared: a private copy does
+        if id(value) not in self._keys:             # not shared: a private copy does
             copy = _tree_copy(value)
             seen.add(id(copy))
             return copy
@@ -255,8 +260,8 @@ class Interner:
         seen.add(id(copy))
         return copy
 
-    def _key_now(self, value):
-        """The key a container's parts make as they are now (as _container builds it while
+    def _shape_now(self, value):
+        """The shape a container's parts make as they are now (as _container builds it while
         interning them), or None when a part is not shared."""
         shape = [type(value) is list]
         for key, part in (enumerate(value) if type(value) is list else value.items()):
@@ -295,11 +300,11 @@ class Interner:
     def _sweep_slice(self, count):
         pending, table = self._sweeping, self._table
         for _ in range(min(count, len(pending))):
-            shape = pending.pop()
-            value = table.get(shape)
+            key = pending.pop()
+            value = table.get(key)
             # The table's reference, `value`, getrefcount's argument: nothing else holds it.
             if value is not None and sys.getrefcount(value) <= 3:
-                del table[shape]
+                del table[key]
                 del self._keys[id(value)]
                 self._origins.pop(id(value), None)
         if not pending:
@@ -307,14 +312,15 @@ class Interner:
             self.sweeps += 1
             self._next_sweep = max(MIN_SWEEP, 2 * len(table))
 
-    def _intact(self, shape, value):
-        if shape[0] == "dup":
+    def _intact(self, key, value):
+        if type(key) is tuple:                     # ("dup", number, id of the original)
             return value == self._origins.get(id(value))
-        return self._key_now(value) == shape
+        shape = self._shape_now(value)
+        return shape is not None and hash(shape) == key
 
-    def _verify(self, shape, value):
-        if not self._intact(shape, value):
-            MUTATED.append((shape, value))
+    def _verify(self, key, value):
+        if not self._intact(key, value):
+            MUTATED.append((key, value))
             LOG.error("a shared part of a stored object was mutated in place (a bug: stored objects "
                       "are copy on write): %r", value)
 
@@ -323,8 +329,8 @@ class Interner:
         bad = []
         with self._lock:
             entries = list(self._table.items())
-        for shape, value in entries:
-            if not self._intact(shape, value):
+        for key, value in entries:
+            if not self._intact(key, value):
                 bad.append(value)
         return bad
 

@@ -69,6 +69,34 @@ def test_true_one_and_one_point_zero_stay_apart():
                                                      ("str", "'1'")]
 
 
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.dictionaries(st.sampled_from(["metadata", "spec", "status", "x"]), values, max_size=4),
+                min_size=1, max_size=6))
+def test_shapes_whose_hashes_collide_are_never_shared_for_each_other(objects):
+    # The table is keyed by a shape's hash; every shape hashing alike must still give
+    # equal objects (1, True and 1.0 apart, key order kept), never another shape's instance.
+    interning.hash = lambda shape: 7        # (module globals come before builtins)
+    try:
+        interner = Interner()
+        originals = copy.deepcopy(objects)
+        interned = [interner.intern_object(o) for o in objects]
+        assert interner.corrupted() == []
+    finally:
+        del interning.hash
+    for before, after in zip(originals, interned):
+        assert typed(after) == typed(before)
+
+
+def test_a_collision_leaves_the_newcomer_unshared_and_is_counted(monkeypatch):
+    monkeypatch.setattr(interning, "hash", lambda shape: 7, raising=False)
+    interner = Interner()
+    one, true, again = (interner.intern_object({"metadata": {}, "spec": {"v": v}}) for v in (1, True, 1))
+    assert typed(true["spec"]["v"]) == ("bool", "True")
+    assert one["spec"] is again["spec"]             # the shape in the slot is still shared
+    assert true["spec"] is not one["spec"]
+    assert interner.collisions >= 1
+
+
 def test_a_part_that_is_not_shared_is_still_copied_whole():
     # A float is never shared; the dict holding it must still have every key.
     interner = Interner()
