@@ -24,6 +24,10 @@ def host_port(url):
     return parsed.hostname, parsed.port or 80
 
 
+def _replayable(method, headers):
+    return method in ("GET", "HEAD", "OPTIONS", "PUT", "DELETE") or "Idempotency-Key" in (headers or {})
+
+
 class AsyncConnection:
     def __init__(self, url, timeout=10.0):
         self.host, self.port = host_port(url)
@@ -31,6 +35,7 @@ class AsyncConnection:
         self._reader = self._writer = None
         self._lock = None               # created on first use, inside the loop
         self._host_header = ("%s:%d" % (self.host, self.port)).encode()
+        self.stale_retries = 0          # requests sent again after the server closed a reused connection
 
     async def request(self, method, path, body=None, content_type="application/json", headers=None,
                       timeout=None):
@@ -63,8 +68,28 @@ class AsyncConnection:
                 raise
 
     async def _exchange(self, method, path, body, content_type, headers):
-        if self._writer is None:
+        reused = self._writer is not None and not self._reader.at_eof()
+        if not reused:
+            # (A connection the server closed while idle, as waitress does after
+            # channel_timeout, has its EOF read already: opened afresh, not failed on.)
+            self.close()
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        try:
+            return await self._send(method, path, body, content_type, headers)
+        except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
+            if not reused or getattr(exc, "partial", b"") != b"" or not _replayable(method, headers):
+                raise
+        # A reused connection closed before a byte of the answer came back: most likely
+        # the server closed it as the request went out. Sent again once on a new
+        # connection, as Go's transport does, and only when a replay is safe (a server
+        # that died after applying it must not apply it twice): an idempotent method or
+        # an Idempotency-Key (which every write of the hollow fleet carries).
+        self.stale_retries += 1
+        self.close()
+        self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+        return await self._send(method, path, body, content_type, headers)
+
+    async def _send(self, method, path, body, content_type, headers):
         head = [b"%s %s HTTP/1.1" % (method.encode(), path.encode()), b"Host: " + self._host_header,
                 b"Accept: application/json", b"User-Agent: hollow-fleet"]
         for name, value in (headers or {}).items():
