@@ -77,9 +77,35 @@ def _census(path):
                      sum(v[1] for v in unreached.values())))
         for name, (size, count, instances) in sorted(held.items(), key=lambda kv: -kv[1][0])[:45]:
             out.write("%8.2f MB %9d objs %6d inst  %s\n" % (size / 1e6, count, instances, name))
+        _write_connections(out, objects)
         out.write("-- not reached, by type\n")
         for name, (size, count) in sorted(unreached.items(), key=lambda kv: -kv[1][0])[:15]:
             out.write("%8.2f MB %9d  %s\n" % (size / 1e6, count, name))
+
+
+def _write_connections(out, objects):
+    """The waitress connections holding the most output in memory: sent or not, a
+    buffer's BytesIO keeps what was written to it until it turns over."""
+    import io
+    rows = []
+    for obj in objects:
+        if type(obj).__name__ not in ("HTTPChannel", "Channel") or not hasattr(obj, "outbufs"):
+            continue
+        held = 0
+        for buffer in obj.outbufs:
+            held += len(getattr(buffer, "strbuf", b"") or b"")
+            inner = getattr(getattr(buffer, "buf", None), "file", None)
+            if isinstance(inner, io.BytesIO):
+                held += len(inner.getbuffer())
+        requests = getattr(obj, "requests", None) or []
+        path = getattr(requests[0], "path", "") if requests else ""
+        query = getattr(requests[0], "query", "") if requests else ""
+        rows.append((held, getattr(obj, "total_outbufs_len", 0), path, query[:60]))
+    rows.sort(reverse=True)
+    out.write("-- connections by output held in memory: %d connections, %.1f MB held, %.1f MB unsent\n"
+              % (len(rows), sum(r[0] for r in rows) / 1e6, sum(r[1] for r in rows) / 1e6))
+    for held, unsent, path, query in rows[:12]:
+        out.write("%8.2f MB held %8.2f MB unsent  %s %s\n" % (held / 1e6, unsent / 1e6, path, query))
 
 
 def _garbage(path, frozen_only):
