@@ -30,6 +30,7 @@ import threading
 import time
 
 import waitress
+from waitress.buffers import OverflowableBuffer
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import BaseWSGIServer
@@ -39,6 +40,11 @@ from .epoll_loop import EPOLL_LOOP, ChannelMap
 from .errors import status_body
 
 log = logging.getLogger(__name__)
+
+# What Channel._flush_some reads of waitress 3's output buffers (epoll_loop.py checks the rest).
+for _owner, _name in ((HTTPChannel, "_flush_some"), (OverflowableBuffer, "buf"), (OverflowableBuffer, "close")):
+    if not hasattr(_owner, _name):
+        raise ImportError("api/http_server.py: waitress's %s has no %r any more" % (_owner.__name__, _name))
 
 # Defaults of --max-connections, --max-connections-per-address, --idle-connection-timeout.
 MAX_CONNECTIONS = 1000
@@ -232,6 +238,19 @@ def build(limits, max_body, gate=None, header_timeout=HEADER_TIMEOUT):
         def _close_now(self):
             self.lingering_until = None
             HTTPChannel.handle_close(self)
+
+        def _flush_some(self, do_close=True):
+            flushed = super()._flush_some(do_close=do_close)
+            # (Called with the output lock held, or by the loop while no task runs.) Once a
+            # large answer is all sent, its buffer (a BytesIO once more than 8 KiB waited)
+            # still holds every byte of it until this connection's next request: an idle
+            # keep-alive connection kept its last list in memory (docs/benchmarks.md, run
+            # Y). A fresh buffer lets it go; a spent temporary file is closed too.
+            last = self.outbufs[-1]
+            if self.total_outbufs_len == 0 and len(self.outbufs) == 1 and getattr(last, "buf", None) is not None:
+                spent, self.outbufs[0] = self.outbufs[0], OverflowableBuffer(self.adj.outbuf_overflow)
+                spent.close()
+            return flushed
 
         def del_channel(self, map=None):
             if self._counted:

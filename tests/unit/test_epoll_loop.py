@@ -1,17 +1,22 @@
 """The API's event loop (api/epoll_loop.py) on a real waitress server over loopback:
 quiet connections parked and still answered, idle ones still closed, big responses to
 slow readers delivered whole, and no writing interest while a task holds its output."""
+import gc
 import http.client
+import io
 import socket
 import threading
 import time
 
 import pytest
 
+from waitress.channel import HTTPChannel
+
 from shepherd_ha.api import epoll_loop, http_server
 
 BIG = 8 * 1024 * 1024
 HUGE = 48 * 1024 * 1024      # past waitress's 16 MiB output high-water mark, three times
+MEDIUM = 512 * 1024
 
 
 def _free_port():
@@ -25,6 +30,9 @@ def app(environ, start_response):
     if path == "/huge":
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(HUGE))])
         return (b"z" * (1 << 20) for _ in range(HUGE >> 20))
+    if path == "/medium":            # one write: past waitress's 8 KiB string buffer, under its 1 MiB overflow
+        start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(MEDIUM))])
+        return [b"m" * MEDIUM]
     if path == "/big":
         start_response("200 OK", [("Content-Type", "application/octet-stream"), ("Content-Length", str(BIG))])
         return [b"x" * (BIG // 2), b"y" * (BIG // 2)]
@@ -198,3 +206,30 @@ def test_between_full_passes_new_reused_and_parked_connections_are_all_served(mo
         assert get(conn, "/big")[1] == b"x" * (BIG // 2) + b"y" * (BIG // 2)
     for conn in fresh + conns[15:]:
         conn.close()
+
+
+def _output_held(port):
+    """Bytes the server's connections on `port` keep in their output buffers."""
+    held = 0
+    for obj in gc.get_objects():
+        if isinstance(obj, HTTPChannel) and obj.connected and obj.socket.getsockname()[1] == port:
+            for buffer in obj.outbufs:
+                held += len(buffer.strbuf)
+                inner = getattr(buffer.buf, "file", None)
+                if isinstance(inner, io.BytesIO):
+                    held += len(inner.getbuffer())
+    return held
+
+
+@pytest.mark.parametrize("event_loop", ["epoll", "poll"])
+def test_an_idle_connection_does_not_keep_its_last_answer_in_memory(event_loop):
+    port = start_server(idle_timeout=120.0, event_loop=event_loop)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    for _ in range(3):
+        assert get(conn, "/medium") == (200, b"m" * MEDIUM)
+    deadline = time.monotonic() + 5
+    while _output_held(port) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _output_held(port) == 0           # waitress alone keeps the whole 512 KiB until the next request
+    assert get(conn, "/healthz") == (200, b"ok")     # and the connection still serves
+    conn.close()
