@@ -25,7 +25,9 @@ def host_port(url):
 
 
 def _replayable(method, headers):
-    return method in ("GET", "HEAD", "OPTIONS", "PUT", "DELETE") or "Idempotency-Key" in (headers or {})
+    """As Go's net/http: a safe method, or a request that names its idempotency key."""
+    return method in ("GET", "HEAD", "OPTIONS", "TRACE") or any(
+        name.lower() in ("idempotency-key", "x-idempotency-key") for name in (headers or {}))
 
 
 class AsyncConnection:
@@ -68,28 +70,43 @@ class AsyncConnection:
                 raise
 
     async def _exchange(self, method, path, body, content_type, headers):
-        reused = self._writer is not None and not self._reader.at_eof()
+        reused = self._usable()
         if not reused:
-            # (A connection the server closed while idle, as waitress does after
-            # channel_timeout, has its EOF read already: opened afresh, not failed on.)
-            self.close()
-            self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
+            # (A connection the server closed or reset while idle, as a replica does after
+            # --idle-connection-timeout, has its EOF or error read already: opened afresh.)
+            await self._reopen()
         try:
-            return await self._send(method, path, body, content_type, headers)
+            raw = await self._send_for_head(method, path, body, content_type, headers)
         except (asyncio.IncompleteReadError, ConnectionResetError, BrokenPipeError) as exc:
             if not reused or getattr(exc, "partial", b"") != b"" or not _replayable(method, headers):
                 raise
+            first = exc
+        else:
+            return await self._rest(raw)
         # A reused connection closed before a byte of the answer came back: most likely
         # the server closed it as the request went out. Sent again once on a new
         # connection, as Go's transport does, and only when a replay is safe (a server
-        # that died after applying it must not apply it twice): an idempotent method or
-        # an Idempotency-Key (which every write of the hollow fleet carries).
+        # that died after applying it must not apply it twice): GET, HEAD, OPTIONS or an
+        # Idempotency-Key (which every write of the hollow fleet carries).
+        await self._reopen()
         self.stale_retries += 1
+        try:
+            raw = await self._send_for_head(method, path, body, content_type, headers)
+        except Exception as exc:  # noqa: BLE001 - both failures told
+            raise ConnectionError("sent again on a new connection after %s: %s: %s"
+                                  % (type(first).__name__, type(exc).__name__, exc)) from None
+        return await self._rest(raw)
+
+    def _usable(self):
+        return (self._writer is not None and not self._writer.is_closing() and not self._reader.at_eof()
+                and self._reader.exception() is None)
+
+    async def _reopen(self):
         self.close()
         self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        return await self._send(method, path, body, content_type, headers)
 
-    async def _send(self, method, path, body, content_type, headers):
+    async def _send_for_head(self, method, path, body, content_type, headers):
+        """Send the request; the answer's head (status line and fields)."""
         head = [b"%s %s HTTP/1.1" % (method.encode(), path.encode()), b"Host: " + self._host_header,
                 b"Accept: application/json", b"User-Agent: hollow-fleet"]
         for name, value in (headers or {}).items():
@@ -99,7 +116,10 @@ class AsyncConnection:
         head.append(b"Content-Length: %d" % (len(body) if body is not None else 0))
         self._writer.write(b"\r\n".join(head) + b"\r\n\r\n" + (body or b""))
         await self._writer.drain()
-        raw = await self._reader.readuntil(b"\r\n\r\n")
+        return await self._reader.readuntil(b"\r\n\r\n")
+
+    async def _rest(self, raw):
+        """(status, body) of an answer whose head is `raw`; the body read from the stream."""
         lines = raw.decode("latin-1").split("\r\n")
         status = int(lines[0].split(" ", 2)[1])
         fields = {}

@@ -341,7 +341,7 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
            final["status_posts"], final["status_failures"], final["pod_patches"], final["pod_conflicts"],
            final["pod_failures"], final["pod_gave_up"], final["kubelet_crashes"], final["watch_events"],
            final["relists"]))
-    say("  fleet connections the server had closed when reused: %d requests sent again on a new one"
+    say("  hollow nodes' connections the server had closed when reused: %d requests sent again on a new one"
         % final.get("stale_retries", 0))
     if final["errors"] or final["crashes"]:
         say("  fleet request failures (retried on the next replica): %s; node loop crashes %d" % (

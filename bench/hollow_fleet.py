@@ -133,7 +133,8 @@ class HollowFleet:
                 "status_posts": ns.status_posts, "status_failures": ns.status_failures, "node_gets": ns.node_gets,
                 "never_renewed": sum(1 for n in self.nodes.nodes if n.renewals == 0),
                 "errors": dict(ns.errors), "crashes": ns.crashes, "loop_lag_max": ns.loop_lag_max,
-                "stale_retries": sum(c.stale_retries for n in self.nodes.nodes for c in n.conns.values()),
+                # (list(): the loop thread adds connections while this thread reads them)
+                "stale_retries": sum(c.stale_retries for n in self.nodes.nodes for c in list(n.conns.values())),
                 "loop_lags_over_1s": sum(1 for _, lag in ns.loop_lags if lag > 1),
                 "readiness": self.readiness.result()})
         if "kubelet" in self.roles:

@@ -6,7 +6,7 @@ The pods of one Deployment differ in a few fields (name, uid, node, IP, times); 
 rest (labels, ownerReferences, containers, conditions, dict keys) is equal from pod
 to pod and from one version of a pod to the next. Decoded from the log or the change
 stream, every copy is its own tree of dicts, lists and strings: about 9.5 KB per pod
-in Python. `Interner.intern` returns an equal object whose equal subtrees are one
+in Python. `Interner.intern_object` returns an equal object whose equal subtrees are one
 shared instance: about 2.5 KB per pod (docs/benchmarks.md, "Run L").
 
 Sharing is safe because stored objects are never mutated in place (copy on write:
@@ -33,10 +33,11 @@ A value's shape is one flat tuple: for a dict its items in order (so key order, 
 the JSON on the wire keeps, is kept too), `(False, key, type, value, key, type, value,
 ...)`, for a list `(True, type, value, ...)`; scalars go with their type (True, 1 and
 1.0 stay apart), containers as `dict` or `list` and the id of their shared instance
-(alive as long as the entry that names it). The table is keyed by the shape's hash, not
-the shape: kept, the shapes cost 0.9x the objects they shared (docs/benchmarks.md, run
-Y). A hit is checked by building the shared instance's shape again and comparing; a
-slot held by another shape of the same hash leaves the newcomer unshared. Entries nothing else
+(alive while a shared container holds it: a child is swept only after its parent). The
+table is keyed by the shape's hash, not the shape: with the shapes kept, the interner's
+tables held 0.9x what the objects did, keyed by hash 0.47x (docs/benchmarks.md, run Y).
+A hit is checked by building the shared instance's shape again and comparing; a slot
+held by another shape of the same hash leaves the newcomer unshared. Entries nothing else
 holds any more are swept once the table has doubled since the last sweep, a slice of
 SWEEP_SLICE entries per interned object: a whole sweep at 30,000 pods took 0.3-0.8 s, on
 the store's Raft tick thread.
@@ -274,10 +275,10 @@ class Interner:
         return tuple(shape)
 
     def _shape_of(self, value):
-        """A part's two elements in its container's key: (type, value) for a scalar,
+        """A part's two elements in its container's shape: (type, value) for a scalar,
         (dict or list, id) for a shared container; None when the part is not shared.
-        Flat in the key, not a pair of its own: the table held more than the objects did
-        (a 2-tuple per part, 48 bytes each; docs/benchmarks.md, run V)."""
+        Flat in the shape, not a pair of its own: cheaper to build and hash (when shapes
+        were kept as keys, a 2-tuple per part cost 48 bytes; docs/benchmarks.md, run V)."""
         kind = type(value)
         if kind is dict or kind is list:
             return None if id(value) not in self._keys else (kind, id(value))

@@ -19,8 +19,10 @@ class ClosingServer:
     `drop_second`, it reads a connection's second request and closes without answering;
     with `close_idle`, it closes each connection right after its first answer."""
 
-    def __init__(self, drop_second=False, close_idle=False):
+    def __init__(self, drop_second=False, close_idle=False, head_only_second=False, refuse_after=None):
         self.drop_second, self.close_idle = drop_second, close_idle
+        self.head_only_second = head_only_second     # the second request: its head, then close
+        self.refuse_after = refuse_after             # connections after this many: closed at once
         self.connections = 0
         self.requests = []            # (method, headers) of every request read
         self.answered = 0
@@ -28,6 +30,9 @@ class ClosingServer:
     async def handle(self, reader, writer):
         self.connections += 1
         served = 0
+        if self.refuse_after is not None and self.connections > self.refuse_after:
+            writer.close()
+            return
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -37,6 +42,10 @@ class ClosingServer:
                 self.requests.append((lines[0].split(" ")[0], headers))
                 served += 1
                 if self.drop_second and served == 2:
+                    break
+                if self.head_only_second and served == 2:
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n")
+                    await writer.drain()
                     break
                 self.answered += 1
                 body = str(self.answered).encode()
@@ -68,7 +77,10 @@ def test_a_connection_the_server_closed_while_idle_is_opened_afresh():
 
     async def exchange(conn):
         first = await conn.request("GET", "/a")
-        await asyncio.sleep(0.2)          # the server's close reaches the client
+        for _ in range(100):              # the server's close reaches the client
+            if conn._reader.at_eof():
+                break
+            await asyncio.sleep(0.02)
         second = await conn.request("POST", "/b", b"{}")
         return first, second, conn.stale_retries
 
@@ -104,3 +116,30 @@ def test_a_write_without_a_key_is_not_replayed_the_failure_is_the_callers():
 
     assert run(server, exchange) == 0
     assert [m for m, _ in server.requests] == ["GET", "POST"]
+
+
+def test_a_request_whose_answer_had_begun_is_never_sent_again():
+    # The head came back: the server had the request, whatever happened after.
+    server = ClosingServer(head_only_second=True)
+
+    async def exchange(conn):
+        await conn.request("GET", "/a")
+        with pytest.raises(HttpError, match="IncompleteReadError"):
+            await conn.request("PATCH", "/b", b"{}", headers={"Idempotency-Key": "k1"})
+        return conn.stale_retries
+
+    assert run(server, exchange) == 0
+    assert [m for m, _ in server.requests] == ["GET", "PATCH"]
+
+
+def test_a_get_is_sent_again_and_a_failed_resend_names_both_failures():
+    server = ClosingServer(drop_second=True, refuse_after=1)
+
+    async def exchange(conn):
+        await conn.request("GET", "/a")
+        with pytest.raises(HttpError, match="sent again on a new connection after IncompleteReadError"):
+            await conn.request("GET", "/b")
+        return conn.stale_retries
+
+    assert run(server, exchange) == 1
+    assert server.connections == 2
