@@ -23,6 +23,7 @@ Every refusal is a Kubernetes Status object, as the app's own errors.
 """
 import collections
 import http
+import inspect
 import json
 import logging
 import socket
@@ -41,10 +42,20 @@ from .errors import status_body
 
 log = logging.getLogger(__name__)
 
-# What Channel._flush_some reads of waitress 3's output buffers (epoll_loop.py checks the rest).
-for _owner, _name in ((HTTPChannel, "_flush_some"), (OverflowableBuffer, "buf"), (OverflowableBuffer, "close")):
-    if not hasattr(_owner, _name):
-        raise ImportError("api/http_server.py: waitress's %s has no %r any more" % (_owner.__name__, _name))
+
+def _check_waitress():
+    """What Channel._flush_some relies on in waitress 3 (epoll_loop.py checks the rest):
+    an upgrade that moves it fails here, not as connections closed after each answer."""
+    needs = [(HTTPChannel, "sent_continue"), (HTTPChannel, "outbuf_lock"), (OverflowableBuffer, "buf"),
+             (OverflowableBuffer, "overflowed"), (OverflowableBuffer, "close")]
+    for owner, name in needs:
+        if not hasattr(owner, name) and name not in owner.__init__.__code__.co_names:   # (set in __init__)
+            raise ImportError("api/http_server.py: waitress's %s has no %r any more" % (owner.__name__, name))
+    if "do_close" not in inspect.signature(HTTPChannel._flush_some).parameters:
+        raise ImportError("api/http_server.py: waitress's HTTPChannel._flush_some takes no do_close any more")
+
+
+_check_waitress()
 
 # Defaults of --max-connections, --max-connections-per-address, --idle-connection-timeout.
 MAX_CONNECTIONS = 1000
@@ -241,15 +252,29 @@ def build(limits, max_body, gate=None, header_timeout=HEADER_TIMEOUT):
 
         def _flush_some(self, do_close=True):
             flushed = super()._flush_some(do_close=do_close)
-            # (Called with the output lock held, or by the loop while no task runs.) Once a
-            # large answer is all sent, its buffer (a BytesIO once more than 8 KiB waited)
-            # still holds every byte of it until this connection's next request: an idle
-            # keep-alive connection kept its last list in memory (docs/benchmarks.md, run
-            # Y). A fresh buffer lets it go; a spent temporary file is closed too.
-            last = self.outbufs[-1]
-            if self.total_outbufs_len == 0 and len(self.outbufs) == 1 and getattr(last, "buf", None) is not None:
-                spent, self.outbufs[0] = self.outbufs[0], OverflowableBuffer(self.adj.outbuf_overflow)
+            # Once a large answer is all sent, its buffer (a BytesIO once more than 8 KiB
+            # waited) still holds every byte of it until this connection's next request:
+            # an idle keep-alive connection kept its last list in memory
+            # (docs/benchmarks.md, run Y). A fresh buffer lets it go. Only under the
+            # output lock (a task may append; the loop flushes without it when no task
+            # is queued), never inside send_continue, and not for a running request's
+            # temporary file (each chunk would get a new one).
+            if self.total_outbufs_len or len(self.outbufs) != 1 or self.outbufs[0].buf is None \
+                    or self.sent_continue or (self.requests and self.outbufs[0].overflowed):
+                return flushed
+            if not self.outbuf_lock.acquire(False):       # re-entrant for a task already holding it
+                return flushed
+            try:
+                spent = self.outbufs[0]
+                if self.total_outbufs_len or len(self.outbufs) != 1 or len(spent):
+                    return flushed
+                self.outbufs[0] = OverflowableBuffer(self.adj.outbuf_overflow)
+            finally:
+                self.outbuf_lock.release()
+            try:
                 spent.close()
+            except Exception:  # noqa: BLE001 - as waitress closes its own: the answer was sent
+                self.logger.exception("Unexpected error when closing an outbuf")
             return flushed
 
         def del_channel(self, map=None):
