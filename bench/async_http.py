@@ -86,7 +86,7 @@ class AsyncConnection:
         # A reused connection closed before a byte of the answer came back: most likely
         # the server closed it as the request went out. Sent again once on a new
         # connection, as Go's transport does, and only when a replay is safe (a server
-        # that died after applying it must not apply it twice): GET, HEAD, OPTIONS or an
+        # that died after applying it must not apply it twice): GET, HEAD, OPTIONS, TRACE or an
         # Idempotency-Key (which every write of the hollow fleet carries).
         await self._reopen()
         self.stale_retries += 1
