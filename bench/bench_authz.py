@@ -36,8 +36,8 @@ class MirrorReplica:
     def get(self, resource, namespace, name, consistent=True):
         return self.mirror.get(resource, namespace, name), self.mirror.revision
 
-    def list(self, resource, namespace=None, consistent=True):
-        return self.mirror.list(resource, namespace), self.mirror.revision
+    def list(self, resource, namespace=None, consistent=True, selection=None):
+        return self.mirror.list(resource, namespace, selection), self.mirror.revision
 
     def revision(self):
         return self.mirror.revision

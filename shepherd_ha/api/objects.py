@@ -141,7 +141,7 @@ class ObjectApi:
         label_sel, field_sel = selectors(target)
         wanted = paging.ListRequest()
         items, revision = paging.snapshot(self.replica, target.plural, target.namespace, wanted,
-                                          self._consistency())
+                                          self._consistency(), (label_sel, field_sel))
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))
                  and field_sel.matches(o)]
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))

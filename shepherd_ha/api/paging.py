@@ -99,10 +99,13 @@ def _state_at(items, changes, plural, namespace, upto):
     return list(state.values())
 
 
-def snapshot(replica, plural, namespace, wanted, consistent):
-    """(items, revision): the current state (wanted.revision None) or the state at wanted.revision."""
+def snapshot(replica, plural, namespace, wanted, consistent, selection=None):
+    """(items, revision): the current state (wanted.revision None) or the state at wanted.revision.
+    `selection` (label selector, field selector) may narrow the current state's items to a
+    superset of its matches; an earlier state is rebuilt from all of them."""
     try:
-        items, revision = replica.list(plural, namespace, consistent and wanted.revision is None)
+        items, revision = replica.list(plural, namespace, consistent and wanted.revision is None,
+                                       selection if wanted.revision is None else None)
         if wanted.revision is None or wanted.revision == revision:
             return items, revision
         if wanted.revision > revision:        # this replica is behind: read the newest state

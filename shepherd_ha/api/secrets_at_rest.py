@@ -71,8 +71,8 @@ class SecretsAtRest:
         obj, revision = self._replica.get(resource, namespace, name, consistent)
         return (_open(obj, self._cipher) if resource == "secrets" else obj), revision
 
-    def list(self, resource, namespace=None, consistent=True):
-        items, revision = self._replica.list(resource, namespace, consistent)
+    def list(self, resource, namespace=None, consistent=True, selection=None):
+        items, revision = self._replica.list(resource, namespace, consistent, selection)
         if resource == "secrets":
             items = [_open(o, self._cipher) for o in items]
         return items, revision

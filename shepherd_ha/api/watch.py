@@ -53,7 +53,8 @@ def stream(replica, target):
         try:
             # NotOlderThan rv: this replica's state when it is that new, else a consistent read.
             consistent = rv is None or (send_initial and rv > replica.revision())
-            items, start = replica.list(info.plural, target.namespace, consistent=consistent)
+            items, start = replica.list(info.plural, target.namespace, consistent=consistent,
+                                        selection=(label_sel, field_sel))
         except Unavailable as exc:
             raise unavailable(exc)
         # Serialized here, while the request holds its flow-control seat (the seat goes

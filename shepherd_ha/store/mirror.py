@@ -16,6 +16,7 @@ from .fsm import DELETED, MODIFIED, Change
 from .interning import Interner
 from .object_reads import ObjectReads
 from .owner_index import OwnerIndex
+from .selector_index import SelectorIndex
 from .watch_log import WatchLog
 
 
@@ -43,6 +44,8 @@ class Mirror(ObjectReads):
         # A resource is indexed on its first owned() (the controllers' worker asks for
         # pods, replicasets and controllerrevisions; other workers never pay).
         self._owners = OwnerIndex()
+        # Likewise on a resource's first selected list or watch (store/selector_index.py).
+        self._selectable = SelectorIndex()
         self._shared = Interner()    # equal parts of objects kept once (store/interning.py)
 
     # ---- fed by the stream ----
@@ -88,6 +91,7 @@ class Mirror(ObjectReads):
                     bucket[key] = change.object
                 fresh.append(change)
                 self._owners.replace(change.resource, key, stored, change.object)
+                self._selectable.replace(change.resource, key, stored, change.object)
                 self.revision = change.revision
             # Under the lock, as the store appends: watchers see changes in revision order.
             if fresh:
@@ -99,9 +103,25 @@ class Mirror(ObjectReads):
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
             self._owners = OwnerIndex()
+            self._selectable = SelectorIndex()
             self._snapshots += 1
             self.watch_log.reset(revision)
         self._release()
+
+    def list(self, resource, namespace=None, selection=None):
+        """As ObjectReads.list; with `selection` (label selector, field selector), only
+        the objects its indexed requirements allow, sorted by (namespace, name): a superset
+        of what the selectors match, which the caller still checks. Under the lock."""
+        if selection is None or not SelectorIndex.narrows(resource, *selection):
+            return super().list(resource, namespace)
+        with self.lock:
+            bucket = self.objects.get(resource, {})
+            if not self._selectable.covers(resource):
+                self._selectable.add(resource, bucket)
+            keys = self._selectable.candidates(resource, *selection)
+            if namespace is not None:
+                keys = [key for key in keys if key[0] == namespace]
+            return [bucket[key] for key in sorted(keys)]
 
     def owned(self, resource, namespace, uid):
         """As ObjectReads.owned, from the owner index instead of a scan."""

@@ -9,7 +9,10 @@ class ObjectReads:
     def get(self, resource, namespace, name):
         return self.objects.get(resource, {}).get((namespace or "", name))
 
-    def list(self, resource, namespace=None):
+    def list(self, resource, namespace=None, selection=None):
+        """Every object of `resource` (in `namespace`). `selection` (label selector, field
+        selector) may narrow it where an index exists (the mirror's); the caller still
+        matches each object against it."""
         bucket = self.objects.get(resource, {})
         if namespace is None:
             return list(bucket.values())

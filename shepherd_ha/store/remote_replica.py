@@ -196,10 +196,12 @@ class RemoteReplica:
         with self.mirror.lock:
             return self.mirror.get(resource, namespace, name), self.mirror.revision
 
-    def list(self, resource, namespace=None, consistent=True):
+    def list(self, resource, namespace=None, consistent=True, selection=None):
+        """(objects, revision); `selection` (label selector, field selector) may narrow
+        the objects to a superset of its matches (store/selector_index.py)."""
         self.sync(consistent)
         with self.mirror.lock:
-            return self.mirror.list(resource, namespace), self.mirror.revision
+            return self.mirror.list(resource, namespace, selection), self.mirror.revision
 
     def digest(self):
         return tuple(self.client.call("digest", self.write_timeout))

@@ -131,10 +131,10 @@ class Replica:
         with self.node.lock:
             return self.node.fsm.get(resource, namespace, name), self.node.fsm.revision
 
-    def list(self, resource, namespace=None, consistent=True):
+    def list(self, resource, namespace=None, consistent=True, selection=None):
         self.sync(consistent)
         with self.node.lock:
-            return self.node.fsm.list(resource, namespace), self.node.fsm.revision
+            return self.node.fsm.list(resource, namespace, selection), self.node.fsm.revision
 
     def digest(self):
         """(revision, digest of the whole store) taken atomically."""

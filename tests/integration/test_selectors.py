@@ -5,7 +5,7 @@ expected sets below are exact.
 """
 import pytest
 
-from .helpers import PODS, assert_no_internal_errors, call, deployment, ensure_namespace, expect, pod
+from .helpers import PODS, Watch, assert_no_internal_errors, call, deployment, ensure_namespace, expect, pod
 
 pytestmark = pytest.mark.integration
 
@@ -123,6 +123,49 @@ def test_selectors_on_deployments(url):
     body = expect(call("GET", url + "/apis/apps/v1/deployments", params={"labelSelector": "team notin (seldep-a)",
                                                                          "fieldSelector": "metadata.name!=seldep-b-d1"}), 200)
     assert [o["metadata"]["name"] for o in body["items"]] == ["seldep-b-d2"]
+
+
+def test_selected_lists_and_watches_follow_relabels_and_deletes(url, cluster):
+    """An API worker answers selected lists from an index of its copy of the store
+    (store/selector_index.py), built on the first such list and kept change by change:
+    every replica's answers follow a relabel, a status write and a delete."""
+    ns = "sel-c"
+    ensure_namespace(url, ns)
+    path = PODS.format(ns=ns)
+    for name, app, node in (("q1", "web", "node-1"), ("q2", "web", "node-2"), ("q3", "db", "node-1")):
+        expect(call("POST", url + path, json=pod(name, {"app": app}, node=node)), 201)
+
+    def seen(**params):
+        answers = {}
+        for ident in cluster.ids:
+            for consistency in ({}, {"resourceVersion": "0"}):
+                if consistency:      # local state: wait until this replica has the newest write
+                    consistency = {"resourceVersion": str(_revision(cluster.url(ident), path))}
+                body = expect(call("GET", cluster.url(ident) + path, params=dict(params, **consistency)), 200)
+                answers[(ident, bool(consistency))] = [o["metadata"]["name"] for o in body["items"]]
+        assert len({tuple(a) for a in answers.values()}) == 1, answers
+        return answers[(cluster.ids[0], False)]
+
+    assert seen(labelSelector="app=web") == ["q1", "q2"]
+    assert seen(fieldSelector="spec.nodeName=node-1") == ["q1", "q3"]
+    expect(call("PATCH", url + path + "/q1", headers=MERGE, json={"metadata": {"labels": {"app": "api"}}}), 200)
+    expect(call("PATCH", url + path + "/q2/status", headers=MERGE, json={"status": {"phase": "Running"}}), 200)
+    assert seen(labelSelector="app=web") == ["q2"]
+    assert seen(labelSelector="app in (api,db)") == ["q1", "q3"]
+    assert seen(labelSelector="app=web", fieldSelector="status.phase=Running") == ["q2"]
+    expect(call("DELETE", url + path + "/q3", params={"gracePeriodSeconds": "0"}), 200)
+    assert seen(fieldSelector="spec.nodeName=node-1") == ["q1"]
+    watch = Watch(url, path, timeout=10, params={"labelSelector": "app in (api,web)"})
+    try:
+        assert watch.wait_for(lambda events: len(events) >= 2, 10), (watch.error, watch.events)
+        assert sorted(e["object"]["metadata"]["name"] for e in watch.changes()) == ["q1", "q2"]
+        assert {e["type"] for e in watch.changes()} == {"ADDED"}
+    finally:
+        watch.close()
+
+
+def _revision(url, path):
+    return int(expect(call("GET", url + path), 200)["metadata"]["resourceVersion"])
 
 
 def test_no_request_was_answered_500(cluster):

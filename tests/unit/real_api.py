@@ -167,10 +167,10 @@ class MemoryReplica:
         with self.store._lock:
             return self.store.fsm.get(resource, namespace, name), self.store.fsm.revision
 
-    def list(self, resource, namespace=None, consistent=True):
+    def list(self, resource, namespace=None, consistent=True, selection=None):
         self.sync(consistent)
         with self.store._lock:
-            return self.store.fsm.list(resource, namespace), self.store.fsm.revision
+            return self.store.fsm.list(resource, namespace, selection), self.store.fsm.revision
 
     def revision(self):
         return self.store.fsm.revision

@@ -31,7 +31,7 @@ class SlowReplica:
     def get(self, resource, namespace, name, consistent=True):
         return (NODE if (resource, name) == ("nodes", "n1") else None), 7
 
-    def list(self, resource, namespace=None, consistent=True):
+    def list(self, resource, namespace=None, consistent=True, selection=None):
         assert self.gate.wait(20), "the test never opened the gate"
         return [NODE] if resource == "nodes" else [], 7
 

@@ -100,7 +100,7 @@ class _FakeReplica:
     def get(self, resource, namespace, name, consistent=True):
         return self.objects.get((resource, namespace, name)), 1
 
-    def list(self, resource, namespace=None, consistent=True):
+    def list(self, resource, namespace=None, consistent=True, selection=None):
         return [o for (r, ns, _), o in self.objects.items() if r == resource and ns == namespace], 1
 
 

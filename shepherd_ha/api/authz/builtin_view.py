@@ -40,8 +40,8 @@ class WithBuiltins:
             obj = _SHOWN[resource][name]
         return obj, revision
 
-    def list(self, resource, namespace=None, consistent=True):
-        items, revision = self._replica.list(resource, namespace, consistent)
+    def list(self, resource, namespace=None, consistent=True, selection=None):
+        items, revision = self._replica.list(resource, namespace, consistent, selection)
         builtins = _SHOWN.get(resource)
         if builtins:
             stored = {o["metadata"]["name"] for o in items}
