@@ -127,8 +127,8 @@ def main():
     keys = sorted(mirror.objects["pods"])
     rows = []
     for label, relabel in (("status write", False), ("relabel", True)):
-        costs = {}
-        for indexed in (False, True):
+        costs = {False: float("inf"), True: float("inf")}
+        for indexed in (False, True, False, True):      # alternated; the lower of two each
             m = mirror_of(replica.fsm)
             if indexed:
                 m.list("pods", None, (parse_label_selector("app=app-1"), parse_field_selector(None, "pods")))
@@ -144,7 +144,7 @@ def main():
             t = time.process_time()
             for start in range(0, len(changes), 200):
                 m.apply_changes(changes[start:start + 200])
-            costs[indexed] = (time.process_time() - t) / len(changes)
+            costs[indexed] = min(costs[indexed], (time.process_time() - t) / len(changes))
         rows.append((label, "%.1f" % (costs[False] * 1e6), "%.1f" % (costs[True] * 1e6),
                      "%+.1f" % ((costs[True] - costs[False]) * 1e6)))
     table(["change applied to the mirror", "not indexed: us", "indexed: us", "index's share: us"], rows)

@@ -107,7 +107,11 @@ class SelectorIndex:
         # same labels are most often the same dict.
         if labels_old is not labels_new and labels_old != labels_new:
             return False
-        return all(field_value(old, f) == field_value(new, f) for f in INDEXED_FIELDS.get(resource, ()))
+        for field in INDEXED_FIELDS.get(resource, ()):
+            top = field.partition(".")[0]
+            if old.get(top) is not new.get(top) and field_value(old, field) != field_value(new, field):
+                return False        # (a part shared with the previous version is unchanged)
+        return True
 
     def _entries_of(self, resource, obj):
         yield self._labels[resource], _label_pairs(obj)
