@@ -30,8 +30,15 @@ class _WatchLog:
             return obj
 
     def since(self, revision):
+        return self._all_opened(self._log.since(revision))
+
+    def since_for(self, revision, interest):
+        changes, covered = self._log.since_for(revision, interest)
+        return self._all_opened(changes), covered
+
+    def _all_opened(self, changes):
         return [c._replace(object=self._opened(c.object), previous=self._opened(c.previous))
-                if c.resource == "secrets" else c for c in self._log.since(revision)]
+                if c.resource == "secrets" else c for c in changes]
 
     def __getattr__(self, name):
         return getattr(self._log, name)

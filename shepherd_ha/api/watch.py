@@ -6,13 +6,17 @@ every BOOKMARK_INTERVAL idle seconds when the client allows bookmarks, else noth
 A watch holds one server thread while it lasts; it wakes on every applied change or
 every second and checks that its reader is still there (waitress'
 client_disconnected), so a client that went away frees its thread within a second.
+A watch of pods on one node (spec.nodeName=N, what every kubelet runs) wakes only
+for changes of pods on that node (store/watch_log.py, Interest).
 With a Table in the Accept header each event carries a one-row Table (api/tables.py).
 """
 import time
 
 from flask import Response, request
 
+from shepherd_ha.model.selectors import EQUALS
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.selector_index import INDEXED_FIELDS
 from shepherd_ha.store.watch_log import WatchExpired
 
 from shepherd_ha.streaming import WRITE_KEY
@@ -111,31 +115,59 @@ def stream(replica, target):
             yield dumps(end) + "\n"
         elif not initial and bookmarks:
             yield dumps(bookmark(start)) + "\n"
-        last = start
-        deadline = time.monotonic() + timeout
-        quiet_since = time.monotonic()
-        while time.monotonic() < deadline and not gone():
-            try:
-                changes = replica.watch_log.since(last)
-            except WatchExpired as exc:
-                yield dumps({"type": "ERROR", "object": status_body(410, str(exc), "Expired")}) + "\n"
-                return
-            out = []
-            for change in changes:
-                last = change.revision
-                event = events_of(change)
-                if event is not None:
-                    out.append(line(event))
-            if out:
-                quiet_since = time.monotonic()
-                yield "".join(out)
-            elif bookmarks and time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
-                quiet_since = time.monotonic()
-                yield dumps(bookmark(last)) + "\n"
-            replica.watch_log.wait_beyond(last, 1.0)
+        yield from follow(start)
+
+    def follow(last):
+        log = replica.watch_log
+        interest = _interest(log, info.plural, field_sel)
+        try:
+            deadline = time.monotonic() + timeout
+            quiet_since = time.monotonic()
+            while time.monotonic() < deadline and not gone():
+                try:
+                    if interest is None:
+                        changes = log.since(last)
+                    else:       # nothing it names up to `covered` that is not in `changes`
+                        changes, covered = log.since_for(last, interest)
+                except WatchExpired as exc:
+                    yield dumps({"type": "ERROR", "object": status_body(410, str(exc), "Expired")}) + "\n"
+                    return
+                out = []
+                for change in changes:
+                    last = change.revision
+                    event = events_of(change)
+                    if event is not None:
+                        out.append(line(event))
+                if interest is not None:
+                    last = max(last, covered)
+                if out:
+                    quiet_since = time.monotonic()
+                    yield "".join(out)
+                elif bookmarks and time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
+                    quiet_since = time.monotonic()
+                    yield dumps(bookmark(last)) + "\n"
+                if interest is None:
+                    log.wait_beyond(last, 1.0)
+                else:
+                    log.wait_interest(interest, 1.0)
+        finally:
+            if interest is not None:
+                log.unregister(interest)
 
     return Response(generate(), mimetype="application/json",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _interest(log, plural, field_sel):
+    """An Interest in the watch log for a watch that names an indexed field's value
+    (spec.nodeName=N), else None (woken by every change). Logs without interests (test
+    doubles) wake every watch."""
+    if not hasattr(log, "register"):
+        return None
+    for req in field_sel.requirements:
+        if req.operator == EQUALS and req.field in INDEXED_FIELDS.get(plural, ()):
+            return log.register(plural, req.field, req.value)
+    return None
 
 
 def _send_initial_events(bookmarks, rv):

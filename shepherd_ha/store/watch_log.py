@@ -5,9 +5,19 @@ contiguous run of revisions; a watcher asking for changes after revision N is
 served when N is inside that run and told it is too old (410 Gone) otherwise.
 The log is per replica (not replicated): revisions are the same everywhere, so a
 watcher whose replica dies resumes on another one from its last revision.
+
+Every append wakes every waiter, which is right for a watcher of everything and
+wasteful for a kubelet's watch of its own pods (spec.nodeName=N): with a thousand
+nodes, each pod change woke a thousand threads to find nothing for all but one or
+two. Such a watcher registers an Interest instead (kube-apiserver's cacher does the
+same with its indexed triggers): it is woken only by a change whose field had its
+value before or after, and between wakes it learns that nothing it cares about
+happened up to the newest revision, so it moves on without reading those changes.
 """
 import collections
 import threading
+
+from shepherd_ha.model.selectors import field_value
 
 from .encoded_objects import decoded
 
@@ -21,6 +31,17 @@ class WatchExpired(Exception):
         self.revision, self.oldest = revision, oldest
 
 
+class Interest:
+    """A watcher of `resource` that only needs the changes whose `field` is `value`
+    before or after. Its flag is set when such a change arrives, and on a reset or a
+    poke; it starts set, so the first look reads the log."""
+
+    def __init__(self, resource, field, value):
+        self.resource, self.field, self.value = resource, field, value
+        self.flag = threading.Event()
+        self.flag.set()
+
+
 class WatchLog:
     CAPACITY = 10000      # changes kept by default for watches to resume from
 
@@ -31,6 +52,7 @@ class WatchLog:
         self._base = 0          # changes after this revision are all here (until trimmed)
         self.resets = 0         # bumped when a snapshot replaced the state wholesale
         self._pokes = 0         # bumped to wake waiters without a change (store process: leadership)
+        self._interests = {}    # resource -> field -> value -> set of Interest
 
     @property
     def last_revision(self):
@@ -50,7 +72,68 @@ class WatchLog:
             for change in changes:
                 self._entries.append(change)
                 self._last = change.revision
+                if change.resource in self._interests:
+                    self._flag_interested(change)
             self._cond.notify_all()
+
+    def register(self, resource, field, value):
+        """An Interest in `resource`'s changes whose `field` is `value`; unregister it when done."""
+        interest = Interest(resource, field, value)
+        with self._cond:
+            self._interests.setdefault(resource, {}).setdefault(field, {}).setdefault(value, set()).add(interest)
+        return interest
+
+    def unregister(self, interest):
+        with self._cond:
+            by_value = self._interests.get(interest.resource, {}).get(interest.field, {})
+            interests = by_value.get(interest.value, set())
+            interests.discard(interest)
+            if not interests:
+                by_value.pop(interest.value, None)
+                if not by_value:
+                    self._interests[interest.resource].pop(interest.field, None)
+                    if not self._interests[interest.resource]:
+                        del self._interests[interest.resource]
+
+    def since_for(self, revision, interest):
+        """(changes, covered): the changes after `revision` when one `interest` names may be
+        among them (as since()), else none; either way, none after `revision` up to
+        `covered` concerns it that is not in `changes`. Raises WatchExpired as since()."""
+        with self._cond:
+            if revision < self._oldest_servable():
+                raise WatchExpired(revision, self._oldest_servable() + 1)
+            covered = self._last
+            if not interest.flag.is_set():
+                return [], covered
+            interest.flag.clear()
+            return self._since(revision), covered
+
+    @staticmethod
+    def wait_interest(interest, timeout):
+        """Block until `interest` is flagged (a change it names, a reset, a poke) or timeout."""
+        interest.flag.wait(timeout)
+
+    def _flag_interested(self, change):
+        for field, by_value in self._interests[change.resource].items():
+            for obj in (change.object, change.previous):
+                if obj is None:
+                    continue
+                if not isinstance(obj, dict):      # stored bytes (a store process's log): wake them all
+                    self._flag_all(by_value)
+                    return
+                for interest in by_value.get(field_value(obj, field), ()):
+                    interest.flag.set()
+
+    def _flag_everyone(self):
+        for fields in self._interests.values():
+            for by_value in fields.values():
+                self._flag_all(by_value)
+
+    @staticmethod
+    def _flag_all(by_value):
+        for interests in by_value.values():
+            for interest in interests:
+                interest.flag.set()
 
     def reset(self, revision):
         """The state jumped to `revision` without individual changes (snapshot install)."""
@@ -58,6 +141,7 @@ class WatchLog:
             self._entries.clear()
             self._base = self._last = revision
             self.resets += 1
+            self._flag_everyone()
             self._cond.notify_all()
 
     def since(self, revision):
@@ -65,18 +149,22 @@ class WatchLog:
         with self._cond:
             if revision < self._oldest_servable():
                 raise WatchExpired(revision, self._oldest_servable() + 1)
-            out = []
-            for change in reversed(self._entries):
-                if change.revision <= revision:
-                    break
-                out.append(change)
-            out.reverse()
-            return out
+            return self._since(revision)
+
+    def _since(self, revision):
+        out = []
+        for change in reversed(self._entries):
+            if change.revision <= revision:
+                break
+            out.append(change)
+        out.reverse()
+        return out
 
     def poke(self):
         """Wake every waiter without a change (the store process: leadership changed)."""
         with self._cond:
             self._pokes += 1
+            self._flag_everyone()
             self._cond.notify_all()
 
     def wait_beyond(self, revision, timeout):
@@ -97,6 +185,10 @@ class DecodedWatchLog:
 
     def since(self, revision):
         return [decoded(change) for change in self.raw.since(revision)]
+
+    def since_for(self, revision, interest):
+        changes, covered = self.raw.since_for(revision, interest)
+        return [decoded(change) for change in changes], covered
 
     def __getattr__(self, name):
         return getattr(self.raw, name)

@@ -164,6 +164,31 @@ def test_selected_lists_and_watches_follow_relabels_and_deletes(url, cluster):
         watch.close()
 
 
+def test_a_watch_of_one_nodes_pods_sees_them_and_moves_past_the_others(url, cluster):
+    """A kubelet's watch (spec.nodeName=N) is woken only by changes of pods on N
+    (store/watch_log.py, Interest); between them its bookmarks still move on to the
+    newest revision, and a pod of N that is deleted is a DELETED event."""
+    ns = "sel-d"
+    ensure_namespace(url, ns)
+    path = PODS.format(ns=ns)
+    watch = Watch(cluster.url(cluster.ids[2]), path, timeout=20,
+                  params={"fieldSelector": "spec.nodeName=node-w", "allowWatchBookmarks": "true"})
+    try:
+        assert watch.wait_for(lambda events: events, 10), watch.error       # open: its first bookmark
+        for i in range(20):
+            expect(call("POST", url + path, json=pod("other-%d" % i, {"app": "x"}, node="node-%d" % (i % 3))), 201)
+        last_other = _revision(url, path)
+        assert watch.wait_for(lambda events: any(e["type"] == "BOOKMARK" and int(e["object"]["metadata"]
+                                                 ["resourceVersion"]) >= last_other for e in events), 10), watch.events
+        expect(call("POST", url + path, json=pod("mine", {"app": "x"}, node="node-w")), 201)
+        expect(call("DELETE", url + path + "/mine", params={"gracePeriodSeconds": "0"}), 200)
+        assert watch.wait_for(lambda events: any(e["type"] == "DELETED" for e in events), 10), watch.events
+        assert [(e["type"], e["object"]["metadata"]["name"]) for e in watch.changes()][:1] == [("ADDED", "mine")]
+        assert {e["object"]["metadata"]["name"] for e in watch.changes()} == {"mine"}
+    finally:
+        watch.close()
+
+
 def _revision(url, path):
     return int(expect(call("GET", url + path), 200)["metadata"]["resourceVersion"])
 

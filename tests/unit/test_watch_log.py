@@ -71,3 +71,60 @@ def test_wait_beyond_times_out():
     start = time.monotonic()
     log.wait_beyond(0, 0.2)
     assert 0.15 < time.monotonic() - start < 2.0
+
+
+def pod_on(revision, name, node, kind="ADDED", previous_node=None):
+    def obj(n):
+        spec = {"nodeName": n} if n is not None else {}
+        return {"metadata": {"name": name}, "spec": spec}
+    previous = obj(previous_node) if kind != "ADDED" else None
+    return Change(revision, kind, "pods", obj(node) if kind != "DELETED" else None, previous)
+
+
+def test_an_interest_is_flagged_only_by_changes_of_its_value_before_or_after():
+    log = WatchLog(100)
+    mine = log.register("pods", "spec.nodeName", "node-1")
+    assert log.since_for(0, mine) == ([], 0)              # flagged at first: reads the (empty) log
+    log.append([pod_on(1, "a", "node-2"), pod_on(2, "b", None)])
+    assert log.since_for(0, mine) == ([], 2)              # nothing of node-1: covered up to 2 unread
+    log.append([pod_on(3, "b", "node-1", "MODIFIED", previous_node=None)])      # bound to node-1
+    got, covered = log.since_for(2, mine)
+    assert [c.revision for c in got] == [3] and covered == 3
+    log.append([Change(4, "ADDED", "services", {"metadata": {"name": "s"}, "spec": {"nodeName": "node-1"}}, None)])
+    assert log.since_for(3, mine) == ([], 4)              # another resource's field is not this one
+    log.append([pod_on(5, "b", None, "DELETED", previous_node="node-1")])     # gone: only its previous names it
+    assert [c.revision for c in log.since_for(4, mine)[0]] == [5]
+
+
+def test_an_interest_waits_for_its_own_changes_and_wakes_on_reset_and_poke():
+    log = WatchLog(100)
+    mine = log.register("pods", "spec.nodeName", "node-1")
+    log.since_for(0, mine)
+    log.append([pod_on(1, "a", "node-2")])
+    start = time.monotonic()
+    log.wait_interest(mine, 0.2)
+    assert time.monotonic() - start >= 0.15                # not woken by another node's pod
+    log.append([pod_on(2, "b", "node-1")])
+    start = time.monotonic()
+    log.wait_interest(mine, 5.0)
+    assert time.monotonic() - start < 1.0
+    log.since_for(1, mine)
+    log.poke()
+    assert mine.flag.is_set()
+    log.since_for(2, mine)
+    log.reset(50)
+    assert mine.flag.is_set()
+    with pytest.raises(WatchExpired):                      # a reset still ends the watch with a 410
+        log.since_for(2, mine)
+
+
+def test_stored_bytes_flag_every_interest_and_unregister_forgets():
+    log = WatchLog(100)
+    a, b = log.register("pods", "spec.nodeName", "node-1"), log.register("pods", "spec.nodeName", "node-2")
+    log.since_for(0, a), log.since_for(0, b)
+    log.append([Change(1, "ADDED", "pods", b"\x00compressed", None)])      # cannot tell: wakes them all
+    assert a.flag.is_set() and b.flag.is_set()
+    log.unregister(a)
+    log.unregister(b)
+    assert log._interests == {}
+    log.append([pod_on(2, "x", "node-1")])                 # nobody registered: nothing to flag
