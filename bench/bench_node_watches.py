@@ -52,6 +52,7 @@ async def watcher(host, port, node, counts, opened, errors, stop, gate):
         errors.append(exc)
         return
     opened.append(node)
+    token, tail = b'"type":"MODIFIED"', b""
     try:
         while not stop.is_set():
             try:
@@ -60,7 +61,11 @@ async def watcher(host, port, node, counts, opened, errors, stop, gate):
                 continue
             if not data:
                 return
-            counts[node] = counts.get(node, 0) + data.count(b'"type":"MODIFIED"')
+            # A token split between two reads is counted once: the tail kept is one byte
+            # shorter than the token, so no whole token is in it.
+            seen = tail + data
+            counts[node] = counts.get(node, 0) + seen.count(token)
+            tail = seen[-(len(token) - 1):]
     finally:
         writer.close()
 

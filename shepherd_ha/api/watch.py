@@ -3,11 +3,11 @@
 A stream carries events only, as Kubernetes' do (a typed client parses every line
 as an event): its headers go out at once (an empty write), keep-alive is a BOOKMARK
 every BOOKMARK_INTERVAL idle seconds when the client allows bookmarks, else nothing.
-A watch holds one server thread while it lasts; it wakes on every applied change or
-every second and checks that its reader is still there (waitress'
-client_disconnected), so a client that went away frees its thread within a second.
-A watch of pods on one node (spec.nodeName=N, what every kubelet runs) wakes only
-for changes of pods on that node (store/watch_log.py, Interest).
+A watch holds one server thread while it lasts; it wakes on every applied change (a
+watch of pods on one node, spec.nodeName=N, what every kubelet runs: only on changes
+of pods on that node, store/watch_log.py Interest) or every second, and checks that
+its reader is still there (waitress' client_disconnected), so a client that went
+away frees its thread within a second.
 With a Table in the Accept header each event carries a one-row Table (api/tables.py).
 """
 import time

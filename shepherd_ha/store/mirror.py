@@ -45,7 +45,7 @@ class Mirror(ObjectReads):
         # pods, replicasets and controllerrevisions; other workers never pay).
         self._owners = OwnerIndex()
         # Likewise on a resource's first selected list or watch (store/selector_index.py).
-        self._selectable = SelectorIndex()
+        self._selector_index = SelectorIndex()
         self._shared = Interner()    # equal parts of objects kept once (store/interning.py)
 
     # ---- fed by the stream ----
@@ -91,7 +91,7 @@ class Mirror(ObjectReads):
                     bucket[key] = change.object
                 fresh.append(change)
                 self._owners.replace(change.resource, key, stored, change.object)
-                self._selectable.replace(change.resource, key, stored, change.object)
+                self._selector_index.replace(change.resource, key, stored, change.object)
                 self.revision = change.revision
             # Under the lock, as the store appends: watchers see changes in revision order.
             if fresh:
@@ -100,28 +100,33 @@ class Mirror(ObjectReads):
             self._release()
 
     def replace(self, objects, revision):
+        # The resources indexed before are indexed again from the new objects, before the
+        # lock: the first selected reads after a snapshot (every kubelet's re-list after its
+        # 410) find the index ready instead of one of them building it under the lock.
+        selector_index = SelectorIndex()
+        for resource in self._selector_index.resources():
+            selector_index.add(resource, objects.get(resource, {}))
         with self.lock:
             self.objects, self.revision, self.synced = objects, revision, True
             self._owners = OwnerIndex()
-            self._selectable = SelectorIndex()
+            self._selector_index = selector_index
             self._snapshots += 1
             self.watch_log.reset(revision)
         self._release()
 
     def list(self, resource, namespace=None, selection=None):
         """As ObjectReads.list; with `selection` (label selector, field selector), only
-        the objects its indexed requirements allow, sorted by (namespace, name): a superset
-        of what the selectors match, which the caller still checks. Under the lock."""
+        the objects its indexed requirements allow: a superset of what the selectors match,
+        which the caller still checks, in no particular order (the API sorts a list; nothing
+        is sorted under the lock, which every change of the stream waits for)."""
         if selection is None or not SelectorIndex.narrows(resource, *selection):
             return super().list(resource, namespace)
         with self.lock:
             bucket = self.objects.get(resource, {})
-            if not self._selectable.covers(resource):
-                self._selectable.add(resource, bucket)
-            keys = self._selectable.candidates(resource, *selection)
-            if namespace is not None:
-                keys = [key for key in keys if key[0] == namespace]
-            return [bucket[key] for key in sorted(keys)]
+            if not self._selector_index.covers(resource):
+                self._selector_index.add(resource, bucket)
+            keys = self._selector_index.candidates(resource, *selection)
+            return [bucket[key] for key in keys if namespace is None or key[0] == namespace]
 
     def owned(self, resource, namespace, uid):
         """As ObjectReads.owned, from the owner index instead of a scan."""

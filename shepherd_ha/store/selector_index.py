@@ -17,22 +17,21 @@ from shepherd_ha.model.selectors import EQUALS, IN, field_value
 # Fields indexed per kind, as kube-apiserver's watch cache indexes them.
 INDEXED_FIELDS = {"pods": ("spec.nodeName",)}
 
-_NONE = frozenset()
-
-
-def _label_pairs(obj):
-    """(key, value) of the object's labels that a selector can name (string values;
-    anything else, stored past validation, can match no requirement's values)."""
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    labels = meta.get("labels") if isinstance(meta, dict) else None
-    if not isinstance(labels, dict):
-        return ()
-    return [(k, v) for k, v in labels.items() if isinstance(v, str)]
+_EMPTY = frozenset()
 
 
 def _labels_of(obj):
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     return meta.get("labels") if isinstance(meta, dict) else None
+
+
+def _label_pairs(obj):
+    """(key, value) of the object's labels that a selector can name (string values;
+    anything else, stored past validation, can match no requirement's values)."""
+    labels = _labels_of(obj)
+    if not isinstance(labels, dict):
+        return ()
+    return [(k, v) for k, v in labels.items() if isinstance(v, str)]
 
 
 class SelectorIndex:
@@ -45,6 +44,10 @@ class SelectorIndex:
 
     def covers(self, resource):
         return resource in self._labels
+
+    def resources(self):
+        """The resources indexed (a snapshot's new index starts with the same)."""
+        return list(self._labels)
 
     @staticmethod
     def narrows(resource, label_selector, field_selector):
@@ -73,7 +76,8 @@ class SelectorIndex:
     def candidates(self, resource, label_selector, field_selector):
         """The keys of every object of `resource` the selectors can match (and maybe
         others), or None when no requirement narrows or the resource is not indexed.
-        Valid until the next `replace`: read it under the same lock."""
+        Often the index's own set, not a copy: read it under the lock that `replace`
+        runs under, and never change it."""
         if resource not in self._labels:
             return None
         best = None
@@ -84,7 +88,7 @@ class SelectorIndex:
                     best = found
         for req in field_selector.requirements:
             if req.operator == EQUALS and req.field in INDEXED_FIELDS.get(resource, ()):
-                found = self._fields[resource].get((req.field, req.value), _NONE)
+                found = self._fields[resource].get((req.field, req.value), _EMPTY)
                 if best is None or len(found) < len(best):
                     best = found
         return best
@@ -94,17 +98,17 @@ class SelectorIndex:
     @staticmethod
     def _union(entries, pairs):
         if len(pairs) == 1:
-            return entries.get(pairs[0], _NONE)
+            return entries.get(pairs[0], _EMPTY)
         found = set()
         for pair in pairs:
-            found |= entries.get(pair, _NONE)
+            found |= entries.get(pair, _EMPTY)
         return found
 
     @staticmethod
     def _same_entries(resource, old, new):
         labels_old, labels_new = _labels_of(old), _labels_of(new)
         # The mirror shares unchanged parts between versions (store/interning.py): the
-        # same labels are most often the same dict.
+        # same labels are most often the same dict, and `is` answers before `!=` walks it.
         if labels_old is not labels_new and labels_old != labels_new:
             return False
         for field in INDEXED_FIELDS.get(resource, ()):

@@ -84,16 +84,24 @@ class WatchLog:
         return interest
 
     def unregister(self, interest):
+        """Forget `interest` (again: nothing)."""
         with self._cond:
-            by_value = self._interests.get(interest.resource, {}).get(interest.field, {})
+            fields = self._interests.get(interest.resource, {})
+            by_value = fields.get(interest.field, {})
             interests = by_value.get(interest.value, set())
             interests.discard(interest)
             if not interests:
                 by_value.pop(interest.value, None)
                 if not by_value:
-                    self._interests[interest.resource].pop(interest.field, None)
-                    if not self._interests[interest.resource]:
-                        del self._interests[interest.resource]
+                    fields.pop(interest.field, None)
+                    if not fields:
+                        self._interests.pop(interest.resource, None)
+
+    def interests(self):
+        """How many interests are registered (a watch that ended has none left)."""
+        with self._cond:
+            return sum(len(s) for fields in self._interests.values() for by_value in fields.values()
+                       for s in by_value.values())
 
     def since_for(self, revision, interest):
         """(changes, covered): the changes after `revision` when one `interest` names may be
@@ -114,23 +122,28 @@ class WatchLog:
         interest.flag.wait(timeout)
 
     def _flag_interested(self, change):
-        for field, by_value in self._interests[change.resource].items():
+        # A MODIFIED change must carry its previous version (the mirror's and the in-memory
+        # store's do): a pod bound to node N names N only in its new version, and one that
+        # left N only in its previous one.
+        fields = self._interests[change.resource]
+        for obj in (change.object, change.previous):
+            if obj is not None and not isinstance(obj, dict):     # stored bytes (a store process's
+                for by_value in fields.values():                  # log): cannot tell, wake them all
+                    self._flag_values(by_value)
+                return
+        for field, by_value in fields.items():
             for obj in (change.object, change.previous):
-                if obj is None:
-                    continue
-                if not isinstance(obj, dict):      # stored bytes (a store process's log): wake them all
-                    self._flag_all(by_value)
-                    return
-                for interest in by_value.get(field_value(obj, field), ()):
-                    interest.flag.set()
+                if obj is not None:
+                    for interest in by_value.get(field_value(obj, field), ()):
+                        interest.flag.set()
 
     def _flag_everyone(self):
         for fields in self._interests.values():
             for by_value in fields.values():
-                self._flag_all(by_value)
+                self._flag_values(by_value)
 
     @staticmethod
-    def _flag_all(by_value):
+    def _flag_values(by_value):
         for interests in by_value.values():
             for interest in interests:
                 interest.flag.set()

@@ -225,3 +225,22 @@ def test_tables_over_http_for_get_and_list_and_a_bad_include_object_is_a_400(api
     bad = requests.get(api + "/api/v1/pods", params={"includeObject": "Everything"}, headers={"Accept": TABLE},
                        timeout=10)
     assert bad.status_code == 400 and "Metadata, Object, None" in bad.json()["message"]
+
+
+def test_a_watch_of_one_nodes_pods_leaves_no_interest_behind(api, replica_of_api):
+    """A kubelet's watch (spec.nodeName=N) registers an Interest in the watch log
+    (store/watch_log.py); its end, by timeout or by the client leaving, takes it away."""
+    log = replica_of_api.watch_log
+    before = log.interests()
+    ended = RawStream(api, {"fieldSelector": "spec.nodeName=n-interest", "timeoutSeconds": "1"})
+    left = RawStream(api, {"fieldSelector": "spec.nodeName=n-interest", "timeoutSeconds": "60"})
+    deadline = time.monotonic() + 5
+    while log.interests() < before + 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.interests() == before + 2
+    left.close()
+    ended.thread.join(5)
+    deadline = time.monotonic() + 5
+    while log.interests() > before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert log.interests() == before, "an ended watch still holds its interest"

@@ -124,7 +124,11 @@ def test_stored_bytes_flag_every_interest_and_unregister_forgets():
     log.since_for(0, a), log.since_for(0, b)
     log.append([Change(1, "ADDED", "pods", b"\x00compressed", None)])      # cannot tell: wakes them all
     assert a.flag.is_set() and b.flag.is_set()
+    a.flag.clear(), b.flag.clear()
     log.unregister(a)
+    log.unregister(a)                                      # again: nothing
+    assert log.interests() == 1
+    log.append([pod_on(2, "x", "node-1")])                 # a's node, but a is gone
+    assert not a.flag.is_set() and not b.flag.is_set()
     log.unregister(b)
-    assert log._interests == {}
-    log.append([pod_on(2, "x", "node-1")])                 # nobody registered: nothing to flag
+    assert log.interests() == 0
