@@ -66,11 +66,7 @@ def setup(url, pods, writers=8):
                 time.sleep(0.2)
             else:
                 failures.append(i)
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    common.in_threads(writers, writer)
     if failures:
         raise SystemExit("could not create %d pods" % len(failures))
 

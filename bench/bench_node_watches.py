@@ -18,7 +18,8 @@ import json
 import threading
 import time
 
-from common import BenchCluster, CpuMeter, KeepAlive, exit_on_sigterm, print_machine, progress, say, split_url, table
+from common import (BenchCluster, CpuMeter, KeepAlive, exit_on_sigterm, in_threads, print_machine, progress, say,
+                    split_url, table)
 
 POD_PATH = "/api/v1/namespaces/default/pods"
 AGENT = "shepherd-agent/bench"       # an agent's watch: the system pool of long-running slots
@@ -101,11 +102,7 @@ def setup(url, nodes, pods_per_node):
                                  "spec": {"nodeName": nodes[i % len(nodes)],
                                           "containers": [{"name": "c", "image": "registry.example/c:1"}]}})
         own.close()
-    threads = [threading.Thread(target=create, args=(k,)) for k in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(8, create)
     conn.close()
     return names
 
@@ -128,11 +125,7 @@ def write_status(url, pods, count, rate, tag, writers=8):
                 time.sleep(behind)
         conn.close()
         failed.append(bad)
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    in_threads(writers, writer)
     return sum(failed)
 
 

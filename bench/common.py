@@ -13,6 +13,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 
@@ -183,6 +184,15 @@ class BenchCluster:
 
     def leader(self):
         return self.cluster.leader()
+
+
+def in_threads(count, target):
+    """Run target(k) for k in range(count), each on a thread of its own; return when all have."""
+    threads = [threading.Thread(target=target, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def exit_on_sigterm():
