@@ -160,10 +160,7 @@ def stream(replica, target):
 
 def _interest(log, plural, field_sel):
     """An Interest in the watch log for a watch that names an indexed field's value
-    (spec.nodeName=N), else None (woken by every change). Logs without interests (test
-    doubles) wake every watch."""
-    if not hasattr(log, "register"):
-        return None
+    (spec.nodeName=N), else None (woken by every change)."""
     for req in field_sel.requirements:
         if req.operator == EQUALS and req.field in INDEXED_FIELDS.get(plural, ()):
             return log.register(plural, req.field, req.value)
