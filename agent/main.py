@@ -50,7 +50,7 @@ class Agent:
         self.stop_event = threading.Event()
         self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token, ca_file=s.ca_file,
-                                       cluster_id=s.cluster_id,
+                                       cluster_id=s.cluster_id, spread_key=s.node_name,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))
         self.log_server = None
         events = EventSink(self.client, s.node_name, self.stop_event, qps=s.event_qps)

@@ -18,6 +18,7 @@ import logging
 import threading
 import uuid
 import weakref
+import zlib
 
 import requests
 import urllib3
@@ -99,11 +100,15 @@ class Client:
     client_cert: (certificate file, key file) shown to servers that ask for one
     cluster_id: the cluster this client is configured for, sent with every request
         (Shepherd-Cluster-Id): a replica of another cluster answers 421
+    spread_key: a name of this client (an agent's node name) that picks the replica it
+        starts on, so a fleet configured with one list of servers spreads over them
+        instead of every agent's requests and watch landing on the first (default: the
+        first)
     """
 
     def __init__(self, servers, timeout=5.0, retry_deadline=15.0, session=None,
                  user_agent=None, watch_read_timeout=None, token=None, ca_file=None, client_cert=None,
-                 cluster_id=None):
+                 cluster_id=None, spread_key=None):
         self.servers = normalize_servers(servers)
         self.timeout = float(timeout)
         self.retry_deadline = float(retry_deadline)
@@ -118,7 +123,9 @@ class Client:
         # sessions of live threads (weak: a finished thread's session goes with it)
         self._sessions = weakref.WeakSet()
         self._sessions_lock = threading.Lock()
-        self._preferred = 0          # index of the replica that answered last
+        # index of the replica that answered last; at first the one spread_key picks
+        # (stable: a restarted agent goes back to the replica that had its watch)
+        self._preferred = zlib.crc32(spread_key.encode()) % len(self.servers) if spread_key and self.servers else 0
         self.last_server = None      # its URL
 
     def __repr__(self):

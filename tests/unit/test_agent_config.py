@@ -265,3 +265,18 @@ def test_a_node_deleted_meanwhile_is_registered_again_at_the_next_post():
     kinds = [(c[0], c[1]) for c in client.calls]
     first_read = kinds.index(("get", "nodes"))           # the first post's read finds it gone
     assert ("create", "nodes") in kinds[first_read:], kinds
+
+
+def test_agents_spread_over_the_servers_by_node_name(replicas):
+    """Every agent is given the same --servers; each starts on the one its node name picks."""
+    from agent.main import Agent
+    urls = [replicas().url for _ in range(3)]
+    seen = set()
+    for n in range(12):
+        agent = Agent(resolve(["--servers", ",".join(urls), "--node-name", "node-%d" % n, "--runtime", "hollow"]))
+        try:
+            agent.client.version()
+            seen.add(agent.client.last_server)
+        finally:
+            agent.client.close()
+    assert seen == set(urls)

@@ -5,6 +5,7 @@ The real API app over the in-memory store (tests/unit/real_api.py, conftest's re
 import json
 import threading
 import time
+import zlib
 
 import pytest
 import requests
@@ -166,6 +167,35 @@ def test_503_moves_to_the_next_replica(replicas):
     a, b = replicas(), replicas()
     a.fail_next(1)
     c = Client([a.url, b.url])
+    assert c.version()["replica"] == "r2"
+    assert c.last_server == b.url
+
+
+def test_spread_key_spreads_a_fleet_over_the_replicas(replicas):
+    """Agents configured with one list of servers: each starts on the replica its node name
+    picks (the same every time), so a fleet's requests and watches are not all on the first."""
+    servers = [replicas() for _ in range(3)]
+    urls = [s.url for s in servers]
+    first = {}
+    for n in range(60):
+        c = Client(urls, spread_key="node-%03d" % n)
+        c.version()
+        first[n] = c.last_server
+        again = Client(urls, spread_key="node-%03d" % n)
+        again.version()
+        assert again.last_server == first[n]
+    counts = {url: sum(1 for u in first.values() if u == url) for url in urls}
+    assert all(count >= 10 for count in counts.values()), counts       # 20 each if even
+    plain = Client(urls)
+    plain.version()
+    assert plain.last_server == urls[0]
+
+
+def test_a_spread_client_still_fails_over(replicas):
+    a, b = replicas(), replicas()
+    key = next("node-%d" % n for n in range(100) if zlib.crc32(b"node-%d" % n) % 2 == 0)    # starts on a
+    a.fail_next(1)
+    c = Client([a.url, b.url], spread_key=key)
     assert c.version()["replica"] == "r2"
     assert c.last_server == b.url
 
