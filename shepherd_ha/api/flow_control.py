@@ -108,6 +108,7 @@ class Level:
         self.wait_seconds = 0.0                   # total time admitted requests queued
         self._waiting = collections.deque()       # one Event per queued request
         self._lock = threading.Lock()
+        self.on_change = None                     # called after in_flight moved (a pool's observers)
 
     @property
     def queued(self):
@@ -116,17 +117,21 @@ class Level:
     def acquire(self, timeout):
         """Take a seat, waiting up to `timeout` s in the queue; (True, None) or (False, reason)."""
         with self._lock:
-            if self.in_flight < self.seats and not self._waiting:
+            taken = self.in_flight < self.seats and not self._waiting
+            if taken:
                 self.in_flight += 1
                 self.dispatched += 1
-                return True, None
-            if len(self._waiting) >= self.queue_length or timeout <= 0:
+            elif len(self._waiting) >= self.queue_length or timeout <= 0:
                 # a pool without a queue is simply at its limit
                 reason = "queue-full" if self.queue_length else "concurrency-limit"
                 self.rejected[reason] += 1
                 return False, reason
-            granted = threading.Event()
-            self._waiting.append(granted)
+            else:
+                granted = threading.Event()
+                self._waiting.append(granted)
+        if taken:
+            self._changed()      # outside the lock: an observer may start threads
+            return True, None
         start = time.monotonic()
         granted.wait(timeout)
         with self._lock:
@@ -157,8 +162,13 @@ class Level:
         with self._lock:
             if self._waiting:
                 self._waiting.popleft().set()    # the seat passes on: in_flight is unchanged
-            else:
-                self.in_flight -= 1
+                return
+            self.in_flight -= 1
+        self._changed()
+
+    def _changed(self):
+        if self.on_change is not None:
+            self.on_change()
 
     def pressure(self):
         """(how full the queue is, 0 to 1; requests refused so far)."""
@@ -242,9 +252,9 @@ def seats_by_level(max_inflight, shares=None):
 
 # Defaults of the server options --max-requests-inflight, --max-watches, --request-queue-wait.
 MAX_INFLIGHT = 64
-MAX_WATCHES = 256
+MAX_WATCHES = 1024
 QUEUE_WAIT = 1.0
-MAX_WATCHES_PER_USER = 16        # --max-watches-per-user: of the people-and-tools pool (64 by default)
+MAX_WATCHES_PER_USER = 16        # --max-watches-per-user: of the people-and-tools pool (256 by default)
 
 
 class FlowControl:
@@ -279,13 +289,27 @@ class FlowControl:
         return cls(values["max_requests_inflight"], values["max_watches"], values["request_queue_wait"], replica_id,
                    max_watches_per_user=per_user)
 
+    def threads_without_watches(self):
+        """Server threads that every seat, queued request and spare answer need besides
+        the long-running requests, or None when a limit is off (api/thread_budget.py)."""
+        if not self.levels or not self.pools:
+            return None
+        return sum(level.seats + level.queue_length for level in self.levels.values()) + SPARE_THREADS
+
+    def long_running_held(self):
+        """Long-running slots (watches, followed logs) in use now."""
+        return sum(pool.in_flight for pool in self.pools.values())
+
+    def observe_long_running(self, callback):
+        """Call `callback()` whenever a long-running slot is taken or given back."""
+        for pool in self.pools.values():
+            pool.on_change = callback
+
     def threads_needed(self):
         """Server threads that let every seat, queued request and long-running slot
         have one, or None when a limit is off (nothing bounds the threads then)."""
-        if not self.levels or not self.pools:
-            return None
-        held = sum(level.seats + level.queue_length for level in self.levels.values())
-        return held + sum(pool.seats for pool in self.pools.values()) + SPARE_THREADS
+        without = self.threads_without_watches()
+        return None if without is None else without + sum(pool.seats for pool in self.pools.values())
 
     def describe(self):
         seats = ", ".join("%s %d" % (n, l.seats) for n, l in self.levels.items()) or "no limit"

@@ -328,11 +328,12 @@ def _close_longest_idle(server):
 
 
 def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_timeout=HEADER_TIMEOUT,
-          event_loop="epoll", **options):
+          event_loop="epoll", on_dispatcher=None, **options):
     """waitress.serve(app, **options) with the limits above; runs until the process ends.
     options["fix_addr"]: the client address of what accept() returns (a Unix socket's).
     event_loop "epoll" (api/epoll_loop.py), or "poll": waitress's own, which
-    bench/bench_idle_connections.py compares it with."""
+    bench/bench_idle_connections.py compares it with. on_dispatcher: called with
+    waitress's task dispatcher before serving (api/thread_budget.py resizes it)."""
     make_channel, maintenance = build(limits, max_body, gate, header_timeout)
     options.update(channel_timeout=idle_timeout, cleanup_interval=min(CLEANUP_INTERVAL, idle_timeout),
                    # never select(): it raises ValueError on a descriptor numbered 1,024 or
@@ -351,6 +352,8 @@ def serve(app, limits, max_body, gate=None, idle_timeout=IDLE_TIMEOUT, header_ti
         server.asyncore = EPOLL_LOOP
     else:
         server = waitress.create_server(app, **options)
+    if on_dispatcher is not None:
+        on_dispatcher(server.task_dispatcher)
     if not quiet:
         server.print_listen("Serving on http://{}:{}")
     listeners = [server] if isinstance(server, BaseWSGIServer) else \

@@ -139,6 +139,21 @@ class ConnectionCollector:
         yield refused
 
 
+class ThreadCollector:
+    """This worker's server threads as its budget sizes them (api/thread_budget.py)."""
+
+    def __init__(self, budget):
+        self.budget = budget
+
+    def collect(self):
+        yield GaugeMetricFamily("shepherd_api_threads", "Server threads of this API worker (grown with watches)",
+                                value=self.budget.threads)
+        yield GaugeMetricFamily("shepherd_api_threads_max", "Server threads with every long-running slot in use",
+                                value=self.budget.ceiling)
+        yield CounterMetricFamily("shepherd_api_thread_resizes", "Times the server threads were grown or shrunk",
+                                  value=self.budget.resizes)
+
+
 class ApiMetrics:
     def __init__(self, replica, flow=None):
         self.registry = CollectorRegistry()

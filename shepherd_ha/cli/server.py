@@ -11,8 +11,9 @@ from shepherd_ha import cluster_identity, config
 from shepherd_ha.api import auth, http_server
 from shepherd_ha.api.app import MAX_BODY_BYTES, create_app
 from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
-from shepherd_ha.api.metrics import ConnectionCollector
+from shepherd_ha.api.metrics import ConnectionCollector, ThreadCollector
 from shepherd_ha.api.replica_credentials import ReplicaCredentials
+from shepherd_ha.api.thread_budget import ThreadBudget
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -252,8 +253,10 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
     replica.start()
     app = create_app(replica, tokens, credentials.peer_token if tokens is not None else None, flow,
                      secrets_cipher=_secrets_cipher(values), log_grants=credentials, outbound=tls.outbound)
+    budget = ThreadBudget.of(flow) if not values["api_threads"] else None
     if worker == 0:
-        log.info("flow control: %s; %d API threads per worker", flow.describe(), threads)
+        log.info("flow control: %s; API threads per worker: %s", flow.describe(),
+                 "%d, growing with watches up to %d" % (budget.threads, budget.ceiling) if budget else threads)
         if tokens is None:
             log.warning("no --token-file: the API at %s answers anyone who can reach it", api_url)
         log.info("API over %s; peers and agents over %s", "TLS" if tls.files else "plain HTTP (--insecure-http)",
@@ -269,6 +272,9 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         where = dict(sockets=[supervisor.reuse_port_socket(host, port)])
     else:
         where = dict(host=host, port=port)
+    if budget is not None:
+        app.extensions["shepherd_metrics"].registry.register(ThreadCollector(budget))
     http_server.serve(app, connection_limits, MAX_BODY_BYTES, gate, idle_timeout=values["idle_connection_timeout"],
-                      threads=threads, **where, **WAITRESS_OPTIONS)
+                      threads=budget.threads if budget else threads,
+                      on_dispatcher=(lambda d: budget.attach(d, flow)) if budget else None, **where, **WAITRESS_OPTIONS)
     return 0
