@@ -20,6 +20,7 @@ import time
 
 from common import (BenchCluster, CpuMeter, KeepAlive, exit_on_sigterm, in_threads, print_machine, progress, say,
                     split_url, table)
+from replica_resources import pss_bytes, replica_processes
 
 POD_PATH = "/api/v1/namespaces/default/pods"
 AGENT = "shepherd-agent/bench"       # an agent's watch: the system pool of long-running slots
@@ -129,6 +130,12 @@ def write_status(url, pods, count, rate, tag, writers=8):
     return sum(failed)
 
 
+def replica_memory(cluster):
+    """(PSS in bytes, OS threads) of the replica's processes together."""
+    procs = [p for pid in cluster.pids().values() for p in replica_processes(pid)]
+    return sum(pss_bytes(p.pid, 0) for p in procs), sum(p.num_threads() for p in procs)
+
+
 def phase(cluster, label, nodes, pods, watch, writes, rate, tag):
     url = cluster.urls()[0]
     watched = nodes if watch else []
@@ -150,6 +157,7 @@ def phase(cluster, label, nodes, pods, watch, writes, rate, tag):
     achieved = writes / (time.monotonic() - t0)
     time.sleep(1.0)          # the last events go out
     cpu = meter.stop()
+    pss, threads = replica_memory(cluster)     # the watches still open
     stop.set()
     if watched:
         thread.join(5)
@@ -161,7 +169,7 @@ def phase(cluster, label, nodes, pods, watch, writes, rate, tag):
         expected[node] = expected.get(node, 0) + 1
     short = sum(1 for n in watched if counts.get(n, 0) < expected.get(n, 0))
     return (label, len(watched), writes, "%.0f/s" % achieved, failed, "%.2f" % (seconds / writes * 1e3),
-            "%.2f" % cpu["machine_cores_busy"],
+            "%.2f" % cpu["machine_cores_busy"], "%.1f" % (pss / 2 ** 20), threads,
             "%d of %d" % (len(watched) - short, len(watched)) if watched else "-"), seconds / writes
 
 
@@ -193,7 +201,7 @@ def main():
                 progress("round %d, %s: %s ms of replica CPU per write" % (r + 1, label, row[5]))
     say()
     table(["phase", "watches", "writes", "rate", "failed", "replica CPU per write (ms)", "machine busy (cores)",
-           "watchers that got all their pods' writes"], rows)
+           "replica PSS (MB)", "replica threads", "watchers that got all their pods' writes"], rows)
     extra = min(per_write["with"]) - min(per_write["without"])
     say()
     say("what %d node watches add per write: %.2f ms of replica CPU (%.1f us per watch)"

@@ -9,7 +9,9 @@ Method:
    and posting status every --status-interval s, each node on its own keep-alive
    connection to its home replica (spread over the replicas); a kubelet simulator
    (one watch on all pods, a status PATCH to Running for every pod bound to a hollow
-   node, one writer per node). The fleet's own CPU is measured on its processes.
+   node, one writer per node; with --node-watches each node watches its own pods as an
+   agent does and those watches drive the writes, the watch on all pods only counts).
+   The fleet's own CPU is measured on its processes.
 3. A Deployment of --list-size pods (the target of the list probe), waited for.
 4. From here on the run is judged: --deployments Deployments totalling --pods pods are
    created at once; the time until every one of their pods is Running is measured.
@@ -148,6 +150,8 @@ def main():
     ap.add_argument("--lease-interval", type=float, default=5.0, help="the agent's default")
     ap.add_argument("--status-interval", type=float, default=30.0, help="the agent's default")
     ap.add_argument("--converge-timeout", type=float, default=600.0)
+    ap.add_argument("--node-watches", action="store_true",
+                    help="a watch of its own pods per node, as agents hold them (bench/hollow_node_watch.py)")
     ap.add_argument("--server-option", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--keep", action="store_true", help="keep the cluster's files (logs, data) after the run")
     ap.add_argument("--kill-leader", action="store_true",
@@ -180,7 +184,8 @@ def run(bc, args, tag):
     res.mark("start")
     fleet = FleetProcess(urls=urls, nodes=args.nodes, lease_interval=args.lease_interval,
                          status_interval=args.status_interval, count_label=("fleet-run", tag),
-                         grace=float(common_opt(args, "node_grace_period", 15.0))).start()
+                         grace=float(common_opt(args, "node_grace_period", 15.0)),
+                         node_watches=args.node_watches).start()
     try:
         s = fleet.stats()
         progress("fleet up: %d nodes registered (%d failed) in %.1f s, fleet pids %s"
@@ -341,6 +346,11 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
            final["status_posts"], final["status_failures"], final["pod_patches"], final["pod_conflicts"],
            final["pod_failures"], final["pod_gave_up"], final["kubelet_crashes"], final["watch_events"],
            final["relists"]))
+    if "node_watches" in final:
+        nw = final["node_watches"]
+        say("  node watches: %d opened (each watch counts again when it resumes), %d events, %d re-lists, "
+            "%d refused with 429, %d failed and resumed" % (nw["opened"], nw["events"], nw["relists"],
+                                                            nw["throttled"], nw["errors"]))
     say("  hollow nodes' connections the server had closed when reused: %d requests sent again on a new one"
         % final.get("stale_retries", 0))
     if final["errors"] or final["crashes"]:

@@ -53,14 +53,14 @@ async def _cancel_all():
 class HollowFleet:
     def __init__(self, urls, nodes, prefix="hollow", lease_interval=5.0, status_interval=30.0,
                  count_label=None, grace=15.0, check_node=True, register_timeout=300.0,
-                 roles=("nodes", "kubelet")):
+                 roles=("nodes", "kubelet"), node_watches=False):
         raise_open_file_limit()
         self.urls = list(urls)
         self.roles = tuple(roles)
         self.register_timeout = register_timeout
         self.loop = asyncio.new_event_loop()
         self.nodes = NodeFleet(self.urls, nodes, prefix, lease_interval, status_interval, check_node)
-        self.kubelet = HollowKubelet(self.urls, self.nodes, self.loop, count_label)
+        self.kubelet = HollowKubelet(self.urls, self.nodes, self.loop, count_label, node_watches=node_watches)
         self.readiness = ReadinessTracker(self.urls, self.nodes, grace)
         self._stop = None
         self._thread = None
@@ -146,6 +146,10 @@ class HollowFleet:
                 "kubelet_crashes": ks.crashes,
                 "pod_latencies": list(ks.latencies), "watch_events": ks.watch_events, "relists": ks.relists,
                 "watch_errors": ks.watch_errors})
+            if self.kubelet.node_watches:
+                ws = self.kubelet.node_watch_stats
+                out["node_watches"] = {"opened": ws.opened, "events": ws.events, "relists": ws.relists,
+                                       "throttled": ws.throttled, "errors": ws.errors}
         return out
 
 

@@ -1,5 +1,7 @@
 """A kubelet simulator for the hollow nodes: one watch on all pods, and a status PATCH
-to Running for every pod bound to a hollow node.
+to Running for every pod bound to a hollow node. With `node_watches`, each node watches
+its own pods as an agent does (hollow_node_watch.py) and those watches drive the status
+writes; the watch on all pods then only counts (the benchmark's own observer).
 
 The watch (shepherd_ha/client Client.watch: list, then changes, resumed across
 replicas; a 410 re-lists) runs on its own thread and keeps a small record of every
@@ -24,6 +26,7 @@ from agent import status as S
 from shepherd_ha.client import Client, ClientError, WatchExpired
 
 from async_http import MERGE_PATCH, AsyncConnection, HttpError
+from hollow_node_watch import WatchStats, follow_node
 
 log = logging.getLogger("hollow_kubelet")
 
@@ -47,9 +50,11 @@ class KubeletStats:
 
 
 class HollowKubelet:
-    def __init__(self, urls, fleet, loop, count_label=None, timeout=10.0):
+    def __init__(self, urls, fleet, loop, count_label=None, timeout=10.0, node_watches=False):
         """fleet: a hollow_nodes.NodeFleet (its by_name and home replicas); count_label:
         (key, value) of the pods that count() reports on."""
+        self.node_watches = node_watches
+        self.node_watch_stats = WatchStats()
         self.urls = list(urls)
         self.fleet = fleet
         self.loop = loop
@@ -71,6 +76,21 @@ class HollowKubelet:
     def start(self):
         self._thread = threading.Thread(target=self._watch, name="hollow-kubelet-watch", daemon=True)
         self._thread.start()
+        if self.node_watches:
+            asyncio.run_coroutine_threadsafe(self._follow_nodes(), self.loop)
+
+    async def _follow_nodes(self):
+        stop = asyncio.Event()
+
+        async def watch_stop():
+            while not self.stop.is_set():
+                await asyncio.sleep(0.5)
+            stop.set()
+        asyncio.ensure_future(watch_stop())
+        for name, node in self.fleet.by_name.items():
+            asyncio.ensure_future(follow_node(self.urls, name, node.home, self._offer_if_ours, stop,
+                                              self.node_watch_stats, self.timeout))
+            await asyncio.sleep(0.005)        # 1,000 watches open over ~5 s, as agents start
 
     def _watch(self):
         self.native_id = threading.get_native_id()
@@ -111,9 +131,18 @@ class HollowKubelet:
         counted = self.count_label is None or labels.get(self.count_label[0]) == self.count_label[1]
         with self._lock:
             self._pods[uid] = (phase, node, counted)
-        if node in self.fleet.by_name and phase not in ("Running",) + S.TERMINAL \
+        if not self.node_watches:
+            self.loop.call_soon_threadsafe(self._offer_if_ours, etype, pod)
+
+    def _offer_if_ours(self, etype, pod):
+        """(The loop thread.) A pod of ours to be written Running, if it needs it."""
+        meta = pod.get("metadata") or {}
+        uid = meta.get("uid")
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase") or "Pending"
+        if uid and etype != "DELETED" and node in self.fleet.by_name and phase not in ("Running",) + S.TERMINAL \
                 and not meta.get("deletionTimestamp"):
-            self.loop.call_soon_threadsafe(self._offer, uid, pod)
+            self._offer(uid, pod)
 
     def count(self):
         """Pods with count_label: total, bound to any node, Running (and all pods seen)."""

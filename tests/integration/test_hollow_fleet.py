@@ -1,6 +1,7 @@
 """A short form of the hollow fleet (bench/bench_scale.py): 200 hollow nodes renewing
-their leases every 5 s and posting status, a kubelet simulator, and 5 Deployments of
-1,000 pods on a real 3-replica cluster.
+their leases every 5 s and posting status, a kubelet simulator driven by a watch of
+each node's pods (as agents hold them: bench/hollow_node_watch.py), and 5 Deployments
+of 1,000 pods on a real 3-replica cluster.
 
 Behaviour, not timings: every pod reaches Running, no replica's term moves (no
 election, no leader change), no hollow node is marked NotReady while it renews its
@@ -53,7 +54,8 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     tag = uuid.uuid4().hex[:6]
     sampler = ReplicaSampler(urls).start()
     # Two child processes (nodes; kubelet): a starved single process fell behind on its own renewals.
-    fleet = FleetProcess(urls=urls, nodes=NODES, prefix="hollow-" + tag, count_label=("fleet-run", tag)).start()
+    fleet = FleetProcess(urls=urls, nodes=NODES, prefix="hollow-" + tag, count_label=("fleet-run", tag),
+                         node_watches=True).start()
     try:
         stats = fleet.stats()
         assert stats["registered"] == NODES, stats
@@ -84,5 +86,8 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     assert all(r["leadership_losses"] == 0 for r in terms["per_replica"].values()), summary
     assert readiness["false_not_ready"] == 0, "nodes marked NotReady while renewing: %s" % summary
     assert final["renewals"] > 0 and final["never_renewed"] == 0, summary
+    # Only the node watches drive the status writes: every pod Running is their doing.
+    watches = final["node_watches"]
+    assert watches["opened"] >= NODES and watches["events"] >= want and watches["relists"] == 0, watches
     failures = tick_failures(cluster)
     assert not failures, "%d PySyncObj tick failures:\n%s" % (len(failures), "\n".join(failures[:10]))
