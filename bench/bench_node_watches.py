@@ -6,7 +6,10 @@ with and without the watchers, and checks that every watcher got its own pods' e
 Prints figures, asserts nothing.
 
     python3 bench/bench_node_watches.py [--watchers 300] [--pods-per-node 10] [--writes 3000]
-                                        [--rate 100] [--rounds 2]
+                                        [--rate 100] [--rounds 2] [--watch configmaps]
+
+--watch configmaps: the same number of watches of all ConfigMaps instead (a tool's or a
+controller's watch of another resource, which the pod writes do not concern).
 
 A 1-replica cluster (the store process and one API worker), so the figure is the
 worker's and the store's, not Raft's. The watchers are raw sockets in one asyncio
@@ -26,6 +29,12 @@ POD_PATH = "/api/v1/namespaces/default/pods"
 AGENT = "shepherd-agent/bench"       # an agent's watch: the system pool of long-running slots
 
 
+WATCH_PATH = {"pods": POD_PATH + "?watch=1&allowWatchBookmarks=true&fieldSelector=spec.nodeName%%3D%s"
+                      "&timeoutSeconds=600",
+              "configmaps": "/api/v1/configmaps?watch=1&allowWatchBookmarks=true&timeoutSeconds=600"}
+WATCHED = "pods"      # what the watchers watch (--watch)
+
+
 async def open_watch(host, port, node, deadline):
     """(reader, writer) of a watch the server accepted; a 429 is retried after a pause, as an
     agent does (a thousand watches opening at once queue for the system level's seats)."""
@@ -33,9 +42,9 @@ async def open_watch(host, port, node, deadline):
         reader, writer = await asyncio.open_connection(host, port)
         # Bookmarks keep a quiet watch alive: the server closes a connection silent for its
         # --idle-connection-timeout (60 s), as an agent's watch would then be resumed.
-        writer.write(("GET %s?watch=1&allowWatchBookmarks=true&fieldSelector=spec.nodeName%%3D%s"
-                      "&timeoutSeconds=600 HTTP/1.1\r\n"
-                      "Host: %s:%d\r\nUser-Agent: %s\r\n\r\n" % (POD_PATH, node, host, port, AGENT)).encode())
+        writer.write(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nUser-Agent: %s\r\n\r\n"
+                      % (WATCH_PATH[WATCHED] % node if WATCHED == "pods" else WATCH_PATH[WATCHED],
+                         host, port, AGENT)).encode())
         await writer.drain()
         head = await reader.readuntil(b"\r\n\r\n")
         if head.startswith(b"HTTP/1.1 200"):
@@ -167,6 +176,8 @@ def phase(cluster, label, nodes, pods, watch, writes, rate, tag):
     for i in range(writes):
         node = nodes[(i % len(pods)) % len(nodes)]
         expected[node] = expected.get(node, 0) + 1
+    if WATCHED != "pods":
+        expected = {}          # the writes concern none of them
     short = sum(1 for n in watched if counts.get(n, 0) < expected.get(n, 0))
     return (label, len(watched), writes, "%.0f/s" % achieved, failed, "%.2f" % (seconds / writes * 1e3),
             "%.2f" % cpu["machine_cores_busy"], "%.1f" % (pss / 2 ** 20), threads,
@@ -180,7 +191,11 @@ def main():
     ap.add_argument("--writes", type=int, default=3000)
     ap.add_argument("--rate", type=float, default=100.0, help="pod status writes per second")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--watch", choices=sorted(WATCH_PATH), default="pods",
+                    help="pods: each watcher its node's pods; configmaps: every watcher all ConfigMaps")
     args = ap.parse_args()
+    global WATCHED
+    WATCHED = args.watch
     exit_on_sigterm()
     print_machine()
     # Every watch comes from this one address: lift the per-address connection bound (128).
@@ -193,7 +208,8 @@ def main():
         pods = setup(cluster.urls()[0], nodes, args.pods_per_node)
         progress("%d nodes and %d pods stored" % (len(nodes), len(pods)))
         for r in range(args.rounds):
-            for label, watch in (("no watches", False), ("node watches", True)):
+            for label, watch in (("no watches", False), ("%s watches" % ("node" if WATCHED == "pods" else WATCHED),
+                                                           True)):
                 row, cost = phase(cluster, label, nodes, pods, watch, args.writes, args.rate,
                                   "r%d-%s" % (r, "watched" if watch else "alone"))
                 rows.append(row)
@@ -204,8 +220,8 @@ def main():
            "replica PSS (MB)", "replica threads", "watchers that got all their pods' writes"], rows)
     extra = min(per_write["with"]) - min(per_write["without"])
     say()
-    say("what %d node watches add per write: %.2f ms of replica CPU (%.1f us per watch)"
-        % (args.watchers, extra * 1e3, extra * 1e6 / args.watchers))
+    say("what %d %s watches add per write: %.2f ms of replica CPU (%.1f us per watch)"
+        % (args.watchers, "node" if WATCHED == "pods" else WATCHED, extra * 1e3, extra * 1e6 / args.watchers))
 
 
 if __name__ == "__main__":

@@ -51,8 +51,7 @@ async def follow_node(urls, node, home, on_event, stop, stats, timeout=10.0):
             stats.throttled += 1
             await _pause(stop, exc.seconds)
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                HttpError, ValueError, KeyError) as exc:
-            del exc
+                HttpError, ValueError, KeyError):
             stats.errors += 1
             attempt += 1
             await _pause(stop, 1.0)

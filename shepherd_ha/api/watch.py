@@ -3,11 +3,12 @@
 A stream carries events only, as Kubernetes' do (a typed client parses every line
 as an event): its headers go out at once (an empty write), keep-alive is a BOOKMARK
 every BOOKMARK_INTERVAL idle seconds when the client allows bookmarks, else nothing.
-A watch holds one server thread while it lasts; it wakes on every applied change (a
-watch of pods on one node, spec.nodeName=N, what every kubelet runs: only on changes
-of pods on that node, store/watch_log.py Interest) or every second, and checks that
-its reader is still there (waitress' client_disconnected), so a client that went
-away frees its thread within a second.
+A watch holds one server thread while it lasts (started as watches open:
+api/thread_budget.py); it wakes on every applied change of its resource (a watch of
+pods on one node, spec.nodeName=N, what every kubelet runs: only on changes of pods on
+that node; store/watch_interests.py) or every second, and checks that its reader is
+still there (waitress' client_disconnected), so a client that went away frees its
+thread within a second.
 With a Table in the Accept header each event carries a one-row Table (api/tables.py).
 """
 import time
@@ -125,46 +126,39 @@ def stream(replica, target):
             quiet_since = time.monotonic()
             while time.monotonic() < deadline and not gone():
                 try:
-                    if interest is None:
-                        changes = log.since(last)
-                    else:       # nothing it names up to `covered` that is not in `changes`
-                        changes, covered = log.since_for(last, interest)
+                    # Nothing this watch cares about up to `covered` that is not in `changes`.
+                    changes, covered = log.since_for(last, interest)
                 except WatchExpired as exc:
                     yield dumps({"type": "ERROR", "object": status_body(410, str(exc), "Expired")}) + "\n"
                     return
                 out = []
                 for change in changes:
-                    last = change.revision
                     event = events_of(change)
                     if event is not None:
                         out.append(line(event))
-                if interest is not None:
-                    last = max(last, covered)
+                last = max(last, covered)
                 if out:
                     quiet_since = time.monotonic()
                     yield "".join(out)
                 elif bookmarks and time.monotonic() - quiet_since >= BOOKMARK_INTERVAL:
                     quiet_since = time.monotonic()
                     yield dumps(bookmark(last)) + "\n"
-                if interest is None:
-                    log.wait_beyond(last, 1.0)
-                else:
-                    log.wait_interest(interest, 1.0)
+                log.wait_interest(interest, 1.0)
         finally:
-            if interest is not None:
-                log.unregister(interest)
+            log.unregister(interest)
 
     return Response(generate(), mimetype="application/json",
                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
 
 
 def _interest(log, plural, field_sel):
-    """An Interest in the watch log for a watch that names an indexed field's value
-    (spec.nodeName=N), else None (woken by every change)."""
+    """The watch's Interest in the watch log: in the changes of a value of an indexed
+    field it names (spec.nodeName=N), else in every change of its resource
+    (store/watch_interests.py)."""
     for req in field_sel.requirements:
         if req.operator == EQUALS and req.field in INDEXED_FIELDS.get(plural, ()):
             return log.register(plural, req.field, req.value)
-    return None
+    return log.register(plural)
 
 
 def _send_initial_events(bookmarks, rv):

@@ -132,3 +132,31 @@ def test_stored_bytes_flag_every_interest_and_unregister_forgets():
     assert not a.flag.is_set() and not b.flag.is_set()
     log.unregister(b)
     assert log.interests() == 0
+
+
+def test_an_interest_in_a_resource_sleeps_through_other_resources():
+    """A watch that names no indexed value is woken by every change of its resource, and
+    by none of another: a watch of ConfigMaps sleeps through a rollout's pod writes."""
+    log = WatchLog(100)
+    config_maps, pods = log.register("configmaps"), log.register("pods")
+    node = log.register("pods", "spec.nodeName", "node-1")
+    for interest in (config_maps, pods, node):
+        log.since_for(0, interest)
+    log.append([pod_on(1, "a", "node-2"), pod_on(2, "b", "node-2")])
+    assert pods.flag.is_set() and not config_maps.flag.is_set() and not node.flag.is_set()
+    assert [c.revision for c in log.since_for(0, pods)[0]] == [1, 2]
+    assert log.since_for(0, config_maps) == ([], 2)        # covered up to 2 without reading them
+    log.append([Change(3, "ADDED", "configmaps", {"metadata": {"name": "c"}}, None)])
+    got, covered = log.since_for(2, config_maps)
+    assert [c.resource for c in got] == ["configmaps"] and covered == 3
+    assert not pods.flag.is_set()
+    log.poke()
+    assert config_maps.flag.is_set() and pods.flag.is_set() and node.flag.is_set()
+    assert log.interests() == 3
+    for interest in (config_maps, pods, node):
+        log.since_for(3, interest)                         # read: flags down
+    for interest in (config_maps, pods, node, pods):       # the last: again, nothing
+        log.unregister(interest)
+    assert log.interests() == 0
+    log.append([pod_on(4, "c", "node-1")])                 # nobody left to flag
+    assert not pods.flag.is_set() and not node.flag.is_set()
