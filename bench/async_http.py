@@ -4,7 +4,8 @@ One connection per simulated node is what real agents hold; with asyncio a
 thousand of them cost one thread and a few hundred microseconds of CPU per
 request. Only what the Shepherd HA API answers is handled: Content-Length or
 chunked bodies, keep-alive unless the server says `Connection: close`.
-No streaming: watches go through the project's client (shepherd_ha/client).
+No streaming: the kubelet simulator's watch of all pods goes through the project's client
+(shepherd_ha/client), the node watches through hollow_node_watch.py.
 Requests on one connection are serialized (a node's lease and status loops share
 it): two coroutines reading one stream would take each other's answers.
 """

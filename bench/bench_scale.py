@@ -349,8 +349,8 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
     if "node_watches" in final:
         nw = final["node_watches"]
         say("  node watches: %d opened (each watch counts again when it resumes), %d events, %d re-lists, "
-            "%d refused with 429, %d failed and resumed" % (nw["opened"], nw["events"], nw["relists"],
-                                                            nw["throttled"], nw["errors"]))
+            "%d refused with 429, %d failed and resumed, %d crashed (bugs)" % (
+                nw["opened"], nw["events"], nw["relists"], nw["throttled"], nw["errors"], nw["crashes"]))
     say("  hollow nodes' connections the server had closed when reused: %d requests sent again on a new one"
         % final.get("stale_retries", 0))
     if final["errors"] or final["crashes"]:

@@ -149,7 +149,7 @@ class HollowFleet:
             if self.kubelet.node_watches:
                 ws = self.kubelet.node_watch_stats
                 out["node_watches"] = {"opened": ws.opened, "events": ws.events, "relists": ws.relists,
-                                       "throttled": ws.throttled, "errors": ws.errors}
+                                       "throttled": ws.throttled, "errors": ws.errors, "crashes": ws.crashes}
         return out
 
 

@@ -69,6 +69,7 @@ class HollowKubelet:
         self._queues = {}                    # node name -> its writer's queue (loop thread only)
         self._ips = itertools.count(1)
         self._thread = None
+        self._node_tasks = None              # the node watches' future (node_watches)
         self.native_id = None
 
     # ---- the watch (its own thread) ----
@@ -77,20 +78,20 @@ class HollowKubelet:
         self._thread = threading.Thread(target=self._watch, name="hollow-kubelet-watch", daemon=True)
         self._thread.start()
         if self.node_watches:
-            asyncio.run_coroutine_threadsafe(self._follow_nodes(), self.loop)
+            self._node_tasks = asyncio.run_coroutine_threadsafe(self._follow_nodes(), self.loop)
 
     async def _follow_nodes(self):
+        """One watch per node until stop (their tasks kept: follow_node logs its own failures)."""
         stop = asyncio.Event()
-
-        async def watch_stop():
-            while not self.stop.is_set():
-                await asyncio.sleep(0.5)
-            stop.set()
-        asyncio.ensure_future(watch_stop())
+        tasks = []
         for name, node in self.fleet.by_name.items():
-            asyncio.ensure_future(follow_node(self.urls, name, node.home, self._offer_if_ours, stop,
-                                              self.node_watch_stats, self.timeout))
+            tasks.append(asyncio.ensure_future(follow_node(self.urls, name, node.home, self._offer_if_ours, stop,
+                                                           self.node_watch_stats, self.timeout)))
             await asyncio.sleep(0.005)        # 1,000 watches open over ~5 s, as agents start
+        while not self.stop.is_set():
+            await asyncio.sleep(0.5)
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     def _watch(self):
         self.native_id = threading.get_native_id()

@@ -5,11 +5,14 @@ Each node lists the pods bound to it (fieldSelector spec.nodeName=N), then watch
 from the list's revision with bookmarks, on its home replica and with the agent's
 User-Agent (so the server counts it in the agents' pool of watch slots). A watch that
 ends (its timeoutSeconds, a replica going away) resumes from the last revision it saw,
-on the next replica after a failure; a 410 lists again; a 429 waits its Retry-After.
-Every pod event goes to `on_event(type, pod)`.
+on the next replica after a failure or a 429 (which also waits its Retry-After); a 410
+lists again. Every pod event goes to `on_event(type, pod)`. Only the node agent's pod
+watch is modelled: a real agent also watches nodes (pod network) and Services and
+Endpoints (cluster DNS), which these do not add.
 """
 import asyncio
 import json
+import logging
 import time
 from urllib.parse import quote
 
@@ -18,6 +21,8 @@ from async_http import AsyncConnection, HttpError, host_port
 AGENT = "shepherd-agent/hollow"
 WATCH_SECONDS = 300         # the server ends a watch after this; it resumes at once
 READ_TIMEOUT = 30.0         # bookmarks come every 5 s: silence this long means the replica is gone
+MIN_PAUSE = 0.2             # between two tries of one node's watch, whatever the server said
+log = logging.getLogger("hollow_node_watch")
 
 
 class WatchStats:
@@ -27,6 +32,7 @@ class WatchStats:
         self.relists = 0
         self.throttled = 0
         self.errors = 0
+        self.crashes = 0        # bugs: an exception nobody expected (logged; the watch resumes)
 
 
 class Expired(Exception):
@@ -40,6 +46,7 @@ async def follow_node(urls, node, home, on_event, stop, stats, timeout=10.0):
     deadline = time.monotonic() + 24 * 3600        # bounded even if nobody stops us
     while not stop.is_set() and time.monotonic() < deadline:
         url = urls[(home + attempt) % len(urls)]
+        pause = MIN_PAUSE
         try:
             if rv is None:
                 rv = await _list(url, selector, on_event, timeout)
@@ -49,12 +56,22 @@ async def follow_node(urls, node, home, on_event, stop, stats, timeout=10.0):
             rv = None
         except _Throttled as exc:
             stats.throttled += 1
-            await _pause(stop, exc.seconds)
+            attempt += 1                  # as the agent's client: another replica, after the wait
+            pause = max(pause, min(10.0, exc.seconds))
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                HttpError, ValueError, KeyError):
+                HttpError, ValueError, KeyError, IndexError, TypeError, AttributeError):
             stats.errors += 1
             attempt += 1
-            await _pause(stop, 1.0)
+            pause = 1.0
+        except asyncio.CancelledError:
+            raise
+        except Exception:       # noqa: BLE001 - a bug here must not end this node's watch unseen
+            stats.crashes += 1
+            if stats.crashes <= 3:
+                log.exception("watch of node %s failed", node)
+            attempt += 1
+            pause = 1.0
+        await _pause(stop, pause)
 
 
 class _Throttled(Exception):
@@ -110,7 +127,7 @@ async def _watch(url, selector, rv, on_event, stop, stats):
             size = int(size_line.split(b";")[0], 16)
             if size == 0:
                 return rv                        # the server ended it (timeoutSeconds)
-            pending += (await reader.readexactly(size + 2))[:-2]
+            pending += (await asyncio.wait_for(reader.readexactly(size + 2), READ_TIMEOUT))[:-2]
             *lines, pending = pending.split(b"\n")
             for line in lines:
                 if not line.strip():

@@ -80,8 +80,10 @@ SERVER_OPTIONS = (
     Option("watch_log_size", int, WatchLog.CAPACITY, "changes kept in memory for watches to resume from"),
     Option("api_workers", int, 1, "API worker processes sharing the API port (SO_REUSEPORT), each with its own "
            "copy of the store; the controllers run in the first one"),
-    Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: as many as the flow "
-           "control limits below need (%d with their defaults)" % FlowControl().threads_needed()),
+    Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: those the flow control "
+           "limits below need besides watches (%d with their defaults) and more as watches open, up to %d; N: "
+           "exactly N, at least that many" % (FlowControl().threads_without_watches(),
+                                               FlowControl().threads_needed())),
     Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed and "
            "which posted no status for this long becomes NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "

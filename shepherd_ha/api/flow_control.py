@@ -27,17 +27,22 @@ with 429 when full. In everyone else's pool one user (without tokens: one client
 address) holds at most --max-watches-per-user slots, so one cannot take them all.
 
 Seats only help if a request reaches this code: waitress must have a thread for every
-seat, every queued request and every long-running slot, plus spares for the exempt
-paths and for answering 429s (threads_needed), or requests would wait in waitress's
-own queue, unclassified.
+seat, every queued request and every long-running slot in use, plus spares for the
+exempt paths and for answering 429s, or requests would wait in waitress's own queue,
+unclassified. The threads besides the watches (threads_without_watches) are started
+with the worker; one for each slot as watches take them (api/thread_budget.py, told by
+observe_long_running), up to threads_needed.
 
 The module is plain Python (no Flask) so it can be tested alone; app.py wires it in.
 """
 import collections
 import dataclasses
+import logging
 import math
 import threading
 import time
+
+log = logging.getLogger("shepherd_ha.api")
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.options import ConfigError
@@ -108,7 +113,7 @@ class Level:
         self.wait_seconds = 0.0                   # total time admitted requests queued
         self._waiting = collections.deque()       # one Event per queued request
         self._lock = threading.Lock()
-        self.on_change = None                     # called after in_flight moved (a pool's observers)
+        self.on_change = None                     # a pool's: called after in_flight moved (thread_budget.py)
 
     @property
     def queued(self):
@@ -167,8 +172,13 @@ class Level:
         self._changed()
 
     def _changed(self):
+        # Never raises: the slot is taken (or given back) either way, and a caller that
+        # got an exception here would never release what it holds.
         if self.on_change is not None:
-            self.on_change()
+            try:
+                self.on_change()
+            except Exception:     # noqa: BLE001 - logged; the observer counts its own failures
+                log.exception("flow control: the long-running slot observer failed")
 
     def pressure(self):
         """(how full the queue is, 0 to 1; requests refused so far)."""
@@ -252,9 +262,9 @@ def seats_by_level(max_inflight, shares=None):
 
 # Defaults of the server options --max-requests-inflight, --max-watches, --request-queue-wait.
 MAX_INFLIGHT = 64
-MAX_WATCHES = 1024
+MAX_WATCHES = 4096
 QUEUE_WAIT = 1.0
-MAX_WATCHES_PER_USER = 16        # --max-watches-per-user: of the people-and-tools pool (256 by default)
+MAX_WATCHES_PER_USER = 16        # --max-watches-per-user: of the people-and-tools pool (1,024 by default)
 
 
 class FlowControl:
@@ -301,7 +311,8 @@ class FlowControl:
         return sum(pool.in_flight for pool in self.pools.values())
 
     def observe_long_running(self, callback):
-        """Call `callback()` whenever a long-running slot is taken or given back."""
+        """Call `callback()` whenever a long-running slot is taken or given back (one
+        observer: a second call replaces the first)."""
         for pool in self.pools.values():
             pool.on_change = callback
 
@@ -357,17 +368,21 @@ class FlowControl:
             return Ticket(None, None)
         slot = self.pools.get(classification.long_running) if classification.long_running else None
         if slot is not None:
+            # The user's own bound first: a refusal there never takes (and gives back) a
+            # pool slot, which would start server threads for nothing (api/thread_budget.py).
+            per_user = classification.long_running == LONG_RUNNING_OTHER and user is not None
+            if per_user and not self.per_user.acquire(user):
+                slot.rejected["per-user"] += 1
+                raise Rejected(slot.name, "per-user", "too many watches: %s already holds %d watches or "
+                               "followed logs%s, the most one user may (the limit is --max-watches-per-user); "
+                               "close watches you no longer need, or watch a wider selection with one"
+                               % (user, self.per_user.limit, self.where), RETRY_AFTER[slot.name])
             ok, reason = slot.acquire(0)
             if not ok:
+                if per_user:
+                    self.per_user.release(user)
                 raise self._rejection(slot, reason)
-            if classification.long_running == LONG_RUNNING_OTHER and user is not None:
-                if not self.per_user.acquire(user):
-                    slot.release()
-                    slot.rejected["per-user"] += 1
-                    raise Rejected(slot.name, "per-user", "too many watches: %s already holds %d watches or "
-                                   "followed logs%s, the most one user may (the limit is --max-watches-per-user); "
-                                   "close watches you no longer need, or watch a wider selection with one"
-                                   % (user, self.per_user.limit, self.where), RETRY_AFTER[slot.name])
+            if per_user:
                 slot = _UserSlot(self.per_user, user, slot)
         seat = self.levels.get(classification.level)
         if seat is not None:

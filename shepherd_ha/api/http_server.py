@@ -58,7 +58,7 @@ def _check_waitress():
 _check_waitress()
 
 # Defaults of --max-connections, --max-connections-per-address, --idle-connection-timeout.
-MAX_CONNECTIONS = 1000
+MAX_CONNECTIONS = 4096
 MAX_CONNECTIONS_PER_ADDRESS = 128
 IDLE_TIMEOUT = 60.0
 HEADER_TIMEOUT = 10.0

@@ -152,6 +152,8 @@ class ThreadCollector:
                                 value=self.budget.ceiling)
         yield CounterMetricFamily("shepherd_api_thread_resizes", "Times the server threads were grown or shrunk",
                                   value=self.budget.resizes)
+        yield CounterMetricFamily("shepherd_api_thread_resize_failures", "Resizes that raised (threads could not "
+                                  "be started)", value=self.budget.failures)
 
 
 class ApiMetrics:

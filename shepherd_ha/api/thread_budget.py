@@ -5,11 +5,11 @@ Every watch and followed log holds a server thread for its whole life. Flow cont
 besides the watches, so a worker started one thread per possible watch as well: ~400
 threads with 256 watch slots, ~16 KB of memory each while idle (docs/benchmarks.md,
 run AA), most of them never used. Instead the worker starts with the threads flow
-control needs without watches and one STEP more; as the long-running slots in use
-change, it keeps a step's worth free beyond them: it grows by whole steps as watches
-open, and stops threads only once two steps more than that are running (a watch that
-ends and reconnects does not stop and start threads). It never goes past what every
-slot in use would need.
+control needs without watches and one STEP more. As the long-running slots in use
+change it keeps one to three steps of threads beyond them: it grows to a step beyond
+the slots in use as soon as they reach it, and stops threads only once three steps
+are spare (a watch that ends and reconnects does not stop and start threads). It never
+goes past what every slot in use would need.
 """
 import math
 import threading
@@ -23,6 +23,7 @@ class ThreadBudget:
         self.base, self.ceiling, self.step = base, max(base, ceiling), step
         self.threads = self.wanted(0)
         self.resizes = 0
+        self.failures = 0        # resizes that raised (threads could not be started)
         self._dispatcher = None
         self._lock = threading.Lock()
 
@@ -49,9 +50,15 @@ class ThreadBudget:
         with self._lock:
             want = self.wanted(held())
             if want > self.threads or want + 2 * self.step <= self.threads:
-                self.threads = want
-                self.resizes += 1
                 if self._dispatcher is not None:
                     # Starting threads under its lock takes ~3 ms for a step; stopping
-                    # only flags idle ones to end (a thread serving a watch finishes it).
-                    self._dispatcher.set_thread_count(want)
+                    # makes threads end as they finish their task (a watch's, at its end).
+                    try:
+                        self._dispatcher.set_thread_count(want)
+                    except Exception:
+                        # (RuntimeError: can't start new thread.) Counted, not taken as
+                        # done: the next change of the watches in use tries again.
+                        self.failures += 1
+                        raise
+                self.threads = want
+                self.resizes += 1

@@ -15,6 +15,7 @@ BACKOFF_START = 0.05
 BACKOFF_MAX = 0.5
 RETRY_AFTER_DEFAULT = 1.0    # a 429 without a usable Retry-After
 RETRY_AFTER_MAX = 10.0       # never wait longer than this on one 429, whatever the server says
+RETURN_HOME_SECONDS = 300.0  # a client spread by key, away from its first replica, tries it again after this
 
 
 def _exception_chain(exc):
@@ -115,10 +116,24 @@ class Failover:
 
     def __init__(self, client, deadline_seconds=None):
         self.client = client
-        self.n = len(client.servers)
-        self.idx = client._preferred % self.n
+        self.order = client.order        # the servers' indexes in the order this client tries them
+        self.n = len(self.order)
+        self.pos = self.order.index(client._preferred % self.n)
+        if self.pos and client._spread and \
+                time.monotonic() - (client._left_home_at or 0) >= RETURN_HOME_SECONDS:
+            # Away from home long enough: try it first again (and in as long again
+            # if it still fails), so a fleet spreads back once a replica returns.
+            self.pos, client._left_home_at = 0, time.monotonic()
         self.deadline_seconds = client.retry_deadline if deadline_seconds is None else deadline_seconds
         self.reset()
+
+    @property
+    def idx(self):
+        """The index (in client.servers) of the replica to try now."""
+        return self.order[self.pos]
+
+    def _next(self):
+        self.pos = (self.pos + 1) % self.n
 
     def reset(self):
         self.deadline = time.monotonic() + self.deadline_seconds
@@ -136,12 +151,14 @@ class Failover:
         return self.deadline - time.monotonic()
 
     def answered(self):
+        if self.pos and self.client._preferred == self.order[0]:
+            self.client._left_home_at = time.monotonic()        # (matters to a spread client)
         self.client._preferred = self.idx
         self.client.last_server = self.server
 
     def rotate(self):
         """Move to the next replica without counting a failure."""
-        self.idx = (self.idx + 1) % self.n
+        self._next()
 
     def failed(self, reason, error_503=None):
         """Record a failure of the current replica; sleep and move to the
@@ -161,7 +178,7 @@ class Failover:
             raise NoReplicaReachable(self.client.servers, _summarize(self.failures))
         time.sleep(self.delay)
         self.delay = min(self.delay * 2, BACKOFF_MAX)
-        self.idx = (self.idx + 1) % self.n
+        self._next()
 
     def throttled(self, err):
         """A 429 from the current replica: it is overloaded and was not given the
@@ -177,13 +194,13 @@ class Failover:
         if now >= self.deadline:
             raise err
         for step in range(1, self.n + 1):
-            idx = (self.idx + step) % self.n
-            if self.busy_until.get(idx, 0) <= now:
-                self.idx = idx
+            pos = (self.pos + step) % self.n
+            if self.busy_until.get(self.order[pos], 0) <= now:
+                self.pos = pos
                 return
         idx = min(self.busy_until, key=self.busy_until.get)
         wait = self.busy_until[idx] - now
         if now + wait >= self.deadline:
             raise err
         time.sleep(wait)
-        self.idx = idx
+        self.pos = self.order.index(idx)

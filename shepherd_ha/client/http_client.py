@@ -12,13 +12,13 @@ retry, so a write retried after an ambiguous failure is never applied twice.
 One Client may be shared by many threads: each thread gets its own
 requests.Session (unless a session is passed in, which is then shared as is).
 """
+import hashlib
 import http.client
 import json
 import logging
 import threading
 import uuid
 import weakref
-import zlib
 
 import requests
 import urllib3
@@ -84,6 +84,17 @@ def _object_rv(obj):
     return None
 
 
+def spread_order(servers, key):
+    """Indexes of `servers` in the order the client named `key` tries them: by the
+    highest hash of the key and the server (rendezvous hashing). Each server comes
+    first for about 1/n of the keys, and the keys of a server that fails go on to the
+    others in equal parts, not all to the next one in the list. (A real hash: with
+    crc32, which is linear, keys that differ in a few characters kept the same order.)"""
+    def weight(i):
+        return hashlib.blake2b(("%s|%s" % (key, servers[i])).encode(), digest_size=8).digest()
+    return sorted(range(len(servers)), key=lambda i: (weight(i), i), reverse=True)
+
+
 class Client:
     """Client of a Shepherd HA cluster.
 
@@ -100,10 +111,12 @@ class Client:
     client_cert: (certificate file, key file) shown to servers that ask for one
     cluster_id: the cluster this client is configured for, sent with every request
         (Shepherd-Cluster-Id): a replica of another cluster answers 421
-    spread_key: a name of this client (an agent's node name) that picks the replica it
-        starts on, so a fleet configured with one list of servers spreads over them
-        instead of every agent's requests and watch landing on the first (default: the
-        first)
+    spread_key: a name of this client (an agent's node name) that orders the servers for
+        it (rendezvous hashing), so a fleet configured with one list of servers spreads
+        over them instead of every agent's requests and watches landing on the first, and
+        a failed replica's clients spread over the others; a client away from its first
+        replica tries it again after failover.RETURN_HOME_SECONDS (default: the servers in order,
+        staying on the one that answered last)
     """
 
     def __init__(self, servers, timeout=5.0, retry_deadline=15.0, session=None,
@@ -123,9 +136,11 @@ class Client:
         # sessions of live threads (weak: a finished thread's session goes with it)
         self._sessions = weakref.WeakSet()
         self._sessions_lock = threading.Lock()
-        # index of the replica that answered last; at first the one spread_key picks
-        # (stable: a restarted agent goes back to the replica that had its watch)
-        self._preferred = zlib.crc32(spread_key.encode()) % len(self.servers) if spread_key and self.servers else 0
+        # The order this client tries the servers in (indexes), the first its home.
+        self.order = spread_order(self.servers, spread_key) if spread_key else list(range(len(self.servers)))
+        self._spread = bool(spread_key)
+        self._preferred = self.order[0] if self.order else 0   # index of the replica that answered last
+        self._left_home_at = None    # (spread) when it last moved off its home replica or tried it again
         self.last_server = None      # its URL
 
     def __repr__(self):

@@ -2,7 +2,7 @@
 only the watchers it may concern.
 
 Every watch registers an Interest in its resource. A watch that names an indexed
-field's value (a kubelet's spec.nodeName=N: model/selectors.py INDEXED_FIELDS) is woken
+field's value (a kubelet's spec.nodeName=N: store/selector_index.py INDEXED_FIELDS) is woken
 only by a change whose object had that value before or after, as kube-apiserver's
 cacher does with its indexed triggers; any other watch by every change of its resource,
 so a watch of ConfigMaps sleeps through a rollout's pod writes. With a thousand nodes,

@@ -89,5 +89,6 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     # Only the node watches drive the status writes: every pod Running is their doing.
     watches = final["node_watches"]
     assert watches["opened"] >= NODES and watches["events"] >= want and watches["relists"] == 0, watches
+    assert watches["crashes"] == 0, watches
     failures = tick_failures(cluster)
     assert not failures, "%d PySyncObj tick failures:\n%s" % (len(failures), "\n".join(failures[:10]))

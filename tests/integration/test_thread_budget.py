@@ -3,6 +3,7 @@ on a real one-replica server: it starts with the threads its seats, queues and s
 need, not one per watch slot; 100 agents' watches make it start threads for them while
 other requests are still answered; once they end, it stops threads again."""
 import http.client
+import os
 import threading
 import time
 from urllib.parse import urlsplit
@@ -93,10 +94,16 @@ def test_threads_grow_with_watches_and_shrink_after(tmp_path):
 
         close(watches)
         watches = []
-        # The server notices a watch's client is gone at its next write (a bookmark).
+        # The server notices within a second that a watch's client is gone (its check of
+        # waitress' client_disconnected); then the budget stops threads.
         wait_for("threads given back", lambda: metric(url, "shepherd_api_threads") < idle + 2 * 32, 60.0)
         wait_for("OS threads stopped", lambda: os_threads(pid) < idle_os + 2 * 32, 30.0)
         assert metric(url, "shepherd_api_thread_resizes_total") >= 2
+        assert metric(url, "shepherd_api_thread_resize_failures_total") == 0
+        # No request waited unclassified in waitress' own queue (it warns when one does).
+        with open(os.path.join(cluster.lc.dir, ident, "server.log"), errors="replace") as fh:
+            queued = [line for line in fh if "Task queue depth" in line]
+        assert not queued, queued[:3]
     finally:
         close(watches)
         cluster.stop_all()

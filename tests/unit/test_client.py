@@ -4,15 +4,17 @@ The real API app over the in-memory store (tests/unit/real_api.py, conftest's re
 """
 import json
 import threading
+import collections
 import time
-import zlib
 
 import pytest
 import requests
 
 from shepherd_ha.client import (ApiError, Client, NoReplicaReachable, OutcomeUnknown,
                                 WatchExpired, normalize_servers)
+from shepherd_ha.client import failover
 from shepherd_ha.client.errors import error_from_response
+from shepherd_ha.client.http_client import spread_order
 from real_api import free_port
 
 
@@ -178,26 +180,45 @@ def test_spread_key_spreads_a_fleet_over_the_replicas(replicas):
     urls = [s.url for s in servers]
     first = {}
     for n in range(60):
-        c = Client(urls, spread_key="node-%03d" % n)
-        c.version()
-        first[n] = c.last_server
-        again = Client(urls, spread_key="node-%03d" % n)
-        again.version()
-        assert again.last_server == first[n]
+        with Client(urls, spread_key="node-%03d" % n) as c:
+            c.version()
+            first[n] = c.last_server
+        with Client(urls, spread_key="node-%03d" % n) as again:
+            again.version()
+            assert again.last_server == first[n]
     counts = {url: sum(1 for u in first.values() if u == url) for url in urls}
     assert all(count >= 10 for count in counts.values()), counts       # 20 each if even
-    plain = Client(urls)
-    plain.version()
-    assert plain.last_server == urls[0]
+    with Client(urls) as plain:
+        plain.version()
+        assert plain.last_server == urls[0]
 
 
-def test_a_spread_client_still_fails_over(replicas):
+def test_a_failed_replicas_clients_spread_over_the_others():
+    """Rendezvous order: the keys whose first replica is r1 go on to r2 and r3 in about
+    equal parts (not all to the next in the list), and each key tries every replica."""
+    urls = ["http://10.0.0.%d:6443" % i for i in range(1, 4)]
+    orders = [spread_order(urls, "node-%04d" % n) for n in range(900)]
+    assert all(sorted(order) == [0, 1, 2] for order in orders)
+    firsts = collections.Counter(order[0] for order in orders)
+    assert all(200 <= firsts[i] <= 400 for i in range(3)), firsts
+    seconds = collections.Counter(order[1] for order in orders if order[0] == 0)
+    assert seconds[1] >= 0.3 * firsts[0] and seconds[2] >= 0.3 * firsts[0], seconds
+    assert spread_order(urls, "node-0001") == spread_order(list(urls), "node-0001")      # stable
+
+
+def test_a_spread_client_fails_over_and_goes_home_again(replicas, monkeypatch):
+    monkeypatch.setattr(failover, "RETURN_HOME_SECONDS", 0.5)
     a, b = replicas(), replicas()
-    key = next("node-%d" % n for n in range(100) if zlib.crc32(b"node-%d" % n) % 2 == 0)    # starts on a
-    a.fail_next(1)
-    c = Client([a.url, b.url], spread_key=key)
-    assert c.version()["replica"] == "r2"
-    assert c.last_server == b.url
+    urls = [a.url, b.url]
+    key = next("node-%d" % n for n in range(100) if spread_order(urls, "node-%d" % n)[0] == 1)    # home: b
+    with Client(urls, spread_key=key) as c:
+        assert c.version()["replica"] == "r2"
+        b.fail_next(1)
+        assert c.version()["replica"] == "r1"         # its home refused: the next in its order
+        assert c.version()["replica"] == "r1"         # and it stays there for a while
+        time.sleep(0.6)
+        assert c.version()["replica"] == "r2"         # then goes home again
+        assert c.version()["replica"] == "r2"
 
 
 def test_503_until_the_deadline_raises_the_503(server):

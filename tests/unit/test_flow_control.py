@@ -228,7 +228,7 @@ def test_threads_cover_every_seat_queue_and_slot():
     flow = FlowControl(max_inflight=8, max_watches=4)
     # seats 2+1+6+1, queues as long, 3+1 long-running slots, spares
     assert flow.threads_needed() == 2 * 10 + 4 + fc.SPARE_THREADS
-    assert FlowControl().threads_needed() == 2 * 64 + 1024 + fc.SPARE_THREADS
+    assert FlowControl().threads_needed() == 2 * 64 + 4096 + fc.SPARE_THREADS
     assert FlowControl().threads_without_watches() == 2 * 64 + fc.SPARE_THREADS
 
 

@@ -69,23 +69,30 @@ def test_follows_flow_controls_long_running_slots():
     assert dispatcher.threads == budget.threads < budget.base + 2 * 8 + 1
 
 
-def test_a_refused_watch_takes_no_thread():
-    flow = FlowControl(max_inflight=8, max_watches=4, queue_wait=0)
-    budget = ThreadBudget.of(flow, step=8)
+def test_a_refused_watch_starts_no_thread():
+    """Neither a full pool nor a user at their bound resizes the threads (a slot taken
+    and given back would start a step of threads for nothing)."""
+    flow = FlowControl(max_inflight=8, max_watches=40, queue_wait=0, max_watches_per_user=2)
+    budget = ThreadBudget.of(flow, step=2)
     dispatcher = Dispatcher(budget.threads)
     budget.attach(dispatcher, flow)
-    watch = flow.classify("GET", "/api/v1/pods", {"watch": "1", "fieldSelector": "spec.nodeName=n1"})
-    held = [started(flow, watch) for _ in range(3)]       # the agents' 3 of 4
-    try:
-        flow.admit(watch)
-    except Rejected:
-        pass
-    else:
-        raise AssertionError("a 4th agent watch was let in")
-    assert flow.long_running_held() == 3 and budget.threads <= budget.ceiling
+    agents = flow.classify("GET", "/api/v1/pods", {"watch": "1", "fieldSelector": "spec.nodeName=n1"})
+    people = flow.classify("GET", "/api/v1/configmaps", {"watch": "1", "resourceVersion": "5"})
+    held = [started(flow, agents) for _ in range(30)]          # the agents' pool: 30 of 40, full
+    held += [started(flow, people, "alice") for _ in range(2)]  # alice's bound
+    calls, resizes = list(dispatcher.calls), budget.resizes
+    assert calls and dispatcher.threads >= budget.base + 32
+    for classification, user, reason in ((agents, None, "concurrency-limit"), (people, "alice", "per-user")):
+        try:
+            flow.admit(classification, user=user)
+        except Rejected as exc:
+            assert exc.reason == reason
+        else:
+            raise AssertionError("let in: %s" % reason)
+    assert dispatcher.calls == calls and budget.resizes == resizes and flow.long_running_held() == 32
     for ticket in held:
         ticket.release()
-    assert flow.long_running_held() == 0
+    assert flow.long_running_held() == 0 and dispatcher.threads < budget.base + 3 * 2 + 1
 
 
 def test_no_budget_without_limits():
