@@ -5,13 +5,12 @@ other requests are still answered; once they end, it stops threads again."""
 import http.client
 import os
 import threading
-import time
 from urllib.parse import urlsplit
 
 import psutil
 import pytest
 
-from .helpers import call, expect, start_cluster
+from .helpers import call, expect, start_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +46,6 @@ def close(watches):
     for conn, resp in watches:
         resp.close()        # the response holds the socket too: both, or it stays open
         conn.close()
-
-
-def wait_for(what, check, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, "not within %.0f s: %s" % (timeout, what)
-        time.sleep(0.2)
 
 
 def test_threads_grow_with_watches_and_shrink_after(tmp_path):
@@ -96,8 +88,8 @@ def test_threads_grow_with_watches_and_shrink_after(tmp_path):
         watches = []
         # The server notices within a second that a watch's client is gone (its check of
         # waitress' client_disconnected); then the budget stops threads.
-        wait_for("threads given back", lambda: metric(url, "shepherd_api_threads") < idle + 2 * 32, 60.0)
-        wait_for("OS threads stopped", lambda: os_threads(pid) < idle_os + 2 * 32, 30.0)
+        wait_for("threads given back", lambda: metric(url, "shepherd_api_threads") < idle + 2 * 32, 60.0, 0.2)
+        wait_for("OS threads stopped", lambda: os_threads(pid) < idle_os + 2 * 32, 30.0, 0.2)
         assert metric(url, "shepherd_api_thread_resizes_total") >= 2
         assert metric(url, "shepherd_api_thread_resize_failures_total") == 0
         # No request waited unclassified in waitress' own queue (it warns when one does).
