@@ -56,10 +56,10 @@ async def follow_node(urls, node, home, on_event, stop, stats, timeout=10.0):
             rv = None
         except _Throttled as exc:
             stats.throttled += 1
-            attempt += 1                  # as the agent's client: another replica, after the wait
+            attempt += 1                  # another replica, after the wait the server asked for
             pause = max(pause, min(10.0, exc.seconds))
         except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError,
-                HttpError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+                HttpError, ValueError):      # transport and protocol; anything else is a bug (below)
             stats.errors += 1
             attempt += 1
             pause = 1.0

@@ -82,8 +82,8 @@ SERVER_OPTIONS = (
            "copy of the store; the controllers run in the first one"),
     Option("api_threads", int, 0, "HTTP worker threads (each open watch holds one); 0: those the flow control "
            "limits below need besides watches (%d with their defaults) and more as watches open, up to %d; N: "
-           "exactly N, at least that many" % (FlowControl().threads_without_watches(),
-                                               FlowControl().threads_needed())),
+           "exactly N, which must be at least that most (one per seat, queued request and watch slot)"
+           % (FlowControl().threads_without_watches(), FlowControl().threads_needed())),
     Option("node_grace_period", float, CONTROLLERS["node_grace_period"], "a node whose lease has not changed and "
            "which posted no status for this long becomes NotReady (s); at least 2 x --node-lease-interval"),
     Option("pod_eviction_timeout", float, CONTROLLERS["pod_eviction_timeout"], "pods of a node NotReady this much "

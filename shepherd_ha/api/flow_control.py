@@ -114,6 +114,7 @@ class Level:
         self._waiting = collections.deque()       # one Event per queued request
         self._lock = threading.Lock()
         self.on_change = None                     # a pool's: called after in_flight moved (thread_budget.py)
+        self.observer_failures = 0
 
     @property
     def queued(self):
@@ -178,7 +179,10 @@ class Level:
             try:
                 self.on_change()
             except Exception:     # noqa: BLE001 - logged; the observer counts its own failures
-                log.exception("flow control: the long-running slot observer failed")
+                self.observer_failures += 1
+                if self.observer_failures <= 3 or self.observer_failures % 100 == 0:     # not on every watch
+                    log.exception("flow control: the long-running slot observer failed (%d times)",
+                                  self.observer_failures)
 
     def pressure(self):
         """(how full the queue is, 0 to 1; requests refused so far)."""

@@ -57,7 +57,9 @@ class ThreadBudget:
                         self._dispatcher.set_thread_count(want)
                     except Exception:
                         # (RuntimeError: can't start new thread.) Counted, not taken as
-                        # done: the next change of the watches in use tries again.
+                        # done: the next change of the watches in use tries again. Waitress
+                        # counts a thread it failed to start as running (it records it
+                        # first), so each such failure leaves the pool one thread short.
                         self.failures += 1
                         raise
                 self.threads = want

@@ -28,7 +28,6 @@ from shepherd_ha.tls import serving
 from shepherd_ha.tls.server_options import server_tls
 
 from . import join, open_files, supervisor
-from .open_files import OPEN_FILES_WANTED
 
 log = logging.getLogger("shepherd_ha.server")
 
@@ -133,9 +132,11 @@ def run(args):
                               threads, worker, socket_path, connection_limits, credentials, tls)
 
     soft, _ = open_files.raise_open_file_limit()
-    if soft < OPEN_FILES_WANTED:
-        log.warning("open-file limit %d: a replica serving many nodes needs more (raise `ulimit -Hn` to %d or "
-                    "more, or LimitNOFILE in its systemd unit)", soft, OPEN_FILES_WANTED)
+    wanted = open_files.open_files_wanted(values["max_connections"], bool(tls.files))
+    if soft < wanted:
+        log.warning("open-file limit %d: a replica serving many nodes needs more (%d with --max-connections %d%s; "
+                    "raise `ulimit -Hn` to %d or more, or LimitNOFILE in its systemd unit)", soft, wanted,
+                    values["max_connections"], " and TLS" if tls.files else "", wanted)
     if not _wait_bindable(host, port):
         print("shepherd-ha server: cannot bind the API address %s:%d (is another process using the port?)"
               % (host, port), file=sys.stderr)

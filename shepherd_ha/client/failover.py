@@ -114,18 +114,29 @@ def _summarize(failures):
 class Failover:
     """Replica rotation and backoff for one logical call."""
 
-    def __init__(self, client, deadline_seconds=None):
+    def __init__(self, client, deadline_seconds=None, prefer=True):
+        """prefer=False (a spread client's watch): the replica that answers does not become
+        the one the client's other calls start on; four watches that failed over would
+        otherwise pull an agent's heartbeats away from home with them."""
         self.client = client
+        self.prefer = prefer
         self.order = client.order        # the servers' indexes in the order this client tries them
         self.n = len(self.order)
         self.pos = self.order.index(client._preferred % self.n)
-        if self.pos and client._spread and \
-                time.monotonic() - (client._left_home_at or 0) >= RETURN_HOME_SECONDS:
-            # Away from home long enough: try it first again (and in as long again
-            # if it still fails), so a fleet spreads back once a replica returns.
-            self.pos, client._left_home_at = 0, time.monotonic()
+        self._away_since = client._left_home_at if self.pos else None
+        self.maybe_return_home()
         self.deadline_seconds = client.retry_deadline if deadline_seconds is None else deadline_seconds
         self.reset()
+
+    def maybe_return_home(self):
+        """(A spread client.) Away from its first replica for RETURN_HOME_SECONDS: try it
+        first again (and in as long again if it still fails), so a fleet spreads back once
+        a replica returns. A call asks as it starts, a watch also before it reconnects."""
+        if self.pos and self.client._spread and \
+                time.monotonic() - (self._away_since or 0) >= RETURN_HOME_SECONDS:
+            self.pos, self._away_since = 0, time.monotonic()
+            if self.prefer:
+                self.client._left_home_at = self._away_since
 
     @property
     def idx(self):
@@ -151,10 +162,15 @@ class Failover:
         return self.deadline - time.monotonic()
 
     def answered(self):
-        if self.pos and self.client._preferred == self.order[0]:
-            self.client._left_home_at = time.monotonic()        # (matters to a spread client)
-        self.client._preferred = self.idx
+        if not self.pos:
+            self._away_since = None
+        elif self._away_since is None:
+            self._away_since = time.monotonic()         # it just left home
         self.client.last_server = self.server
+        if self.prefer:
+            if self.pos and self.client._preferred == self.order[0]:
+                self.client._left_home_at = time.monotonic()
+            self.client._preferred = self.idx
 
     def rotate(self):
         """Move to the next replica without counting a failure."""

@@ -398,7 +398,7 @@ class Client:
             params["timeoutSeconds"] = str(int(timeout_seconds))
         read_timeout = float(read_timeout or self.watch_read_timeout)
 
-        fo = Failover(self)
+        fo = Failover(self, prefer=not self._spread)
         while True:
             if stop is not None and stop.is_set():
                 return
@@ -467,7 +467,8 @@ class Client:
             if stop is not None and stop.is_set():
                 return
             if failure is None and got_events:
-                continue  # the stream ended normally: reconnect to the same replica
+                fo.maybe_return_home()
+                continue  # the stream ended normally: reconnect to the same replica (or home)
             fo.failed(failure or "watch stream ended")
 
 

@@ -35,6 +35,7 @@ import threading
 log = logging.getLogger(__name__)
 
 HANDSHAKE_TIMEOUT = 10.0
+ACCEPT_PAUSE = 0.1       # seconds without accepting after accept() failed (EMFILE: no descriptor free)
 MAX_CONNECTIONS = 1000
 TLS_HANDSHAKE_RECORD = 0x16
 PLAIN_REFUSAL = (b"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n"
@@ -192,7 +193,12 @@ class TlsTerminator:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:          # EMFILE and the like: keep serving the open ones
-                log.warning("%s: accept failed: %s", self.name, exc)
+                # The listener stays readable: without a pause this would spin (and log) at
+                # full speed until a descriptor frees. Look again in ACCEPT_PAUSE.
+                log.warning("%s: accept failed: %s; pausing accepts for %.1f s", self.name, exc, ACCEPT_PAUSE)
+                fd = self.sock.fileno()
+                self._loop.remove_reader(fd)
+                self._loop.call_later(ACCEPT_PAUSE, self._loop.add_reader, fd, self._accept)
                 return
             if self.open >= self.max_connections:
                 conn.close()

@@ -18,6 +18,7 @@ NS = "default"
 CONFIGMAPS = "/api/v1/namespaces/%s/configmaps" % NS
 IDLE_TIMEOUT = 3.0
 WATCHES_PER_USER = 3
+MAX_CONNECTIONS = 1000
 VIEWER_TOKEN = "viewer-" + uuid.uuid4().hex
 OTHER_ADMIN_TOKEN = "admin2-" + uuid.uuid4().hex
 
@@ -26,7 +27,9 @@ OTHER_ADMIN_TOKEN = "admin2-" + uuid.uuid4().hex
 def env(tmp_path_factory, request):
     cluster = Cluster(tmp_path_factory.mktemp("limits"), auth=True,
                       server_options={"idle_connection_timeout": IDLE_TIMEOUT,
-                                      "max_watches_per_user": WATCHES_PER_USER})
+                                      "max_watches_per_user": WATCHES_PER_USER,
+                                      # below the 1,200 connections a test opens (the default is 4,096)
+                                      "max_connections": MAX_CONNECTIONS})
     with open(cluster.lc.token_file, "a") as fh:           # a third user, who may only read
         fh.write('%s,viewer,viewer,"shepherd:view"\n' % VIEWER_TOKEN)
         fh.write('%s,admin2,admin2,"system:masters"\n' % OTHER_ADMIN_TOKEN)     # another user who may write

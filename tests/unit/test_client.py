@@ -193,6 +193,9 @@ def test_spread_key_spreads_a_fleet_over_the_replicas(replicas):
         assert plain.last_server == urls[0]
 
 
+GOLDEN_ORDER = [1, 2, 0]    # node-0001 over 10.0.0.1-3 (blake2b); pinned: a new hash moves every agent
+
+
 def test_a_failed_replicas_clients_spread_over_the_others():
     """Rendezvous order: the keys whose first replica is r1 go on to r2 and r3 in about
     equal parts (not all to the next in the list), and each key tries every replica."""
@@ -203,7 +206,25 @@ def test_a_failed_replicas_clients_spread_over_the_others():
     assert all(200 <= firsts[i] <= 400 for i in range(3)), firsts
     seconds = collections.Counter(order[1] for order in orders if order[0] == 0)
     assert seconds[1] >= 0.3 * firsts[0] and seconds[2] >= 0.3 * firsts[0], seconds
-    assert spread_order(urls, "node-0001") == spread_order(list(urls), "node-0001")      # stable
+    # The same in every process and release: a restarted agent goes back to its replica.
+    assert spread_order(urls, "node-0001") == GOLDEN_ORDER
+
+
+def test_a_spread_client_waits_for_the_first_retry_after_in_its_own_order(replicas):
+    """Every replica refuses with 429: the client waits for the one whose Retry-After ends
+    first and asks it again (the replica, not its position in the list)."""
+    servers = [replicas() for _ in range(3)]
+    urls = [s.url for s in servers]
+    key = next("node-%d" % n for n in range(200) if spread_order(urls, "node-%d" % n) == [2, 0, 1])
+    servers[2].fail_next(1, code=429, retry_after="3")
+    servers[0].fail_next(1, code=429, retry_after="1")
+    servers[1].fail_next(1, code=429, retry_after="2")
+    with Client(urls, spread_key=key, retry_deadline=10) as c:
+        t0 = time.monotonic()
+        assert c.version()["replica"] == "r1"
+        assert 0.8 <= time.monotonic() - t0 < 2.5
+    asked = [[r["path"] for r in s.requests] for s in servers]
+    assert [len(x) for x in asked] == [2, 1, 1], asked
 
 
 def test_a_spread_client_fails_over_and_goes_home_again(replicas, monkeypatch):

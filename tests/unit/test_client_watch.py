@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from shepherd_ha.client import Client, NoReplicaReachable, WatchExpired
+from shepherd_ha.client import Client, NoReplicaReachable, WatchExpired, failover
+from shepherd_ha.client.http_client import spread_order
 from shepherd_ha.api import watch as watch_module
 from real_api import free_port
 
@@ -188,3 +189,23 @@ def test_watch_gives_up_when_every_replica_is_gone(replicas, store):
     with pytest.raises(NoReplicaReachable):
         for _ in gen:
             pass
+
+
+def test_a_spread_watch_goes_home_when_its_stream_ends_and_leaves_calls_there(replicas, store, monkeypatch):
+    """An agent's watch that failed over comes back to its first replica when a stream ends
+    after RETURN_HOME_SECONDS, and while away it does not pull the agent's calls with it."""
+    monkeypatch.setattr(failover, "RETURN_HOME_SECONDS", 0.3)
+    a, b = replicas(), replicas()
+    urls = [a.url, b.url]
+    key = next("node-%d" % n for n in range(100) if spread_order(urls, "node-%d" % n)[0] == 1)    # home: b
+    c = Client(urls, spread_key=key, retry_deadline=5)
+    b.fail_next(1)                                   # the watch's first try: b refuses
+    gen = c.watch("pods", "default", resource_version=store.revision(), timeout_seconds=1)
+    writer(store, [lambda i=i: store.put("pods", pod("p%d" % i)) for i in range(1, 40)], delay=0.05)
+    events = collect(gen, lambda e: e["object"]["metadata"]["name"] == "p39")
+    assert names(events) == [("ADDED", "p%d" % i) for i in range(1, 40)]       # none lost, none twice
+    watched_a = [r for r in a.requests if r["query"].get("watch")]
+    watched_b = [r for r in b.requests if r["query"].get("watch")]
+    # b refused the first; a served while b was away; b again once a stream ended
+    assert watched_a and len(watched_b) >= 2, (len(watched_a), len(watched_b))
+    assert c.version()["replica"] == "r2"            # the calls never left home

@@ -95,6 +95,30 @@ def test_a_refused_watch_starts_no_thread():
     assert flow.long_running_held() == 0 and dispatcher.threads < budget.base + 3 * 2 + 1
 
 
+def test_threads_that_cannot_start_are_counted_and_the_slot_still_works():
+    """set_thread_count raising (RuntimeError: can't start new thread): the watch keeps its
+    slot and gives it back, the failure is counted, and the next change tries again."""
+    flow = FlowControl(max_inflight=8, max_watches=40, queue_wait=0)
+    budget = ThreadBudget.of(flow, step=2)
+    dispatcher = Dispatcher(budget.threads)
+    budget.attach(dispatcher, flow)
+    watch = flow.classify("GET", "/api/v1/pods", {"watch": "1", "fieldSelector": "spec.nodeName=n1"})
+    held = [started(flow, watch) for _ in range(2)]
+    before = budget.threads
+
+    def cannot(count):
+        raise RuntimeError("can't start new thread")
+    dispatcher.set_thread_count = cannot
+    held.append(started(flow, watch))                  # admitted all the same
+    assert flow.long_running_held() == 3 and budget.failures == 1 and budget.threads == before
+    dispatcher.set_thread_count = Dispatcher.set_thread_count.__get__(dispatcher)
+    held.append(started(flow, watch))                  # the next change tries again, and works
+    assert budget.threads == dispatcher.threads > before and budget.failures == 1
+    for ticket in held:
+        ticket.release()
+    assert flow.long_running_held() == 0
+
+
 def test_no_budget_without_limits():
     assert ThreadBudget.of(FlowControl(max_inflight=0, max_watches=4)) is None
     assert ThreadBudget.of(FlowControl(max_inflight=8, max_watches=0)) is None

@@ -2,6 +2,7 @@
 kubeconfig, and the TLS options: real certificates, real sockets, real handshakes."""
 import base64
 import datetime
+import errno
 import os
 import socket
 import ssl
@@ -18,7 +19,7 @@ from ctl import config as ctl_config
 from shepherd_ha import config
 from shepherd_ha.options import ConfigError
 from shepherd_ha.tls import contexts, kubeconfig, pki, server_options, serving
-from shepherd_ha.tls.terminator import TlsTerminator, listening_socket
+from shepherd_ha.tls.terminator import ACCEPT_PAUSE, TlsTerminator, listening_socket
 
 
 @pytest.fixture
@@ -319,3 +320,27 @@ def test_the_app_sees_the_tls_client_address_not_the_unix_socket(served, ca):
                     break
                 answer += chunk
             assert answer.split(b"\r\n\r\n", 1)[1].decode() == "127.0.0.1 %d" % local_port
+
+
+def test_a_failing_accept_pauses_accepts_instead_of_spinning(served, ca):
+    """accept() failing (EMFILE: no descriptor free) leaves the listener readable: the
+    terminator looks again after ACCEPT_PAUSE, not at once and again (a spin that filled
+    the log), and serves the connection once accept works."""
+    term, url = served
+    real, calls = term.sock, []
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def accept(self):
+            calls.append(time.monotonic())
+            if len(calls) <= 3:
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real.accept()
+    term.sock = Failing()
+    try:
+        assert requests.get(url + "/x", verify=ca.cert_path, timeout=5).text == "https /x"
+    finally:
+        term.sock = real
+    assert len(calls) >= 4 and calls[3] - calls[0] >= 3 * ACCEPT_PAUSE * 0.9, calls

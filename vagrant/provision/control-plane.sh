@@ -73,6 +73,9 @@ RestartSec=2
 KillSignal=SIGTERM
 # Every API connection and watch is a descriptor (the server also raises its soft limit to this).
 LimitNOFILE=65536
+# Every open watch holds a thread of an API worker (up to --max-watches + 144 each); a small
+# VM's DefaultTasksMax (15 % of the kernel's limit) can be below that.
+TasksMax=infinity
 TimeoutStopSec=20
 
 [Install]
