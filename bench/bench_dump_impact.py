@@ -12,9 +12,11 @@ came in the seconds around dumps (docs/benchmarks.md, run T). This isolates that
    keep-alive connection), for `--seconds`: small writes like lease renewals;
 4. the dump files watched (temporary file seen -> renamed).
 
-Printed: the dumps (count, duration, seconds with two or more at once), and the
+Printed: the dumps (count, duration, seconds with two or more at once), the
 PATCHes' latency and failures while a dump was being written (or in the 2 s after)
-against the rest of the run. Compare builds by running this from each build's tree.
+against the rest of the run, each replica's peak memory (PSS of its processes alive at
+one sample, every 0.25 s: a dump child's copied pages count) and each store process's
+longest Raft tick gap. Compare builds by running this from each build's tree.
 """
 import argparse
 import json
@@ -28,7 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import common  # noqa: E402
 from common import BenchCluster, ms, percentile, progress, say, table  # noqa: E402
-from replica_resources import DumpWatch  # noqa: E402
+from fleet_checks import metric_like, metrics_text  # noqa: E402
+from replica_resources import DumpWatch, ResourceWatch  # noqa: E402
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -131,12 +134,16 @@ def main():
         progress("preloaded %d ConfigMaps in %.0f s (%d failed)" % (args.objects, time.monotonic() - t0,
                                                                     len(failed)))
         dumps = DumpWatch({i: os.path.join(bench.cluster.dir, i, "data") for i in bench.ids()}).start()
+        memory = ResourceWatch(bench.pids(), interval=0.25).start()
         cpu = common.CpuMeter(bench.pids())
         cpu.start()
         results = load(urls, args.objects, args.rate, args.seconds)
         used = cpu.stop()
         time.sleep(1.0)
         dumps.stop()
+        memory.stop()
+        gaps = {ident: metric_like(metrics_text(bench.cluster.replica(ident)["api"]),
+                                   "shepherd_raft_tick_gap_max_seconds") for ident in bench.ids()}
     windows = [(b, e + 2.0) for _, b, e in dumps.intervals]
     during = [r for r in results if inside(windows, r[0])]
     rest = [r for r in results if not inside(windows, r[0])]
@@ -152,6 +159,10 @@ def main():
         rows.append((label, len(part), sum(1 for r in part if not r[2]), ms(percentile(lat, 50)),
                      ms(percentile(lat, 99)), ms(max(lat) if lat else None)))
     table(["PATCHes sent", "n", "failed", "p50 ms", "p99 ms", "max ms"], rows)
+    say("peak memory per replica (PSS of its processes at one sample): %s" % ", ".join(
+        "%s %.0f MB" % (r, pss) for r, (_, pss) in sorted(memory.replica_peak_mb().items())))
+    say("longest Raft tick gap: %s" % ", ".join(
+        "%s %s" % (r, "%.3f s" % max(g.values()) if g else "n/a") for r, g in sorted(gaps.items())))
     say("server CPU: %s cores (the machine: %.2f of %d busy)" % (
         ", ".join("%s %.2f" % kv for kv in sorted(used["per_process"].items())), used["machine_cores_busy"],
         used["cores"]))

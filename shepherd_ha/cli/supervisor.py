@@ -93,8 +93,9 @@ def socket_path(data_dir):
 # weighs 18 API threads) needs root or CAP_SYS_NICE; without, the store keeps its
 # niceness and the order still holds. At 1,000 hollow nodes the API workers kept 30-55
 # threads runnable, and the store's tick waited behind them (gaps of 0.6-1.3 s).
-# "dump": the children the store forks, PySyncObj's dump writers (seconds of CPU at
-# scale, and it can wait): after the API, at +10 a fifth of an API thread (run T).
+# "dump": the store's thread that writes PySyncObj's dumps (seconds of CPU at scale,
+# and it can wait; a forked child before run AB): after the API, at +10 a fifth of an
+# API thread (run T).
 NICENESS = {"store": -10, "api": 3, "tls": 3, "dump": 10}
 
 
@@ -107,15 +108,8 @@ def _set_priority(role):
         except OSError as exc:
             log.warning("%s keeps its priority (nice %+d: %s)", role, step, exc)
     if role == "store":
-        dump = min(19, base + NICENESS["dump"])
-        os.register_at_fork(after_in_child=lambda: _renice_quietly(dump))
-
-
-def _renice_quietly(niceness):
-    try:
-        os.setpriority(os.PRIO_PROCESS, 0, niceness)    # a higher niceness needs no privilege
-    except OSError:
-        pass
+        from shepherd_ha.store.pysyncobj_overrides import dump_writer    # the store's own import
+        dump_writer.THREAD_NICENESS = min(19, base + NICENESS["dump"])
 
 
 class _Child:

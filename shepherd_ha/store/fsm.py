@@ -15,6 +15,7 @@ store/commands.py, which documents them; `apply` checks a command's shape there
 first and refuses a malformed one with that message (a value, like every outcome).
 """
 import collections
+import copy
 import hashlib
 import json
 
@@ -233,6 +234,21 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         state.pop("_shared", None)        # an interner, in dumps of versions that had one
         state.pop("_mentions", None)      # derived: rebuilt as the dump loads
         state["objects"] = self.objects.raw_state()
+        return state
+
+    def dump_state(self):
+        """What __getstate__ gives, in containers of its own: applies that follow do not
+        change it, so a thread may pickle it while the store moves on (pysyncobj_overrides/
+        dump_writer.py). Stored objects are immutable bytes and an idempotency entry is
+        never changed once remembered: their containers are copied, not they."""
+        state = self.__getstate__()
+        for name, value in state.items():
+            if name == "objects":
+                state[name] = {resource: dict(raw) for resource, raw in value.items()}
+            elif name in ("dedup", "server_dedup"):
+                state[name] = collections.OrderedDict(value)
+            else:
+                state[name] = copy.deepcopy(value)      # a few small values
         return state
 
     def __setstate__(self, state):

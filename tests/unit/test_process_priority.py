@@ -1,5 +1,5 @@
 """Each role's CPU priority (cli/supervisor.py NICENESS): the store first where it may
-be, and a child the store forks (PySyncObj's dump) after the API.
+be, and the store's thread that writes PySyncObj's dumps after the API.
 
 Each case runs in a fresh interpreter: fork hooks other tests registered in this one
 (store/pysyncobj_overrides/snapshot_child.py ends grandchildren) must not take part."""
@@ -35,10 +35,27 @@ def may_lower():
             os._exit(1)
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
 
+def niceness_of_the_dump_thread():
+    import tempfile, threading, time
+    from pysyncobj.config import SERIALIZER_STATE
+    from shepherd_ha.store.fsm import StoreFSM
+    from shepherd_ha.store.pysyncobj_overrides import dump_writer
+    seen, real = [], dump_writer.SAFE_PICKLE
+    class Recording:
+        def dump(self, obj, file):
+            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            real.dump(obj, file)
+    dump_writer.SAFE_PICKLE = Recording()
+    writer = dump_writer.DumpWriter(os.path.join(tempfile.mkdtemp(), "raft.dump"), 4096, True, None, None, None)
+    writer.serialize(([{}, {"fsm": StoreFSM()}], (b"", 2, 0), (b"", 1, 0), set()), 2)
+    while writer.checkSerializing()[0] == SERIALIZER_STATE.SERIALIZING:
+        time.sleep(0.01)
+    return seen[0]
+
 permitted = may_lower()
 supervisor._set_priority(sys.argv[1])
 print(json.dumps({"permitted": permitted, "mine": os.getpriority(os.PRIO_PROCESS, 0),
-                  "child": niceness_of_a_child()}))
+                  "child": niceness_of_a_child(), "dump": niceness_of_the_dump_thread()}))
 '''
 
 
@@ -49,20 +66,22 @@ def run_as(role):
     return json.loads(done.stdout)
 
 
-def test_the_store_goes_first_and_its_dump_child_goes_last():
+def test_the_store_goes_first_and_its_dump_thread_goes_last():
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen = run_as("store")
     if seen["permitted"]:
         assert seen["mine"] == max(-20, base + supervisor.NICENESS["store"])
     else:
         assert seen["mine"] == base, "not permitted: the store keeps the server's niceness"
-    assert seen["child"] == min(19, base + supervisor.NICENESS["dump"]), "the dump child pickles after the API"
+    assert seen["dump"] == min(19, base + supervisor.NICENESS["dump"]), "the dump thread pickles after the API"
     if base + supervisor.NICENESS["api"] < 19:
-        assert seen["child"] > base + supervisor.NICENESS["api"]
+        assert seen["dump"] > base + supervisor.NICENESS["api"]
+    assert seen["child"] == seen["mine"], "a child of the store keeps its niceness"
 
 
 def test_the_api_runs_after_the_store():
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen = run_as("api")
     assert seen["mine"] == min(19, base + supervisor.NICENESS["api"])
-    assert seen["child"] == seen["mine"], "only the store's children change their niceness"
+    assert seen["child"] == seen["mine"]
+    assert seen["dump"] == seen["mine"], "only the store's dump thread changes its niceness"

@@ -6,7 +6,9 @@
   ticks), FSMConsumer, and the createJournal swap;
 - pre_vote: the PreVote mixin of PipelinedSyncObj (ask before campaigning);
 - journal: the crash-safe file journal (FileJournal's mangled internals);
-- snapshot_child: the child PySyncObj forks to write its dump dies with the replica;
+- dump_writer: PySyncObj's dumps written by a thread from a copy of the state's
+  containers, not by a forked child (swapped in below as syncobj's `Serializer`);
+- snapshot_child: a child forked in a replica process dies with the replica;
 - transport: the Raft port's connections (frame caps, handshake deadlines, protocol 5);
 - dump_gzip: what PySyncObj's serializer compresses dumps with (level 1, not 9);
 - restricted_pickle: what PySyncObj's syncobj and serializer modules unpickle (log
@@ -28,6 +30,7 @@ compat.check_version()
 
 from pysyncobj import FAIL_REASON, SyncObj, SyncObjConf  # noqa: E402
 from pysyncobj.journal import FileJournal, MetaStorer  # noqa: E402
+from pysyncobj.serializer import Serializer  # noqa: E402
 from pysyncobj.syncobj import SyncObjConsumer  # noqa: E402
 
 # PySyncObj's win_inet_pton replaces socket.inet_ntop on every platform with a
@@ -40,20 +43,22 @@ import pysyncobj.syncobj as _pysyncobj_syncobj  # noqa: E402
 from pysyncobj.tcp_connection import TcpConnection  # noqa: E402
 from pysyncobj.transport import TCPTransport  # noqa: E402
 
-from . import dump_gzip, journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
+from . import dump_gzip, dump_writer, journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
 from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
 from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
 
 OVERRIDES = ((PipelinedSyncObj, SyncObj), (pre_vote.PreVote, SyncObj), (FSMConsumer, SyncObjConsumer), (DurableFileJournal, FileJournal),
              (DurableMetaStorer, MetaStorer), (transport.GuardedConnection, TcpConnection),
-             (transport.GuardedTransport, TCPTransport))
-compat.check_names([syncobj, pre_vote, journal, transport], OVERRIDES)
+             (transport.GuardedTransport, TCPTransport), (dump_writer.DumpWriter, Serializer))
+compat.check_names([syncobj, pre_vote, journal, transport, dump_writer], OVERRIDES)
 
 # Log entries, chunked entries, dumps and snapshots from a leader: no arbitrary globals.
 _pysyncobj_syncobj.pickle = restricted_pickle.SAFE_PICKLE
 _pysyncobj_serializer.pickle = restricted_pickle.SAFE_PICKLE
-# Dumps compressed at level 1, not 9: the dump child's CPU (dump_gzip).
+# Dumps compressed at level 1, not 9: the dump's CPU (dump_gzip).
 _pysyncobj_serializer.gzip = dump_gzip
+# Dumps written by a thread, not a forked child that copies the store's pages (dump_writer).
+_pysyncobj_syncobj.Serializer = dump_writer.DumpWriter
 
 
 PySyncObjMismatch = compat.PySyncObjMismatch

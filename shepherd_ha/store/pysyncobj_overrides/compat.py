@@ -54,7 +54,7 @@ _REQUIRED_USES = (
     ("pysyncobj.syncobj", "SyncObj", ("createJournal",)),        # looked up at call time: the swap works
     ("pysyncobj.tcp_connection", "TcpConnection", ("encrypt_at_time", "extract_timestamp", "decrypt")),
     ("pysyncobj.transport", "TCPTransport", ("encryptor",)),      # reads SyncObj.encryptor (our cipher)
-    ("pysyncobj.serializer", "Serializer", ("fork",)),           # the dump child snapshot_child guards
+    ("pysyncobj.syncobj", "SyncObj", ("Serializer",)),            # looked up at call time: DumpWriter's swap works
     # the `pickle` global we swap for restricted_pickle.SAFE_PICKLE, and what is called on it
     ("pysyncobj.syncobj", "SyncObj", ("pickle", "loads", "dumps")),
     ("pysyncobj.serializer", "Serializer", ("pickle", "load", "dump", "to_bytes")),

@@ -1,0 +1,132 @@
+"""PySyncObj's full dumps written by a thread of the store process, not a forked child.
+
+PySyncObj forks a child to pickle the whole store into raft.dump, so the replica keeps
+serving while it is written. But CPython counts references in every object it touches:
+pickling the store writes to every page that holds a stored object, and each such page
+is copied for the child. A child that pickled 30,000 pods ended holding ~85 % of its
+store process's heap a second time (docs/benchmarks.md, run AB): the largest part of a
+leader's peak memory after its API worker.
+
+`DumpWriter` (swapped in for PySyncObj's `Serializer` by __init__) instead takes, in the
+tick thread that asked for the dump, a copy of the state's containers: the FSM's
+`dump_state()` (its stored objects are immutable bytes, shared, not copied) and
+PySyncObj's own small values. A thread then pickles that copy in protocol-5 frames and
+compresses them (zlib gives up the GIL while it compresses), fsyncs the file and renames
+it into place. Between frames the pickler calls the gzip writer's Python code, where the
+interpreter hands the GIL to the tick thread when it asks, so a dump delays a tick by
+about one switch interval, not by its length. What the dump holds is the state at the
+entry PySyncObj names, as with the fork.
+
+A dump is fsynced before it is renamed, so the journal's fsync of it before trimming
+(journal.py) finds nothing left to write, and a store process killed mid-dump leaves a
+temporary file and no orphan process.
+"""
+import copy
+import copyreg
+import logging
+import os
+import threading
+
+from pysyncobj.atomic_replace import atomicReplace
+from pysyncobj.config import SERIALIZER_STATE
+from pysyncobj.serializer import Serializer
+
+from . import dump_gzip
+from .restricted_pickle import SAFE_PICKLE
+
+log = logging.getLogger("shepherd_ha.store.raft_node")
+
+# The dump thread's niceness (None: the process's). The supervisor sets it for a store
+# process (cli/supervisor.py NICENESS): the dump waits for the API, the tick for nothing.
+THREAD_NICENESS = None
+
+# What `_Serializer__pid` holds while a dump thread runs: PySyncObj (getTransmissionData)
+# and dump turns read any value but 0 as "a dump is being written".
+WRITING = -3
+
+
+class _FrozenState:
+    """Pickles as `cls` with `state`, exactly as the object it was taken from would (NEWOBJ
+    of the class, then its state); the pickler checks the class named is `__class__`."""
+
+    def __init__(self, cls, state):
+        self._cls, self._state = cls, state
+
+    @property
+    def __class__(self):
+        return self._cls
+
+    def __reduce_ex__(self, protocol):
+        return copyreg.__newobj__, (self._cls,), self._state
+
+
+def frozen(value):
+    """`value` (a part of PySyncObj's dump data) as it is now, safe to pickle from another
+    thread: an object with `dump_state()` (the FSM) as that state, containers copied."""
+    if hasattr(value, "dump_state"):
+        return _FrozenState(type(value), value.dump_state())
+    if isinstance(value, list):
+        return [frozen(item) for item in value]
+    if isinstance(value, dict):
+        return {key: frozen(item) for key, item in value.items()}
+    return copy.deepcopy(value)
+
+
+class DumpWriter(Serializer):
+    """PySyncObj's Serializer, whose dumps to a file are written by a thread (see above).
+    In-memory dumps and custom serializers are PySyncObj's own."""
+
+    _OVERRIDES = ("serialize", "checkSerializing")     # checked against Serializer at import
+
+    def __init__(self, fileName, transmissionBatchSize, tryUseFork, serializer, deserializer,
+                 serializeChecker):
+        super().__init__(fileName, transmissionBatchSize, False, serializer, deserializer, serializeChecker)
+        self._threaded = fileName is not None and serializer is None
+        self._thread = None
+        self._outcome = None
+
+    def serialize(self, data, id):
+        if not self._threaded:
+            return super().serialize(data, id)
+        if self._Serializer__pid != 0:
+            return
+        self._Serializer__currentID = id
+        data, last, before, cluster = data
+        data = (frozen(data), last, before, set(cluster))
+        self._outcome = None
+        self._Serializer__pid = WRITING
+        self._thread = threading.Thread(target=self._write, args=(data,), name="raft-dump", daemon=True)
+        self._thread.start()
+
+    def _write(self, data):
+        path = self._Serializer__fileName
+        temporary = path + ".tmp"
+        try:
+            if THREAD_NICENESS is not None:     # Linux: per thread; a higher niceness needs no privilege
+                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), THREAD_NICENESS)
+            with open(temporary, "wb") as f:
+                with dump_gzip.GzipFile(fileobj=f, mode="wb") as g:
+                    SAFE_PICKLE.dump(data, g)
+                f.flush()
+                os.fsync(f.fileno())
+            atomicReplace(temporary, path)
+            self._outcome = SERIALIZER_STATE.SUCCESS
+        except Exception:
+            log.exception("could not write the dump %s", path)
+            self._outcome = SERIALIZER_STATE.FAILED
+
+    def checkSerializing(self):
+        if self._Serializer__pid != WRITING:
+            return super().checkSerializing()
+        if self._outcome is None:
+            return SERIALIZER_STATE.SERIALIZING, self._Serializer__currentID
+        self._thread.join()
+        outcome, self._thread, self._outcome = self._outcome, None, None
+        self._Serializer__pid = 0
+        if outcome == SERIALIZER_STATE.SUCCESS:
+            self._Serializer__transmissions = {}
+        return outcome, self._Serializer__currentID
+
+    def writing(self):
+        """Whether a dump is being written now."""
+        return self._Serializer__pid != 0

@@ -1,0 +1,134 @@
+"""PySyncObj's dumps written by a thread of the store process (store/pysyncobj_overrides/
+dump_writer.py): the dump holds the state at the entry it names while applies go on,
+no process is forked, a failed dump is reported and the next one written."""
+import os
+import threading
+import time
+
+import pytest
+from pysyncobj.config import SERIALIZER_STATE
+
+from shepherd_ha.store import commands
+from shepherd_ha.store.fsm import StoreFSM
+from shepherd_ha.store.pysyncobj_overrides import dump_writer
+from shepherd_ha.store.pysyncobj_overrides.dump_file import read_dump
+
+
+def configmap(name, value):
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"},
+            "data": {"k": value}}
+
+
+def stored_fsm(count):
+    fsm = StoreFSM()
+    ok = fsm.apply(commands.write([commands.create("namespaces", {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})]))
+    assert ok["ok"], ok
+    for i in range(count):
+        ok = fsm.apply(commands.write([commands.create("configmaps", configmap("c%d" % i, "v%d" % i))],
+                                      key="idem:u/%d" % i))
+        assert ok["ok"], ok
+    return fsm
+
+
+def dump_data(fsm):
+    """What PySyncObj hands its serializer: (consumers' data, last entry, entry before, cluster)."""
+    return ([{"_SyncObj__enabledCodeVersion": 0}, {"fsm": fsm}], (b"\x00", 12, 1), (b"\x00", 11, 1), set())
+
+
+class HeldPickle:
+    """Stands for the pickler: the dump thread waits at its start until the test lets it go."""
+
+    def __init__(self):
+        self.go = threading.Event()
+        self.thread_names = []
+
+    def dump(self, obj, file):
+        self.thread_names.append(threading.current_thread().name)
+        assert self.go.wait(30), "the test never let the dump go"
+        dump_writer.SAFE_PICKLE_REAL.dump(obj, file)
+
+
+@pytest.fixture
+def held(monkeypatch):
+    pickle = HeldPickle()
+    monkeypatch.setattr(dump_writer, "SAFE_PICKLE_REAL", dump_writer.SAFE_PICKLE, raising=False)
+    monkeypatch.setattr(dump_writer, "SAFE_PICKLE", pickle)
+    return pickle
+
+
+def writer_in(directory):
+    return dump_writer.DumpWriter(os.path.join(str(directory), "raft.dump"), 4096, True, None, None, None)
+
+
+def finished(writer, timeout=30):
+    deadline = time.monotonic() + timeout
+    while True:
+        state, entry = writer.checkSerializing()
+        if state != SERIALIZER_STATE.SERIALIZING:
+            return state, entry
+        assert time.monotonic() < deadline, "the dump was not written in %s s" % timeout
+        time.sleep(0.01)
+
+
+def test_the_dump_holds_the_state_at_its_entry_while_applies_go_on(tmp_path, held):
+    fsm = stored_fsm(300)
+    before = fsm.digest()
+    revision, dedup = fsm.revision, list(fsm.dedup)
+    writer = writer_in(tmp_path)
+    writer.serialize(dump_data(fsm), 12)
+    assert writer.writing()
+    assert writer.getTransmissionData("follower") is None, "a dump being written is not sent to anyone"
+    # The store moves on while the dump is held: updates, deletes, creates, new idempotency keys.
+    for i in range(0, 300, 3):
+        assert fsm.apply(commands.write([commands.update("configmaps", "default", "c%d" % i,
+                                                         configmap("c%d" % i, "changed"))],
+                                        key="idem:u/later-%d" % i))["ok"]
+        assert fsm.apply(commands.write([commands.delete("configmaps", "default", "c%d" % (i + 1))]))["ok"]
+        assert fsm.apply(commands.write([commands.create("configmaps", configmap("n%d" % i, "new"))]))["ok"]
+    assert fsm.digest() != before
+    held.go.set()
+    assert finished(writer) == (SERIALIZER_STATE.SUCCESS, 12)
+    assert not writer.writing()
+    dumped = read_dump(str(tmp_path))
+    assert dumped.digest() == before, "the dump holds the store as it was at the entry it names"
+    assert (dumped.revision, list(dumped.dedup)) == (revision, dedup)
+    assert dumped.get("configmaps", "default", "c0")["data"] == {"k": "v0"}
+    assert held.thread_names == ["raft-dump"]
+    assert not os.path.exists(str(tmp_path / "raft.dump.tmp"))
+
+
+def test_no_process_is_forked_and_the_store_keeps_serving_meanwhile(tmp_path, held, monkeypatch):
+    def no_fork():
+        raise AssertionError("the dump forked a process")
+    monkeypatch.setattr(os, "fork", no_fork)
+    fsm = stored_fsm(50)
+    writer = writer_in(tmp_path)
+    writer.serialize(dump_data(fsm), 12)
+    writer.serialize(dump_data(fsm), 13)        # PySyncObj never asks twice at once; ignored if it did
+    assert writer.checkSerializing() == (SERIALIZER_STATE.SERIALIZING, 12)
+    assert fsm.apply(commands.write([commands.create("configmaps", configmap("during", "x"))]))["ok"]
+    held.go.set()
+    assert finished(writer) == (SERIALIZER_STATE.SUCCESS, 12)
+    assert writer.checkSerializing()[0] == SERIALIZER_STATE.NOT_SERIALIZING
+    assert read_dump(str(tmp_path)).get("configmaps", "default", "during") is None
+
+
+def test_a_failed_dump_is_reported_and_the_next_one_is_written(tmp_path):
+    directory = tmp_path / "not-yet"
+    writer = writer_in(directory)
+    fsm = stored_fsm(5)
+    writer.serialize(dump_data(fsm), 12)
+    assert finished(writer) == (SERIALIZER_STATE.FAILED, 12)
+    assert not writer.writing()
+    directory.mkdir()
+    writer.serialize(dump_data(fsm), 14)
+    assert finished(writer) == (SERIALIZER_STATE.SUCCESS, 14)
+    assert read_dump(str(directory)).digest() == fsm.digest()
+    data = writer.getTransmissionData("follower")      # the written dump can be sent to a follower
+    assert data is not None and data[1] and len(data[0]) > 0
+
+
+def test_pysyncobj_builds_its_serializer_from_ours():
+    import pysyncobj.syncobj
+    assert pysyncobj.syncobj.Serializer is dump_writer.DumpWriter
