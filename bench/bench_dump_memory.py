@@ -1,25 +1,31 @@
 """What writing a dump costs the store process: memory, time and the tick's wait.
 
-A store of `--pods` pods (each with its own name, labels, node, IPs and status, as a
-fleet's are) is built in a fresh interpreter per mode, then one dump is written:
+A store of `--pods` pods (each with its own name, uid, labels, node, IPs and status, as
+a fleet's are) is built in a fresh interpreter per mode by a stand-in tick thread (the
+one thread that applies and asks for dumps, as in a store process), then `--dumps`
+dumps are written with `--updates` pod updates before each but the first:
 
 - `fork`: PySyncObj's own Serializer, a forked child pickling the store (before run AB);
 - `thread`: store/pysyncobj_overrides/dump_writer.py, a thread pickling a copy of the
-  state's containers.
+  state's containers, with glibc's default malloc arenas;
+- `thread, one arena`: the same in a process limited to one arena, as the store
+  process runs since run AB (store/malloc_arenas.py).
 
-Printed per mode: the process's PSS before the dump, the peak PSS of the process and its
-child together while the dump was written (sampled every 5 ms) and what that adds, the
-dump's wall time and size, the CPU it took (process and child), the time the tick thread
-spent taking the copy (`thread` only), and the longest gap of a stand-in tick thread
-(sleeps 5 ms in a loop, as PySyncObj's tick thread waits in poll) while the dump ran.
+Printed per mode: PSS before the first dump; the most a dump added to the process and
+its child together while being written (sampled every 5 ms); what the process kept after
+the last dump; each dump's wall time, size and CPU (process and child); the time the
+tick thread spent asking for it (the copy, for a thread); and the stand-in tick thread's
+longest wait beyond its 5 ms while dumps ran.
 
-    python3 bench/bench_dump_memory.py [--pods 30000] [--rounds 2]
+    python3 bench/bench_dump_memory.py [--pods 30000] [--dumps 4] [--rounds 2]
 """
 import argparse
 import json
+import queue
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -29,7 +35,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import print_machine, say, table  # noqa: E402
+from common import print_machine, progress, say, table  # noqa: E402
 
 
 def pss_mb(pid):
@@ -68,97 +74,152 @@ def pod(i):
                                               "image": "nginx:1.27", "containerID": "docker://%064x" % i}]}}
 
 
-def child_main(mode, pods):
+class TickThread:
+    """Stands for PySyncObj's tick thread: the one thread that applies commands and asks
+    for dumps (as in a store process), and whose longest wait for the GIL is measured
+    while a dump is written (it waits 5 ms in a loop, as the tick waits in poll)."""
+
+    def __init__(self):
+        self.jobs, self.gap, self.measuring = queue.Queue(), 0.0, False
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self):
+        last = time.monotonic()
+        while True:
+            try:
+                job, done = self.jobs.get(timeout=0.005)
+            except queue.Empty:
+                now = time.monotonic()
+                if self.measuring:
+                    self.gap = max(self.gap, now - last - 0.005)
+                last = now
+                continue
+            job()
+            done.set()
+            last = time.monotonic()
+
+    def run(self, job):
+        done = threading.Event()
+        self.jobs.put((job, done))
+        done.wait()
+
+
+def child_main(mode, pods, dumps, updates):
     from pysyncobj.config import SERIALIZER_STATE
     from pysyncobj.serializer import Serializer
 
-    from shepherd_ha.store import commands
+    from shepherd_ha.store import commands, malloc_arenas
     from shepherd_ha.store.fsm import StoreFSM
     from shepherd_ha.store.pysyncobj_overrides import dump_writer
 
+    if mode == "thread, one arena":
+        assert malloc_arenas.use_one_arena(), "mallopt refused"
+    tick = TickThread()
     fsm = StoreFSM()
-    fsm.apply(commands.write([commands.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                                             "metadata": {"name": "default"}})]))
-    for start in range(0, pods, 100):
-        result = fsm.apply(commands.write([commands.create("pods", pod(i))
-                                           for i in range(start, min(pods, start + 100))],
-                                          key="idem:bench/%d" % start))
-        assert result["ok"], result
+
+    def load():
+        fsm.apply(commands.write([commands.create("namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                                 "metadata": {"name": "default"}})]))
+        for start in range(0, pods, 100):
+            result = fsm.apply(commands.write([commands.create("pods", pod(i))
+                                               for i in range(start, min(pods, start + 100))],
+                                              key="idem:bench/%d" % start))
+            assert result["ok"], result
+    tick.run(load)
     directory = tempfile.mkdtemp(prefix="dump-memory-")
     path = os.path.join(directory, "raft.dump")
-    cls = dump_writer.DumpWriter if mode == "thread" else Serializer
+    cls = Serializer if mode == "fork" else dump_writer.DumpWriter
     writer = cls(path, 2 ** 16, True, None, None, None)
-    data = ([{"_SyncObj__enabledCodeVersion": 0}, {"fsm": fsm}], (b"\x00", 12, 1), (b"\x00", 11, 1), set())
     me = os.getpid()
-    time.sleep(0.5)
-    before = pss_mb(me)
-    gaps, stop = [0.0], threading.Event()
-
-    def tick():                     # stands for PySyncObj's tick thread: waits 5 ms, wants the GIL back
-        last = time.monotonic()
-        while not stop.is_set():
+    shuffle = random.Random(2)
+    rounds = []
+    for number in range(dumps):
+        def change():
+            for i in range(updates if number else 0):
+                j = shuffle.randrange(pods)
+                obj = pod(j)
+                obj["status"]["phase"] = "Running-%d" % number
+                assert fsm.apply(commands.write([commands.update("pods", "default", obj["metadata"]["name"], obj)],
+                                                key="idem:update/%d/%d" % (number, i)))["ok"]
+        tick.run(change)
+        time.sleep(0.3)
+        before = pss_mb(me)
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        tick.gap, tick.measuring = 0.0, True
+        t0 = time.monotonic()
+        entry = 10 + 2 * number
+        asked = []
+        tick.run(lambda: (writer.serialize(([{"_SyncObj__enabledCodeVersion": 0}, {"fsm": fsm}],
+                                            (b"\x00", entry, 1), (b"\x00", entry - 1, 1), set()), entry),
+                          asked.append(time.monotonic() - t0)))
+        child = writer._Serializer__pid if mode == "fork" else None
+        peak = before
+        while True:
+            states = []
+            tick.run(lambda: states.append(writer.checkSerializing()[0]))
+            peak = max(peak, pss_mb(me) + (pss_mb(child) if child else 0.0))
+            if states[0] != SERIALIZER_STATE.SERIALIZING:
+                break
             time.sleep(0.005)
-            now = time.monotonic()
-            gaps[0] = max(gaps[0], now - last - 0.005)
-            last = now
-    ticker = threading.Thread(target=tick, daemon=True)
-    ticker.start()
-    time.sleep(0.2)
-    gaps[0] = 0.0
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-    t0 = time.monotonic()
-    writer.serialize(data, 12)
-    handed_back = time.monotonic() - t0
-    child = writer._Serializer__pid if mode == "fork" else None
-    peak = before
-    while True:
-        state, _ = writer.checkSerializing()
-        total = pss_mb(me) + (pss_mb(child) if child else 0.0)
-        peak = max(peak, total)
-        if state != SERIALIZER_STATE.SERIALIZING:
-            break
-        time.sleep(0.005)
-    wall = time.monotonic() - t0
-    stop.set()
-    ticker.join()
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime
-    size = os.path.getsize(path) / 1e6
+        wall = time.monotonic() - t0
+        tick.measuring = False
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = sum(getattr(b, f) - getattr(a, f) for a, b in ((cpu0, cpu1), (kids0, kids1))
+                  for f in ("ru_utime", "ru_stime"))
+        time.sleep(0.3)
+        rounds.append({"state": states[0], "before": before, "peak": peak, "after": pss_mb(me), "wall": wall,
+                       "size": os.path.getsize(path) / 1e6, "cpu": cpu, "asked": asked[0],
+                       "tick_gap": tick.gap})
     os.remove(path)
     os.rmdir(directory)
-    print(json.dumps({"mode": mode, "state": state, "before": before, "peak": peak, "wall": wall,
-                      "size": size, "cpu": cpu, "handed_back": handed_back, "tick_gap": gaps[0],
-                      "objects": fsm.count()}))
+    print(json.dumps({"mode": mode, "objects": fsm.count(), "dumps": rounds}))
+
+
+MODES = ("fork", "thread", "thread, one arena")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pods", type=int, default=30000)
+    ap.add_argument("--dumps", type=int, default=4, help="dumps per process, --updates pod updates before each "
+                    "but the first")
+    ap.add_argument("--updates", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--child", choices=("fork", "thread"), help=argparse.SUPPRESS)
+    ap.add_argument("--child", choices=MODES, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        return child_main(args.child, args.pods)
-    say("bench_dump_memory: one dump of a store of %d pods, PySyncObj's forked child against a thread"
-        % args.pods)
+        return child_main(args.child, args.pods, args.dumps, args.updates)
+    say("bench_dump_memory: %d dumps of a store of %d pods (%d pod updates between dumps) by PySyncObj's forked "
+        "child, by a thread, and by a thread with one malloc arena (as the store process runs)"
+        % (args.dumps, args.pods, args.updates))
     print_machine()
     rows = []
     for round_ in range(1, args.rounds + 1):
-        for mode in ("fork", "thread"):
+        for mode in MODES:
             done = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode, "--pods",
-                                   str(args.pods)], capture_output=True, text=True, timeout=900)
+                                   str(args.pods), "--dumps", str(args.dumps), "--updates", str(args.updates)],
+                                  capture_output=True, text=True, timeout=900)
             if done.returncode != 0:
                 raise SystemExit("%s failed:\n%s" % (mode, done.stderr[-3000:]))
             r = json.loads(done.stdout.strip().splitlines()[-1])
-            say("  ... round %d, %s: %s" % (round_, mode, r))
-            rows.append((round_, mode, r["objects"], "%.1f" % r["before"], "%.1f" % r["peak"],
-                         "%+.1f" % (r["peak"] - r["before"]), "%.2f" % r["wall"], "%.1f" % r["size"],
-                         "%.2f" % r["cpu"], "%.1f" % (r["handed_back"] * 1000), "%.1f" % (r["tick_gap"] * 1000),
-                         "ok" if r["state"] == 2 else "FAILED"))
+            progress("round %d, %s: %s" % (round_, mode, r))
+            first, last = r["dumps"][0], r["dumps"][-1]
+            rows.append((round_, mode, r["objects"], "%.1f" % first["before"],
+                         "%+.1f" % max(d["peak"] - d["before"] for d in r["dumps"]),
+                         "%+.1f" % (last["after"] - first["before"]),
+                         "%.2f" % statistics.median(d["wall"] for d in r["dumps"]), "%.1f" % last["size"],
+                         "%.2f" % statistics.median(d["cpu"] for d in r["dumps"]),
+                         "%.1f" % (max(d["asked"] for d in r["dumps"]) * 1000),
+                         "%.1f" % (max(d["tick_gap"] for d in r["dumps"]) * 1000),
+                         "all" if all(d["state"] == 2 for d in r["dumps"]) else "FAILED"))
     say()
-    table(["round", "dump by", "objects", "PSS before MB", "peak PSS MB", "added MB", "wall s", "file MB",
-           "CPU s", "tick thread held ms", "longest tick gap ms", "dump"], rows)
+    say("PSS before: before the first dump; added while writing: the most any dump added to the process and its "
+        "child at one sample (every 5 ms); kept: PSS after the last dump minus PSS before the first (the "
+        "updates' own growth included); asked: time the tick thread spent in serialize()")
+    table(["round", "dump by", "objects", "PSS before MB", "added while writing MB", "kept after all MB",
+           "wall s (median)", "file MB", "CPU s (median)", "asked ms (max)", "longest tick gap ms", "written"], rows)
 
 
 if __name__ == "__main__":

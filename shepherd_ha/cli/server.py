@@ -178,6 +178,7 @@ STORE_SWITCH_INTERVAL = 0.001
 
 def run_store(values, settings, peers, api_url, socket_path):
     """The store process: Raft + FSM + group commit, served on the local socket."""
+    malloc_arenas.use_one_arena()       # before any thread of the store starts
     data_at_rest.private_files()        # the journal, the dump and their temporary files: 0600
     holder = []
     replica = Replica(values["id"], settings, peers, api_url=api_url, write_timeout=values["write_timeout"],

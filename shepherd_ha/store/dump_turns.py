@@ -1,10 +1,11 @@
 """When a replica writes its dump: when one is due, and in its turn.
 
-PySyncObj starts a dump (a forked child pickling the whole store: ~10 s of a core at
-30,000 pods) once its log holds `logCompactionMinEntries` entries or its last dump is
-`logCompactionMinTime` old. Every replica applies the same log, so every replica
+PySyncObj starts a dump (pickling the whole store: ~10 s of a core at 30,000 pods in
+run T, in a forked child then, in a thread since run AB: pysyncobj_overrides/
+dump_writer.py) once its log holds `logCompactionMinEntries` entries or its last dump
+is `logCompactionMinTime` old. Every replica applies the same log, so every replica
 reached the entry bound at the same index and all three dumped at once; on one
-machine three dump children took the CPU from every replica's API together (run S:
+machine three dumps took the CPU from every replica's API together (run S:
 of the 1,419 lease renewals a 30,000-pod run lost in its first 620 s, 796 failed in
 the 15 s after the three moments all three replicas were seen dumping together).
 

@@ -29,7 +29,7 @@ import time
 from shepherd_ha.options import ConfigError
 
 from .pysyncobj_overrides import (DUMP_FILE, FAIL_REASON, ROLES, FSMConsumer, PipelinedSyncObj, raft_clock,
-                                  SyncObj, checked_conf, durable_journals, snapshot_child)  # noqa: F401
+                                  SyncObj, checked_conf, durable_journals)  # noqa: F401
 from . import data_at_rest, gc_tuning, raft_secrets
 from .dump_turns import DumpTurns
 from .entry_size import ENTRY_THRESHOLD
@@ -148,7 +148,6 @@ class RaftNode:
             onStateChanged=self._state_changed,
             onReady=self._loaded,
         )
-        snapshot_child.install()
         # A tick this late may already let the followers campaign: say so when it happens.
         self.tick_gaps = TickGapMeter(warn_after=settings.election_timeout_min, loading=True)
         with durable_journals():

@@ -1,7 +1,7 @@
 """Three real PySyncObj members on loopback (in this process) take turns to write their
 dumps (store/dump_turns.py): every member compacts its log, and no two write a dump at
 the same time. Before, all three reached the entry bound at the same index and dumped
-together (on one machine: three forked children taking the CPU at once)."""
+together (on one machine: three dumps taking the CPU at once)."""
 import threading
 import time
 
@@ -12,7 +12,7 @@ from .test_raft_sync_order import namespace_command
 
 
 def _dumping(node):
-    # PySyncObj's serializer holds the dump child's pid from the fork until it is collected.
+    # Our serializer (dump_writer) holds a non-zero marker while its thread writes a dump.
     return node.syncobj._SyncObj__serializer._Serializer__pid != 0
 
 

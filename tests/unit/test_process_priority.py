@@ -1,8 +1,7 @@
 """Each role's CPU priority (cli/supervisor.py NICENESS): the store first where it may
 be, and the store's thread that writes PySyncObj's dumps after the API.
 
-Each case runs in a fresh interpreter: fork hooks other tests registered in this one
-(store/pysyncobj_overrides/snapshot_child.py ends grandchildren) must not take part."""
+Each case runs in a fresh interpreter: the niceness it sets must not stay with the test run."""
 import json
 import os
 import subprocess

@@ -8,7 +8,6 @@
 - journal: the crash-safe file journal (FileJournal's mangled internals);
 - dump_writer: PySyncObj's dumps written by a thread from a copy of the state's
   containers, not by a forked child (swapped in below as syncobj's `Serializer`);
-- snapshot_child: a child forked in a replica process dies with the replica;
 - transport: the Raft port's connections (frame caps, handshake deadlines, protocol 5);
 - dump_gzip: what PySyncObj's serializer compresses dumps with (level 1, not 9);
 - restricted_pickle: what PySyncObj's syncobj and serializer modules unpickle (log
@@ -43,7 +42,7 @@ import pysyncobj.syncobj as _pysyncobj_syncobj  # noqa: E402
 from pysyncobj.tcp_connection import TcpConnection  # noqa: E402
 from pysyncobj.transport import TCPTransport  # noqa: E402
 
-from . import dump_gzip, dump_writer, journal, pre_vote, restricted_pickle, snapshot_child, syncobj, transport  # noqa: E402
+from . import dump_gzip, dump_writer, journal, pre_vote, restricted_pickle, syncobj, transport  # noqa: E402
 from .journal import DurableFileJournal, DurableMetaStorer, align_journal_to_dump, cut_torn_tail  # noqa: E402
 from .syncobj import DUMP_FILE, ROLES, FSMConsumer, PipelinedSyncObj, durable_journals, raft_clock  # noqa: E402
 
@@ -70,5 +69,5 @@ def checked_conf(**options):
 
 
 __all__ = ["FAIL_REASON", "SyncObj", "DUMP_FILE", "ROLES", "FSMConsumer", "PipelinedSyncObj", "durable_journals",
-           "raft_clock", "DurableFileJournal", "align_journal_to_dump", "cut_torn_tail", "snapshot_child",
+           "raft_clock", "DurableFileJournal", "align_journal_to_dump", "cut_torn_tail",
            "checked_conf", "PySyncObjMismatch"]
