@@ -19,7 +19,7 @@ from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.controllers.write_pacing import WritePacer
 from shepherd_ha.options import ConfigError
-from shepherd_ha.store import data_at_rest, gc_tuning
+from shepherd_ha.store import data_at_rest, gc_tuning, malloc_arenas
 from shepherd_ha.store.encryption_at_rest import KeyFileError, SecretCipher
 from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica

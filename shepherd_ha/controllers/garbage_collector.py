@@ -59,6 +59,30 @@ def _dkey(resource, obj):
     return (resource, meta.get("namespace") or "", meta["name"])
 
 
+def _owner_uids(held):
+    """The uids `_owners_of` holds for a dependent: one uid as itself, more as a tuple."""
+    return (held,) if isinstance(held, str) else held
+
+
+def _remember(dependents, owners_of, dkey, refs):
+    """Record dependent `dkey` naming `refs` ({uid: (kind, name)}) in the two maps, kept
+    small: at 30,000 pods they were 12.8 MB of the leader's worker (docs/benchmarks.md,
+    run AA) with a set of owner uids per dependent (216 bytes for one uid) and a (kind,
+    name) tuple per dependent. So one owner is kept as its uid, and the dependents of an
+    owner share the first one's tuple when they name it alike (they nearly always do)."""
+    uids = tuple(refs)
+    owners_of[dkey] = uids[0] if len(uids) == 1 else uids
+    for uid, ref in refs.items():
+        deps = dependents.get(uid)
+        if deps is None:
+            deps = dependents[uid] = {}
+        else:
+            first = next(iter(deps.values()), None)
+            if first == ref:
+                ref = first
+        deps[dkey] = ref
+
+
 def _describe(dkey):
     resource, namespace, name = dkey
     return "%s %s/%s" % (resource, namespace, name) if namespace else "%s %s" % (resource, name)
@@ -72,7 +96,7 @@ class GarbageCollector(Controller):
         super().__init__(store, events)
         self._lock = threading.Lock()
         self._dependents = {}     # owner uid -> {dependent key}
-        self._owners_of = {}      # dependent key -> {owner uid}
+        self._owners_of = {}      # dependent key -> its owner's uid, or a tuple of its owners' uids
         self._foreground = {}     # uid of an owner deleting in the foreground -> its key
 
     # ---- the index (informer thread writes, workers read) ----
@@ -80,16 +104,16 @@ class GarbageCollector(Controller):
     def _index(self, dkey, refs):
         """Record that dependent `dkey` now names exactly `refs` ({uid: (kind, name)})."""
         with self._lock:
-            for uid in self._owners_of.pop(dkey, set()) - set(refs):
+            for uid in _owner_uids(self._owners_of.pop(dkey, ())):
+                if uid in refs:
+                    continue
                 deps = self._dependents.get(uid)
                 if deps is not None:
                     deps.pop(dkey, None)
                     if not deps:
                         del self._dependents[uid]
             if refs:
-                self._owners_of[dkey] = set(refs)
-                for uid, ref in refs.items():
-                    self._dependents.setdefault(uid, {})[dkey] = ref
+                _remember(self._dependents, self._owners_of, dkey, refs)
 
     def dependents_of(self, uid):
         """{dependent key: (owner kind, owner name) as that dependent names it}."""
@@ -134,10 +158,7 @@ class GarbageCollector(Controller):
                     self.object_failed("resync", resource, obj, exc)
                     continue
                 if refs:
-                    dkey = _dkey(resource, obj)
-                    owners_of[dkey] = set(refs)
-                    for uid, ref in refs.items():
-                        dependents.setdefault(uid, {})[dkey] = ref
+                    _remember(dependents, owners_of, _dkey(resource, obj), refs)
         foreground = {}
         for resource, objects in state.items():
             for obj in self.select(resource, objects, _deleting_in_foreground, "resync"):

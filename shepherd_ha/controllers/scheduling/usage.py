@@ -79,6 +79,7 @@ class UsageIndex:
         self.bound = {}             # pod ident -> (node name, requests, owner uid)
         self.pending = {}           # pod ident -> [key, requests or None]
         self.owner_nodes = {}       # owner uid -> {node name: pods of that owner there}
+        self._requests_seen = {}    # requests -> the same requests: one tuple per distinct value
         # What it did (tests and benchmarks read these).
         self.rebuilds = 0           # from a snapshot of every pod
         self.pods_walked = 0        # pods read by those rebuilds
@@ -230,6 +231,7 @@ class UsageIndex:
                 return                           # finished: its room is free
             if requests is None:
                 requests = pod_requests(pod)
+            requests = self._shared(requests)
             owner = controller_owner_uid(pod)
             self.bound[ident] = (node, requests, owner)
             self._writable(node).add(requests, owner)
@@ -240,6 +242,21 @@ class UsageIndex:
                 per[node] = per.get(node, 0) + 1
         elif is_pending(pod):
             self.pending[ident] = [_key(pod), requests]
+
+    SHARED_REQUESTS = 4096      # distinct requests remembered (pods of a template ask alike)
+
+    def _shared(self, requests):
+        """`requests` as the tuple other pods that ask the same hold: at 30,000 pods the
+        index held 7.1 MB of the leader's worker (docs/benchmarks.md, run AA), a tuple of
+        five and its large ints per pod, where a rollout's pods ask for a few values."""
+        seen = self._requests_seen
+        shared = seen.get(requests)
+        if shared is not None:
+            return shared
+        if len(seen) >= self.SHARED_REQUESTS:
+            seen.clear()            # many distinct requests: start over rather than grow
+        seen[requests] = requests
+        return requests
 
     def _writable(self, node):
         usage = self.usage.get(node)
