@@ -1,7 +1,7 @@
 """What writing a dump does to the writes around it, on a loaded 3-replica cluster.
 
-A replica writes its dump (a child forked from its store process pickles the whole
-store) when its log is long enough. At 1,000 hollow nodes most failed lease renewals
+A replica writes its dump (its store process pickles the whole store: a forked child
+until run AB, a thread since) when its log is long enough. At 1,000 hollow nodes most failed lease renewals
 came in the seconds around dumps (docs/benchmarks.md, run T). This isolates that:
 
 1. a local 3-replica cluster with a low `log_compaction_entries`, so that dumps come

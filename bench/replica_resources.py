@@ -6,7 +6,8 @@ API workers or a snapshot child), the store's size on disk, and how long each du
 ResourceWatch samples on a thread every `interval` s; mark(name) remembers each
 process's CPU time at a point, so a phase's CPU is the difference of two marks. A
 replica's memory is the peak of what its live processes hold at one sample, as RSS
-(shared pages counted in each process: a forked dump child counts the store twice)
+(shared pages counted in each process: a forked child, as PySyncObj's dump writer was
+before run AB, counts the store twice)
 and as PSS (shared pages split between the processes sharing them: what it costs).
 DumpWatch sees PySyncObj write `raft.dump.tmp` and rename it to `raft.dump`: the
 time from first seeing the temporary file to the new dump's mtime (resolution: the

@@ -93,23 +93,19 @@ def socket_path(data_dir):
 # weighs 18 API threads) needs root or CAP_SYS_NICE; without, the store keeps its
 # niceness and the order still holds. At 1,000 hollow nodes the API workers kept 30-55
 # threads runnable, and the store's tick waited behind them (gaps of 0.6-1.3 s).
-# "dump": the store's thread that writes PySyncObj's dumps (seconds of CPU at scale,
-# and it can wait; a forked child before run AB): after the API, at +10 a fifth of an
-# API thread (run T).
-NICENESS = {"store": -10, "api": 3, "tls": 3, "dump": 10}
+# PySyncObj's dumps were written by a child the store forked, run at +10 after the API
+# (run T); since run AB a thread of the store writes them at the store's priority (a
+# lowered thread would hold the GIL the Raft tick waits for: dump_writer.py).
+NICENESS = {"store": -10, "api": 3, "tls": 3}
 
 
 def _set_priority(role):
-    base = os.getpriority(os.PRIO_PROCESS, 0)
     step = NICENESS.get(role, 0)
     if step:
         try:
             os.nice(step)
         except OSError as exc:
             log.warning("%s keeps its priority (nice %+d: %s)", role, step, exc)
-    if role == "store":
-        from shepherd_ha.store.pysyncobj_overrides import dump_writer    # the store's own import
-        dump_writer.THREAD_NICENESS = min(19, base + NICENESS["dump"])
 
 
 class _Child:

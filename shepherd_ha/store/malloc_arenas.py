@@ -27,4 +27,8 @@ def use_one_arena():
         log.info("no glibc mallopt: the store process keeps its allocator's arenas")
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
-    return mallopt(M_ARENA_MAX, 1) == 1
+    if mallopt(M_ARENA_MAX, 1) != 1:
+        log.warning("mallopt(M_ARENA_MAX, 1) refused: the store process keeps glibc's arenas (more memory "
+                    "after its dumps)")
+        return False
+    return True

@@ -334,4 +334,5 @@ class RaftNode:
             time.sleep(0.02)
 
     def destroy(self):
+        self.syncobj.abandon_dump()     # one still being written must not land after we stopped
         self.syncobj.destroy()

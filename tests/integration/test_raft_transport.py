@@ -156,7 +156,7 @@ def test_a_lagging_replica_loads_the_leaders_snapshot_through_the_restricted_loa
     names = [unique("snap") for _ in range(80)]
     for name in names:
         assert _write(cluster, name).status_code == 201
-    # The leader's dump (a forked child writes it, in the leader's turn: store/dump_turns.py)
+    # The leader's dump (a thread of its store writes it, in its turn: store/dump_turns.py)
     # is what the lagging replica must load.
     deadline = time.monotonic() + 20
     while _mtime(dump) == before:

@@ -1,6 +1,7 @@
 """PySyncObj's dumps written by a thread of the store process (store/pysyncobj_overrides/
 dump_writer.py): the dump holds the state at the entry it names while applies go on,
-no process is forked, a failed dump is reported and the next one written."""
+no process is forked, a failed dump is reported and the next one written, and a dump
+overtaken by a newer one (a leader's snapshot, a shutdown) is not renamed over it."""
 import os
 import threading
 import time
@@ -11,7 +12,7 @@ from pysyncobj.config import SERIALIZER_STATE
 from shepherd_ha.store import commands
 from shepherd_ha.store.fsm import StoreFSM
 from shepherd_ha.store.pysyncobj_overrides import dump_writer
-from shepherd_ha.store.pysyncobj_overrides.dump_file import read_dump
+from shepherd_ha.store.pysyncobj_overrides.dump_file import dump_bytes, read_dump
 
 
 def configmap(name, value):
@@ -43,9 +44,13 @@ class HeldPickle:
         self.go = threading.Event()
         self.thread_names = []
 
+        self.then_raise = None
+
     def dump(self, obj, file):
         self.thread_names.append(threading.current_thread().name)
         assert self.go.wait(30), "the test never let the dump go"
+        if self.then_raise is not None:
+            raise self.then_raise
         dump_writer.SAFE_PICKLE_REAL.dump(obj, file)
 
 
@@ -127,6 +132,43 @@ def test_a_failed_dump_is_reported_and_the_next_one_is_written(tmp_path):
     assert read_dump(str(directory)).digest() == fsm.digest()
     data = writer.getTransmissionData("follower")      # the written dump can be sent to a follower
     assert data is not None and data[1] and len(data[0]) > 0
+
+
+def test_a_leaders_snapshot_installed_meanwhile_is_not_replaced_by_the_older_dump(tmp_path, held):
+    fsm = stored_fsm(20)
+    writer = writer_in(tmp_path)
+    writer.serialize(dump_data(fsm), 12)
+    newer = StoreFSM()
+    snapshot = dump_bytes(newer, ["127.0.0.1:1"])
+    # The leader's snapshot arrives in two chunks while our dump is held; the last one installs it.
+    assert writer.setTransmissionData((snapshot[:100], True, False)) is False
+    assert writer.setTransmissionData((snapshot[100:], False, True)) is True
+    held.go.set()
+    assert finished(writer) == (SERIALIZER_STATE.FAILED, 12), "the older dump is reported not written"
+    assert (tmp_path / "raft.dump").read_bytes() == snapshot, "the leader's snapshot stays"
+    # The next dump is ours again.
+    writer.serialize(dump_data(fsm), 14)
+    assert finished(writer) == (SERIALIZER_STATE.SUCCESS, 14)
+    assert read_dump(str(tmp_path)).digest() == fsm.digest()
+
+
+def test_a_dump_still_written_at_shutdown_is_not_renamed_into_place(tmp_path, held):
+    writer = writer_in(tmp_path)
+    writer.serialize(dump_data(stored_fsm(5)), 12)
+    writer.abandon()
+    held.go.set()
+    assert finished(writer) == (SERIALIZER_STATE.FAILED, 12)
+    assert not (tmp_path / "raft.dump").exists()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")   # the death is the point
+def test_a_dump_thread_that_dies_is_reported_failed_not_writing_forever(tmp_path, held):
+    held.then_raise = SystemExit(3)        # not an Exception: would skip an `except Exception`
+    writer = writer_in(tmp_path)
+    writer.serialize(dump_data(stored_fsm(5)), 12)
+    held.go.set()
+    assert finished(writer) == (SERIALIZER_STATE.FAILED, 12)
+    assert not writer.writing()
 
 
 def test_pysyncobj_builds_its_serializer_from_ours():

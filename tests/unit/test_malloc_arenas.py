@@ -32,8 +32,9 @@ print(json.dumps({"limited": limited, "heaps": open(path).read().count("<heap nr
 
 
 def arenas_after_a_thread_allocates(mode):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_ARENA")}    # glibc's default
     done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True, text=True, timeout=60,
-                          cwd=ROOT)
+                          cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 

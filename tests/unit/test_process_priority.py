@@ -1,5 +1,6 @@
 """Each role's CPU priority (cli/supervisor.py NICENESS): the store first where it may
-be, and the store's thread that writes PySyncObj's dumps after the API.
+be, and the thread that writes PySyncObj's dumps at the store's priority (lowered, it
+would hold the GIL the Raft tick waits for).
 
 Each case runs in a fresh interpreter: the niceness it sets must not stay with the test run."""
 import json
@@ -65,16 +66,14 @@ def run_as(role):
     return json.loads(done.stdout)
 
 
-def test_the_store_goes_first_and_its_dump_thread_goes_last():
+def test_the_store_goes_first_and_its_dump_thread_with_it():
     base = os.getpriority(os.PRIO_PROCESS, 0)
     seen = run_as("store")
     if seen["permitted"]:
         assert seen["mine"] == max(-20, base + supervisor.NICENESS["store"])
     else:
         assert seen["mine"] == base, "not permitted: the store keeps the server's niceness"
-    assert seen["dump"] == min(19, base + supervisor.NICENESS["dump"]), "the dump thread pickles after the API"
-    if base + supervisor.NICENESS["api"] < 19:
-        assert seen["dump"] > base + supervisor.NICENESS["api"]
+    assert seen["dump"] == seen["mine"], "the dump thread holds the GIL the tick waits for: never after the API"
     assert seen["child"] == seen["mine"], "a child of the store keeps its niceness"
 
 
@@ -83,4 +82,4 @@ def test_the_api_runs_after_the_store():
     seen = run_as("api")
     assert seen["mine"] == min(19, base + supervisor.NICENESS["api"])
     assert seen["child"] == seen["mine"]
-    assert seen["dump"] == seen["mine"], "only the store's dump thread changes its niceness"
+    assert seen["dump"] == seen["mine"]

@@ -19,7 +19,13 @@ entry PySyncObj names, as with the fork.
 
 A dump is fsynced before it is renamed, so the journal's fsync of it before trimming
 (journal.py) finds nothing left to write, and a store process killed mid-dump leaves a
-temporary file and no orphan process.
+temporary file and no orphan process. A dump that a newer one overtook while it was
+written (a leader's snapshot installed meanwhile, or the replica shut down in a process
+that goes on) is not renamed into place: it is reported failed, and the newer stays.
+
+The thread keeps the store process's CPU priority. Lowered (as the forked child was, so
+that it waited for the API), it would hold the GIL while the kernel ran API threads
+before it, and the Raft tick waiting for that GIL would wait for them too.
 """
 import copy
 import copyreg
@@ -35,10 +41,6 @@ from . import dump_gzip
 from .restricted_pickle import SAFE_PICKLE
 
 log = logging.getLogger("shepherd_ha.store.raft_node")
-
-# The dump thread's niceness (None: the process's). The supervisor sets it for a store
-# process (cli/supervisor.py NICENESS): the dump waits for the API, the tick for nothing.
-THREAD_NICENESS = None
 
 # What `_Serializer__pid` holds while a dump thread runs: PySyncObj (getTransmissionData)
 # and dump turns read any value but 0 as "a dump is being written".
@@ -76,7 +78,7 @@ class DumpWriter(Serializer):
     """PySyncObj's Serializer, whose dumps to a file are written by a thread (see above).
     In-memory dumps and custom serializers are PySyncObj's own."""
 
-    _OVERRIDES = ("serialize", "checkSerializing")     # checked against Serializer at import
+    _OVERRIDES = ("serialize", "checkSerializing", "setTransmissionData")    # checked against Serializer at import
 
     def __init__(self, fileName, transmissionBatchSize, tryUseFork, serializer, deserializer,
                  serializeChecker):
@@ -84,6 +86,8 @@ class DumpWriter(Serializer):
         self._threaded = fileName is not None and serializer is None
         self._thread = None
         self._outcome = None
+        self._renaming = threading.Lock()   # the dump's rename against a newer dump's
+        self._superseded = False            # a newer dump took the file: do not rename over it
 
     def serialize(self, data, id):
         if not self._threaded:
@@ -94,6 +98,7 @@ class DumpWriter(Serializer):
         data, last, before, cluster = data
         data = (frozen(data), last, before, set(cluster))
         self._outcome = None
+        self._superseded = False
         self._Serializer__pid = WRITING
         self._thread = threading.Thread(target=self._write, args=(data,), name="raft-dump", daemon=True)
         self._thread.start()
@@ -101,19 +106,38 @@ class DumpWriter(Serializer):
     def _write(self, data):
         path = self._Serializer__fileName
         temporary = path + ".tmp"
+        outcome = SERIALIZER_STATE.FAILED       # unless it gets to the end
         try:
-            if THREAD_NICENESS is not None:     # Linux: per thread; a higher niceness needs no privilege
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), THREAD_NICENESS)
             with open(temporary, "wb") as f:
                 with dump_gzip.GzipFile(fileobj=f, mode="wb") as g:
                     SAFE_PICKLE.dump(data, g)
                 f.flush()
                 os.fsync(f.fileno())
-            atomicReplace(temporary, path)
-            self._outcome = SERIALIZER_STATE.SUCCESS
+            with self._renaming:
+                if self._superseded:
+                    log.warning("a newer dump replaced %s while this one was written: this one is dropped", path)
+                else:
+                    atomicReplace(temporary, path)
+                    outcome = SERIALIZER_STATE.SUCCESS
         except Exception:
             log.exception("could not write the dump %s", path)
-            self._outcome = SERIALIZER_STATE.FAILED
+        finally:
+            self._outcome = outcome
+
+    def setTransmissionData(self, data):
+        # A leader's snapshot, chunk by chunk; its last chunk renames it into place (PySyncObj
+        # then loads it). A dump of ours still being written is older: it must not follow.
+        with self._renaming:
+            installed = super().setTransmissionData(data)
+            if installed:
+                self._superseded = True
+        return installed
+
+    def abandon(self):
+        """The replica is shut down: a dump being written is not renamed into place (a
+        replica started again in this process may have written a newer one by then)."""
+        with self._renaming:
+            self._superseded = True
 
     def checkSerializing(self):
         if self._Serializer__pid != WRITING:

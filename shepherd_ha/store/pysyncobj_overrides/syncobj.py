@@ -226,6 +226,13 @@ class PipelinedSyncObj(PreVote, SyncObj):
         # Followers write the new entries while this one syncs them.
         self._make_durable()
 
+    def abandon_dump(self):
+        """Before destroy(): a dump our thread is still writing is not renamed into place
+        (dump_writer.DumpWriter.abandon)."""
+        abandon = getattr(self._SyncObj__serializer, "abandon", None)
+        if abandon is not None:
+            abandon()
+
     def log_status(self):
         """The Raft log since the last dump: its entries and bytes, and how many of them the
         journal holds in memory (journal_entries.py; read from another thread: a moment's view)."""
