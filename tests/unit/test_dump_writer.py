@@ -171,6 +171,17 @@ def test_a_dump_thread_that_dies_is_reported_failed_not_writing_forever(tmp_path
     assert not writer.writing()
 
 
+def test_the_frozen_state_pickles_exactly_as_the_store_and_loads_as_one():
+    import io
+    import pickle
+    from shepherd_ha.store.pysyncobj_overrides.restricted_pickle import DUMP_PROTOCOL, load_dump
+    fsm = stored_fsm(30)
+    frozen = dump_writer.frozen(fsm)
+    assert pickle.dumps(frozen, DUMP_PROTOCOL) == pickle.dumps(fsm, DUMP_PROTOCOL)
+    loaded = load_dump(io.BytesIO(pickle.dumps(frozen, DUMP_PROTOCOL)))     # the dump allow-list
+    assert type(loaded) is StoreFSM and loaded.digest() == fsm.digest()
+
+
 def test_pysyncobj_builds_its_serializer_from_ours():
     import pysyncobj.syncobj
     assert pysyncobj.syncobj.Serializer is dump_writer.DumpWriter

@@ -3,9 +3,10 @@
 PySyncObj forks a child to pickle the whole store into raft.dump, so the replica keeps
 serving while it is written. But CPython counts references in every object it touches:
 pickling the store writes to every page that holds a stored object, and each such page
-is copied for the child. A child that pickled 30,000 pods ended holding ~85 % of its
-store process's heap a second time (docs/benchmarks.md, run AB): the largest part of a
-leader's peak memory after its API worker.
+is copied for the child: a child that pickled 40,000 objects ended with 84 % of its
+parent's heap copied, and in the 1,000-node fleet dump children reached 109-167 MB beside
+145-156 MB store processes, the largest part of a leader's peak memory after its API
+worker (docs/benchmarks.md, run AB; bench/bench_dump_memory.py).
 
 `DumpWriter` (swapped in for PySyncObj's `Serializer` by __init__) instead takes, in the
 tick thread that asked for the dump, a copy of the state's containers: the FSM's
