@@ -43,7 +43,6 @@ class HeldPickle:
     def __init__(self):
         self.go = threading.Event()
         self.thread_names = []
-
         self.then_raise = None
 
     def dump(self, obj, file):
@@ -51,14 +50,14 @@ class HeldPickle:
         assert self.go.wait(30), "the test never let the dump go"
         if self.then_raise is not None:
             raise self.then_raise
-        dump_writer.SAFE_PICKLE_REAL.dump(obj, file)
+        self.real(obj, file)
 
 
 @pytest.fixture
 def held(monkeypatch):
     pickle = HeldPickle()
-    monkeypatch.setattr(dump_writer, "SAFE_PICKLE_REAL", dump_writer.SAFE_PICKLE, raising=False)
-    monkeypatch.setattr(dump_writer, "SAFE_PICKLE", pickle)
+    pickle.real = dump_writer.write_pickle
+    monkeypatch.setattr(dump_writer, "write_pickle", pickle.dump)
     return pickle
 
 
@@ -171,15 +170,18 @@ def test_a_dump_thread_that_dies_is_reported_failed_not_writing_forever(tmp_path
     assert not writer.writing()
 
 
-def test_the_frozen_state_pickles_exactly_as_the_store_and_loads_as_one():
+def test_the_frozen_state_pickles_as_the_store_and_its_dump_loads_as_one():
     import io
     import pickle
     from shepherd_ha.store.pysyncobj_overrides.restricted_pickle import DUMP_PROTOCOL, load_dump
     fsm = stored_fsm(30)
     frozen = dump_writer.frozen(fsm)
-    assert pickle.dumps(frozen, DUMP_PROTOCOL) == pickle.dumps(fsm, DUMP_PROTOCOL)
-    loaded = load_dump(io.BytesIO(pickle.dumps(frozen, DUMP_PROTOCOL)))     # the dump allow-list
+    assert pickle.dumps(frozen, DUMP_PROTOCOL) == pickle.dumps(fsm, DUMP_PROTOCOL), "the same opcodes as the store"
+    written = io.BytesIO()
+    dump_writer.write_pickle(frozen, written)       # as a dump is written: no memo
+    loaded = load_dump(io.BytesIO(written.getvalue()))     # through the dump allow-list
     assert type(loaded) is StoreFSM and loaded.digest() == fsm.digest()
+    assert list(loaded.dedup) == list(fsm.dedup) and loaded.revision == fsm.revision
 
 
 def test_pysyncobj_builds_its_serializer_from_ours():

@@ -40,12 +40,11 @@ def niceness_of_the_dump_thread():
     from pysyncobj.config import SERIALIZER_STATE
     from shepherd_ha.store.fsm import StoreFSM
     from shepherd_ha.store.pysyncobj_overrides import dump_writer
-    seen, real = [], dump_writer.SAFE_PICKLE
-    class Recording:
-        def dump(self, obj, file):
-            seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-            real.dump(obj, file)
-    dump_writer.SAFE_PICKLE = Recording()
+    seen, real = [], dump_writer.write_pickle
+    def recording(obj, file):
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        real(obj, file)
+    dump_writer.write_pickle = recording
     writer = dump_writer.DumpWriter(os.path.join(tempfile.mkdtemp(), "raft.dump"), 4096, True, None, None, None)
     writer.serialize(([{}, {"fsm": StoreFSM()}], (b"", 2, 0), (b"", 1, 0), set()), 2)
     while writer.checkSerializing()[0] == SERIALIZER_STATE.SERIALIZING:
