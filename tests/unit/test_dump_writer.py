@@ -158,6 +158,8 @@ def test_a_dump_still_written_at_shutdown_is_not_renamed_into_place(tmp_path, he
     held.go.set()
     assert finished(writer) == (SERIALIZER_STATE.FAILED, 12)
     assert not (tmp_path / "raft.dump").exists()
+    writer.serialize(dump_data(stored_fsm(5)), 14)      # a tick after the shutdown: no new dump
+    assert not writer.writing() and writer.checkSerializing()[0] == SERIALIZER_STATE.NOT_SERIALIZING
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")   # the death is the point

@@ -102,11 +102,12 @@ class DumpWriter(Serializer):
         self._outcome = None
         self._renaming = threading.Lock()   # the dump's rename against a newer dump's
         self._superseded = False            # a newer dump took the file: do not rename over it
+        self._abandoned = False             # the replica was shut down: no dump lands any more
 
     def serialize(self, data, id):
         if not self._threaded:
             return super().serialize(data, id)
-        if self._Serializer__pid != 0:
+        if self._Serializer__pid != 0 or self._abandoned:
             return
         self._Serializer__currentID = id
         data, last, before, cluster = data
@@ -128,8 +129,9 @@ class DumpWriter(Serializer):
                 f.flush()
                 os.fsync(f.fileno())
             with self._renaming:
-                if self._superseded:
-                    log.warning("a newer dump replaced %s while this one was written: this one is dropped", path)
+                if self._superseded or self._abandoned:
+                    log.warning("a newer dump replaced %s while this one was written, or the replica stopped: "
+                                "this one is dropped", path)
                 else:
                     atomicReplace(temporary, path)
                     outcome = SERIALIZER_STATE.SUCCESS
@@ -151,7 +153,7 @@ class DumpWriter(Serializer):
         """The replica is shut down: a dump being written is not renamed into place (a
         replica started again in this process may have written a newer one by then)."""
         with self._renaming:
-            self._superseded = True
+            self._abandoned = True
 
     def checkSerializing(self):
         if self._Serializer__pid != WRITING:
