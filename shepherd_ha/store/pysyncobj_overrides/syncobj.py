@@ -229,9 +229,7 @@ class PipelinedSyncObj(PreVote, SyncObj):
     def abandon_dump(self):
         """Before destroy(): a dump our thread is still writing is not renamed into place
         (dump_writer.DumpWriter.abandon)."""
-        abandon = getattr(self._SyncObj__serializer, "abandon", None)
-        if abandon is not None:
-            abandon()
+        self._SyncObj__serializer.abandon()
 
     def log_status(self):
         """The Raft log since the last dump: its entries and bytes, and how many of them the
