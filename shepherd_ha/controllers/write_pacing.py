@@ -9,9 +9,9 @@ some node's heartbeat is late (the node lifecycle controller saw its last renewa
 longer ago than the renewal interval plus a quarter of the slack before the grace
 period, `heartbeats_at_risk`: 7.5 s for 5 s renewals and a 15 s grace period). Then
 every controller write but the scheduler's and the node lifecycle's takes a token
-from a bucket whose rate falls by 30 % at each look that still sees pressure and
-grows by a quarter at each that does not, to at most twice what the writers use, and
-is lifted after 30 s without pressure. (A binding lets a pod already created run:
+from a bucket whose rate falls by 30 % at a look that sees pressure and grows by a
+quarter at each that does not, to at most twice what the writers use, and is lifted
+after 30 s without pressure. (A binding lets a pod already created run:
 pacing the creations paces the pipeline without starving it. Marking a node NotReady
 must not wait: a renewal during the wait would be missed; its evictions have their
 own per-zone pace.)
@@ -29,6 +29,15 @@ writers used: one they did not reach says nothing about what the heartbeats can 
 (run Q, 1,000 hollow nodes and 10,000 pods): without pacing a third of the renewal
 rounds failed and 125 nodes went falsely NotReady; paced, none failed for two
 minutes, and pods went Running at ~24/s instead of ~57/s.
+
+Run AC (session 27) found the rollouts of 1,000 hollow nodes stalling for 10-20 s at a
+time with the rate at its floor and the pipeline empty: the rate fell at every look
+while the writes already let out still arrived (a refusal now lowers it once per
+2 s hold; late heartbeats still at every look), writers slept waits computed at the
+rate of the moment they queued (now they hold a place in line and go once the tokens
+accrued at the current rate reach it), and writers asleep in line counted as using
+nothing, so the rate could not grow past 20/s while they waited (now a queue counts
+as using all of it).
 """
 import logging
 import threading
@@ -40,6 +49,7 @@ LOOK_EVERY = 0.5          # seconds between looks at the pressure
 MIN_RATE = 10.0           # writes/s the controllers keep under any pressure
 DECREASE = 0.7            # the rate's factor at a look that sees pressure
 INCREASE = 1.25           # ... at a look that does not (up to twice what the writers use)
+HOLD_AFTER_DECREASE = 2.0  # seconds a refusal or a full queue does not lower the rate again
 LIFT_AFTER = 30.0         # seconds without pressure, with the rate well above use, before it is lifted
 BURST_SECONDS = 0.5       # tokens a bucket holds, in seconds of its rate
 
@@ -53,10 +63,11 @@ class Stopped(Exception):
 
 class WritePacer:
     """pressure_counts(): (how full the system level's queue is, 0 to 1; requests refused
-    so far). take(n) returns once n writes may go: each caller reserves its tokens in
-    turn (first come, first served; the bucket may go into debt) and sleeps off its
-    share, so a batch is never starved by single writes. `chunk` is how many writes of
-    a batch to send at once while paced."""
+    so far). take(n) returns once n writes may go: each caller reserves its place in
+    line (first come, first served), and goes once the tokens accrued at the rate of
+    the moment reach it, so a batch is never starved by single writes, and a writer
+    that queued while the rate was low goes as soon as the rate is raised or lifted.
+    `chunk` is how many writes of a batch to send at once while paced."""
 
     chunk = 25
 
@@ -68,12 +79,17 @@ class WritePacer:
         self._sleep = sleep                # (seconds, stop event or None) -> True if stopped; tests inject one
         self._lock = threading.Lock()
         self.rate = None                   # writes/s; None: not paced
-        self._tokens = 0.0                 # below 0: reserved ahead (debt)
+        # The line: tokens reserved by writers so far, and tokens accrued at the rate,
+        # both counted since pacing began. A writer goes once `accrued` reaches its place.
+        self._reserved = 0.0
+        self._accrued = 0.0
+        self._period = 0                   # counts pacing periods: a place is only good in its own
         self._filled_at = clock()
         self._looked_at = clock()
         self._refused_seen = pressure_counts()[1]
         self._taken = 0                    # writes since the last look
         self._calm_since = None            # when the looks stopped seeing pressure (paced only)
+        self._held_until = None            # no decrease for a refusal or full queue before this
         self.paced_seconds = 0.0           # total time writers waited here
         self.paced_writes = 0
 
@@ -91,21 +107,48 @@ class WritePacer:
         """Wait until n writes may go; Stopped if `stop` (an Event) is set meanwhile."""
         with self._lock:
             now = self._clock()
-            if now - self._looked_at >= LOOK_EVERY:
-                self._look(now)
+            self._look_if_due(now)
             self._taken += n
             if self.rate is None:
                 return
-            self._tokens = min(self.rate * BURST_SECONDS, self._tokens + (now - self._filled_at) * self.rate)
-            self._filled_at = now
-            self._tokens -= n
+            self._fill(now)
+            self._reserved += n
+            place, period = self._reserved, self._period
             self.paced_writes += n
-            if self._tokens >= 0:
-                return
-            wait = -self._tokens / self.rate        # this caller's place in line
-            self.paced_seconds += wait
-        if self._wait(wait, stop):
-            raise Stopped("controllers stopping")
+            wait = self._wait_for(place)
+        started = now
+        while wait > 0:
+            # Sleep at most until the next look: the rate may change meanwhile (or be
+            # lifted), and this writer's turn with it.
+            if self._wait(min(wait, LOOK_EVERY), stop):
+                with self._lock:
+                    self.paced_seconds += self._clock() - started
+                raise Stopped("controllers stopping")
+            with self._lock:
+                now = self._clock()
+                self._look_if_due(now)
+                wait = 0.0 if self.rate is None or self._period != period else self._wait_for(place, now)
+                if wait <= 0:
+                    self.paced_seconds += now - started
+
+    def _wait_for(self, place, now=None):
+        """Seconds until the tokens accrued reach `place` at the current rate (lock held)."""
+        if now is not None:
+            self._fill(now)
+        wait = (place - self._accrued) / self.rate
+        return wait if wait > 1e-6 else 0.0      # (not a rounding error's sleep)
+
+    def _fill(self, now):
+        """Accrue tokens up to `now` at the current rate; at most a burst beyond what is
+        reserved, so an idle bucket does not bank a flood (lock held)."""
+        if self.rate is not None:
+            self._accrued = min(self._reserved + self.rate * BURST_SECONDS,
+                                self._accrued + (now - self._filled_at) * self.rate)
+        self._filled_at = now
+
+    def _look_if_due(self, now):
+        if now - self._looked_at >= LOOK_EVERY:
+            self._look(now)
 
     def _wait(self, seconds, stop):
         if self._sleep is not None:
@@ -125,29 +168,41 @@ class WritePacer:
             # meanwhile says nothing about the writes to come. Start counting again.
             self._refused_seen, self._taken, self._looked_at = refused, 0, now
             return
+        self._fill(now)                                               # at the rate until now
         used = self._taken / max(now - self._looked_at, 1e-3)        # writes/s since the last look
-        pressure = queued >= QUEUE_PRESSURE or refused > self._refused_seen or bool(self.heartbeats_at_risk)
+        late = bool(self.heartbeats_at_risk)
+        refusing = queued >= QUEUE_PRESSURE or refused > self._refused_seen
         before_refused = self._refused_seen
         self._refused_seen, self._taken, self._looked_at = refused, 0, now
-        if pressure:
+        if late or refusing:
             self._calm_since = None
+            # A refusal or a full queue is this replica's early, local signal: the writes
+            # already let out (and the bindings and status writes they bring) still
+            # arrive for a second or two after the rate was lowered, so it is lowered
+            # once per hold, not at every look (as TCP halves its window once per round
+            # trip). A late heartbeat is the fleet's own, later and graver: every look.
+            if not late and self._held_until is not None and now < self._held_until:
+                return
+            self._held_until = now + HOLD_AFTER_DECREASE
             before = self.rate
             base = used if self.rate is None else min(self.rate, max(used, MIN_RATE))
             self.rate = max(MIN_RATE, base * DECREASE)
             if before is None:
-                self._tokens, self._filled_at = 0.0, now
+                self._accrued, self._filled_at = self._reserved, now       # nothing banked
                 log.info("controllers: node heartbeats are waiting (system level: queue %.0f%% full, %d refused "
                          "since the last look; %s nodes' heartbeats late); controller writes paced at %.0f/s",
                          100 * queued, refused - before_refused,
                          "?" if self.heartbeats_at_risk is None else self.heartbeats_at_risk, self.rate)
             else:
-                self._tokens = min(self._tokens, self.rate * BURST_SECONDS)
+                self._accrued = min(self._accrued, self._reserved + self.rate * BURST_SECONDS)
             return
         if self.rate is None:
             return
         # Grows only as far as twice what the writers used: a limit they do not reach says
         # nothing about what the heartbeats can bear, and a backlog arriving later would
         # go out at all of it at once (as a congestion window is validated, RFC 7661).
+        if self._reserved > self._accrued:
+            used = max(used, self.rate)    # writers waiting in line use all it allows, whatever they reserved lately
         ceiling = 2 * max(used, MIN_RATE)
         grown = self.rate * INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
         self.rate = max(self.rate, min(grown, ceiling))
@@ -155,7 +210,9 @@ class WritePacer:
             self._calm_since = now
         if now - self._calm_since >= LIFT_AFTER and self.rate >= ceiling:
             log.info("controllers: no heartbeat waited for %.0f s; controller writes no longer paced", LIFT_AFTER)
-            self.rate, self._calm_since, self._tokens = None, None, 0.0
+            self.rate, self._calm_since = None, None
+            self._reserved = self._accrued = 0.0
+            self._period += 1
 
     def status(self):
         return {"paced": self.pacing, "rateLimit": self.rate, "pacedSeconds": self.paced_seconds,

@@ -22,6 +22,7 @@ class World:
     def __init__(self):
         self.now = 1000.0
         self.queued, self.refused = 0, 0
+        self.refusing = False         # every look sees a new refusal
         self.slept = 0.0
 
     def clock(self):
@@ -35,6 +36,8 @@ class World:
         return False
 
     def counts(self):
+        if self.refusing:
+            self.refused += 1
         return self.queued, self.refused
 
     def pacer(self):
@@ -82,11 +85,15 @@ def test_refusals_at_the_system_level_lower_the_rate_until_they_stop_then_it_is_
     writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.pacing and pacer.rate < 1000
     rates = []
-    for _ in range(12):                               # refusals keep coming: lowered at every look
-        world.refused += 3
+    world.refusing = True
+    for _ in range(int(40 / wp.LOOK_EVERY)):          # refusals keep coming for 40 s: lowered once per hold
         writes_in(world, pacer, wp.LOOK_EVERY)
         rates.append(pacer.rate)
+    world.refusing = False
     assert rates[-1] <= 1.5 * wp.MIN_RATE and all(a >= b for a, b in zip(rates, rates[1:]))
+    lowered = [i for i, (a, b) in enumerate(zip(rates, rates[1:])) if b < a]
+    assert len(lowered) >= 5
+    assert all(j - i >= wp.HOLD_AFTER_DECREASE / wp.LOOK_EVERY - 1 for i, j in zip(lowered, lowered[1:]))
     paced = writes_in(world, pacer, 2.0)
     assert paced <= 2.0 * wp.MIN_RATE * wp.INCREASE ** 4 + wp.MIN_RATE, "held to the paced rate, give or take its growth"
     assert world.slept > 0 and pacer.status()["pacedSeconds"] > 0
@@ -174,14 +181,15 @@ def test_the_rate_limit_and_the_time_waited_are_in_metrics():
                     "writePacing": pacer.status()}
     families = {f.name: f for f in ReplicaCollector(Replica())._controllers()}
     assert families["shepherd_controller_write_rate_limit"].samples[0].value == pacer.rate > 0
-    assert families["shepherd_controller_write_paced_seconds"].samples[0].value == world.slept > 0
+    assert families["shepherd_controller_write_paced_seconds"].samples[0].value == pytest.approx(world.slept)
+    assert world.slept > 0
 
 
 def test_a_batch_is_not_starved_by_steady_pressure_or_by_single_writes():
     world = World()
     pacer = world.pacer()
     writes_in(world, pacer, 1.0)
-    for _ in range(20):                               # pressure at every look: down to the floor
+    for _ in range(int(40 / wp.LOOK_EVERY)):          # pressure at every look for 40 s: down to the floor
         world.refused += 1
         writes_in(world, pacer, wp.LOOK_EVERY)
     assert pacer.rate <= 1.5 * wp.MIN_RATE
@@ -251,10 +259,11 @@ def test_the_manager_gives_paced_controllers_the_pacer_and_the_others_an_unpaced
 def test_a_lone_writer_of_big_chunks_still_sees_the_pressure_end():
     world = World()
     pacer = world.paced_pacer()
-    for _ in range(20):                               # one controller, a chunk at a time, refusals meanwhile
-        world.refused += 1
+    world.refusing = True
+    for _ in range(40):                               # one controller, a chunk at a time, refusals meanwhile
         pacer.take(pacer.chunk)
         world.now += 0.05
+    world.refusing = False
     assert pacer.rate <= 1.5 * wp.MIN_RATE
     start = world.now
     while pacer.pacing and world.now - start < seconds_to_lift(500):   # heartbeats are fine again
@@ -299,3 +308,45 @@ def test_the_rate_grows_only_to_twice_what_the_writers_use_so_a_later_backlog_ca
     assert pacer.pacing and pacer.rate <= 2 * 20 * 1.01, pacer.rate
     burst = writes_in(world, pacer, 1.0)              # then a backlog: held near that, growing slowly
     assert burst <= 2 * 20 * wp.INCREASE ** 2 + pacer.rate * wp.BURST_SECONDS + 1, burst
+
+
+def test_a_refusal_lowers_the_rate_once_per_hold_a_late_heartbeat_at_every_look():
+    """Writes already let out still arrive (with their bindings and status writes) for a
+    second or two after the rate was lowered: a refusal lowers it again only after a hold.
+    A late heartbeat is graver: every look."""
+    world = World()
+    pacer = world.paced_pacer()
+    writes_in(world, pacer, 2 * wp.HOLD_AFTER_DECREASE)   # the first hold runs out; the rate grows
+    world.refusing = True
+    writes_in(world, pacer, wp.LOOK_EVERY)
+    lowered = pacer.rate
+    writes_in(world, pacer, wp.HOLD_AFTER_DECREASE - 2 * wp.LOOK_EVERY)   # refused at every look: held
+    assert pacer.rate == lowered
+    writes_in(world, pacer, 2 * wp.LOOK_EVERY)        # the hold is over, still refused: lowered again
+    assert pacer.rate == pytest.approx(lowered * wp.DECREASE) or pacer.rate == wp.MIN_RATE
+    world.refusing = False
+    late = {"nodes": 4}
+    pacer.watch_heartbeats(lambda: late["nodes"])
+    rates = [pacer.rate]
+    for _ in range(3):                                # late heartbeats: lowered at every look
+        writes_in(world, pacer, wp.LOOK_EVERY)
+        rates.append(pacer.rate)
+    assert all(b < a or b == wp.MIN_RATE for a, b in zip(rates, rates[1:])), rates
+
+
+def test_a_writer_queued_at_a_low_rate_goes_as_soon_as_the_rate_rises():
+    """A place in line is not a fixed sleep: a batch that queued at the floor goes as the
+    rate grows back, and writers waiting in line count as using all of it (the rate may
+    grow past twice what they reserved lately)."""
+    world = World()
+    pacer = world.paced_pacer()
+    for _ in range(int(40 / wp.LOOK_EVERY)):          # down to the floor
+        world.refused += 1
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    rate, start = pacer.rate, world.now               # calm from now on
+    pacer.take(300)                                   # a batch: 300 / rate seconds at the rate it queued at
+    waited = world.now - start
+    assert waited < 0.5 * 300 / rate, (waited, rate)
+    assert pacer.rate > 4 * rate, "the rate grew while the batch waited in line"
+
