@@ -8,10 +8,13 @@ leases and status, api/flow_control.py) refuses a request or has its queue full,
 some node's heartbeat is late (the node lifecycle controller saw its last renewal
 longer ago than the renewal interval plus a quarter of the slack before the grace
 period, `heartbeats_at_risk`: 7.5 s for 5 s renewals and a 15 s grace period). Then
-every controller write but the scheduler's and the node lifecycle's takes a token
-from a bucket whose rate falls by 30 % at a look that sees pressure and grows by a
-quarter at each that does not, to at most twice what the writers use, and is lifted
-after 30 s without pressure. (A binding lets a pod already created run:
+every controller write but the scheduler's and the node lifecycle's takes its place in
+line for a token of a rate that is lowered at a look (every 0.5 s) that sees pressure,
+to 70 % of what the writers used since the last look (at least a floor of 10/s; a
+refusal or a full queue lowers it again only after a 2 s hold, late heartbeats at
+every look), grows by a quarter at each look that does not, to at most twice what the
+writers use (all of the rate while writers wait in line), and is lifted after 30 s
+without pressure. (A binding lets a pod already created run:
 pacing the creations paces the pipeline without starving it. Marking a node NotReady
 must not wait: a renewal during the wait would be missed; its evictions have their
 own per-zone pace.)
@@ -66,7 +69,7 @@ class WritePacer:
     so far). take(n) returns once n writes may go: each caller reserves its place in
     line (first come, first served), and goes once the tokens accrued at the rate of
     the moment reach it, so a batch is never starved by single writes, and a writer
-    that queued while the rate was low goes as soon as the rate is raised or lifted.
+    that queued while the rate was low goes as soon as the rate is raised.
     `chunk` is how many writes of a batch to send at once while paced."""
 
     chunk = 25
@@ -79,11 +82,11 @@ class WritePacer:
         self._sleep = sleep                # (seconds, stop event or None) -> True if stopped; tests inject one
         self._lock = threading.Lock()
         self.rate = None                   # writes/s; None: not paced
-        # The line: tokens reserved by writers so far, and tokens accrued at the rate,
-        # both counted since pacing began. A writer goes once `accrued` reaches its place.
+        # The line: tokens reserved by writers so far, and tokens accrued at the rate (both
+        # only grow; pacing starts with accrued = reserved). A writer goes once `accrued`
+        # reaches its place, or once pacing is lifted.
         self._reserved = 0.0
         self._accrued = 0.0
-        self._period = 0                   # counts pacing periods: a place is only good in its own
         self._filled_at = clock()
         self._looked_at = clock()
         self._refused_seen = pressure_counts()[1]
@@ -113,7 +116,7 @@ class WritePacer:
                 return
             self._fill(now)
             self._reserved += n
-            place, period = self._reserved, self._period
+            place = self._reserved
             self.paced_writes += n
             wait = self._wait_for(place)
         started = now
@@ -123,11 +126,14 @@ class WritePacer:
             if self._wait(min(wait, LOOK_EVERY), stop):
                 with self._lock:
                     self.paced_seconds += self._clock() - started
+                    # Its place goes to those behind it: the line moves on by what it
+                    # had not yet been given.
+                    self._accrued += max(0.0, min(n, place - self._accrued))
                 raise Stopped("controllers stopping")
             with self._lock:
                 now = self._clock()
                 self._look_if_due(now)
-                wait = 0.0 if self.rate is None or self._period != period else self._wait_for(place, now)
+                wait = 0.0 if self.rate is None else self._wait_for(place, now)
                 if wait <= 0:
                     self.paced_seconds += now - started
 
@@ -185,6 +191,9 @@ class WritePacer:
                 return
             self._held_until = now + HOLD_AFTER_DECREASE
             before = self.rate
+            # From what the writers used since the last look, even while some wait in line
+            # (then often the floor): lowered from the whole rate instead, a rollout was no
+            # faster and lost more renewal rounds (docs/benchmarks.md, run AC).
             base = used if self.rate is None else min(self.rate, max(used, MIN_RATE))
             self.rate = max(MIN_RATE, base * DECREASE)
             if before is None:
@@ -201,7 +210,7 @@ class WritePacer:
         # Grows only as far as twice what the writers used: a limit they do not reach says
         # nothing about what the heartbeats can bear, and a backlog arriving later would
         # go out at all of it at once (as a congestion window is validated, RFC 7661).
-        if self._reserved > self._accrued:
+        if self._reserved - self._accrued > 1e-6 * self.rate:
             used = max(used, self.rate)    # writers waiting in line use all it allows, whatever they reserved lately
         ceiling = 2 * max(used, MIN_RATE)
         grown = self.rate * INCREASE ** min(looks, 20)     # (a paced writer may come back only seconds later)
@@ -211,8 +220,6 @@ class WritePacer:
         if now - self._calm_since >= LIFT_AFTER and self.rate >= ceiling:
             log.info("controllers: no heartbeat waited for %.0f s; controller writes no longer paced", LIFT_AFTER)
             self.rate, self._calm_since = None, None
-            self._reserved = self._accrued = 0.0
-            self._period += 1
 
     def status(self):
         return {"paced": self.pacing, "rateLimit": self.rate, "pacedSeconds": self.paced_seconds,

@@ -350,3 +350,26 @@ def test_a_writer_queued_at_a_low_rate_goes_as_soon_as_the_rate_rises():
     assert waited < 0.5 * 300 / rate, (waited, rate)
     assert pacer.rate > 4 * rate, "the rate grew while the batch waited in line"
 
+
+
+def test_writers_that_give_up_in_line_leave_no_debt_behind_them():
+    """A writer of a stopping epoch leaves the line: those after it (the next epoch's)
+    do not wait for its tokens, and its place does not count as writers in line."""
+    world = World()
+    pacer = world.paced_pacer()
+    for _ in range(int(40 / wp.LOOK_EVERY)):          # down to the floor
+        world.refused += 1
+        writes_in(world, pacer, wp.LOOK_EVERY)
+    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    stop = threading.Event()
+    stop.set()
+    for _ in range(10):                               # 250 writes' places, given up
+        with pytest.raises(Stopped):
+            pacer.take(pacer.chunk, stop)
+    rate, start = pacer.rate, world.now
+    pacer.take(1)
+    assert world.now - start <= 1.0 / rate + 1e-6, "waited only its own share"
+    for _ in range(6):                                # calm looks, nobody writing: no queue to grow for
+        world.now += wp.LOOK_EVERY
+        pacer.take(1)
+    assert pacer.rate <= 2 * wp.MIN_RATE + 1e-9, pacer.rate
