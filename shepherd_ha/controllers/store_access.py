@@ -97,9 +97,8 @@ class StoreAccess:
         results = []
         while len(results) < len(writes):
             # While paced, a batch goes a chunk at a time as its tokens come.
-            part = writes[len(results):len(results) + self.pacer.chunk] if self.pacer.pacing else \
-                writes[len(results):]
-            self._take(len(part), sent=bool(results))
+            rest = writes[len(results):]
+            part = rest[:self._take(len(rest), sent=bool(results), divisible=True)]
             done = self._submit_many([commands.write(ops, uuid.uuid4().hex, self.epoch) for ops in part],
                                      self.write_timeout)
             results += done
@@ -108,9 +107,10 @@ class StoreAccess:
                 results += [fenced] * (len(writes) - len(results))
         return results
 
-    def _take(self, n, sent=False):
+    def _take(self, n, sent=False, divisible=False):
+        """How many of n writes may go now (all of them unless `divisible`)."""
         try:
-            self.pacer.take(n, self.stop)
+            return self.pacer.take(n, self.stop, divisible)
         except Stopped as exc:
             if sent:      # the batch's first chunks went: what became of them is theirs to find out
                 raise Unavailable("%s: the rest of the batch was not sent" % exc, "unknown")

@@ -106,14 +106,20 @@ class WritePacer:
     def pacing(self):
         return self.rate is not None
 
-    def take(self, n=1, stop=None):
-        """Wait until n writes may go; Stopped if `stop` (an Event) is set meanwhile."""
+    def take(self, n=1, stop=None, divisible=False):
+        """Wait until n writes may go, and return how many may: n, or with `divisible` (a
+        batch) at most a chunk while paced, also when this very call's look starts the
+        pacing (a whole batch in line would hold every writer behind it). Stopped if
+        `stop` (an Event) is set meanwhile."""
         with self._lock:
             now = self._clock()
             self._look_if_due(now)
-            self._taken += n
             if self.rate is None:
-                return
+                self._taken += n
+                return n
+            if divisible:
+                n = min(n, self.chunk)
+            self._taken += n
             self._fill(now)
             self._reserved += n
             place = self._reserved
@@ -136,6 +142,7 @@ class WritePacer:
                 wait = 0.0 if self.rate is None else self._wait_for(place, now)
                 if wait <= 0:
                     self.paced_seconds += now - started
+        return n
 
     def _wait_for(self, place, now=None):
         """Seconds until the tokens accrued reach `place` at the current rate (lock held)."""

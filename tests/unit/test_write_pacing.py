@@ -373,3 +373,20 @@ def test_writers_that_give_up_in_line_leave_no_debt_behind_them():
         world.now += wp.LOOK_EVERY
         pacer.take(1)
     assert pacer.rate <= 2 * wp.MIN_RATE + 1e-9, pacer.rate
+
+
+def test_a_batch_whose_own_take_starts_the_pacing_goes_a_chunk_at_a_time():
+    """Pacing can start inside a batch's own take (its look sees the pressure): then only a
+    chunk of it takes a place in line, not the whole batch ahead of every other writer."""
+    world = World()
+    pacer = world.pacer()
+    writes_in(world, pacer, 1.0)
+    world.refused += 1
+    world.now += wp.LOOK_EVERY
+    assert pacer.take(1000, divisible=True) == pacer.chunk
+    assert pacer.pacing
+    start = world.now
+    assert pacer.take(1) == 1
+    assert world.now - start <= (pacer.chunk + 1) / pacer.rate + 1e-6, "behind a chunk, not a whole batch"
+    assert pacer.take(10, divisible=True) == 10
+    assert pacer.take(40) == 40, "a write that cannot be divided takes all its places"
