@@ -52,6 +52,15 @@ class World:
         assert pacer.pacing
         return pacer
 
+    def floored_pacer(self):
+        """A pacer that refusals at every look for 40 s have brought down to its floor."""
+        pacer = self.paced_pacer()
+        for _ in range(int(40 / wp.LOOK_EVERY)):
+            self.refused += 1
+            writes_in(self, pacer, wp.LOOK_EVERY)
+        assert pacer.rate <= 1.5 * wp.MIN_RATE
+        return pacer
+
 
 def seconds_to_lift(writes_per_second):
     """From the floor, the looks that grow the rate to twice a writer's use, then the calm
@@ -339,11 +348,7 @@ def test_a_writer_queued_at_a_low_rate_goes_as_soon_as_the_rate_rises():
     rate grows back, and writers waiting in line count as using all of it (the rate may
     grow past twice what they reserved lately)."""
     world = World()
-    pacer = world.paced_pacer()
-    for _ in range(int(40 / wp.LOOK_EVERY)):          # down to the floor
-        world.refused += 1
-        writes_in(world, pacer, wp.LOOK_EVERY)
-    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    pacer = world.floored_pacer()
     rate, start = pacer.rate, world.now               # calm from now on
     pacer.take(300)                                   # a batch: 300 / rate seconds at the rate it queued at
     waited = world.now - start
@@ -351,16 +356,11 @@ def test_a_writer_queued_at_a_low_rate_goes_as_soon_as_the_rate_rises():
     assert pacer.rate > 4 * rate, "the rate grew while the batch waited in line"
 
 
-
 def test_writers_that_give_up_in_line_leave_no_debt_behind_them():
     """A writer of a stopping epoch leaves the line: those after it (the next epoch's)
     do not wait for its tokens, and its place does not count as writers in line."""
     world = World()
-    pacer = world.paced_pacer()
-    for _ in range(int(40 / wp.LOOK_EVERY)):          # down to the floor
-        world.refused += 1
-        writes_in(world, pacer, wp.LOOK_EVERY)
-    assert pacer.rate <= 1.5 * wp.MIN_RATE
+    pacer = world.floored_pacer()
     stop = threading.Event()
     stop.set()
     for _ in range(10):                               # 250 writes' places, given up
