@@ -155,6 +155,11 @@ class TlsTerminator:
         self._started.set()
         try:
             loop.run_forever()
+            # stop() cancelled the handshakes still running; let them end (their
+            # per-address counts released) before the loop closes under them.
+            pending = [task for task in self._tasks if not task.done()]
+            if pending:
+                loop.run_until_complete(asyncio.wait(pending, timeout=1.0))
         finally:
             loop.close()
 

@@ -344,3 +344,19 @@ def test_a_failing_accept_pauses_accepts_instead_of_spinning(served, ca):
     finally:
         term.sock = real
     assert len(calls) >= 4 and calls[3] - calls[0] >= 3 * ACCEPT_PAUSE * 0.9, calls
+
+
+def test_stopping_ends_the_handshakes_still_waiting_instead_of_leaving_their_tasks_pending(served):
+    """A connection that sent nothing yet has a handshake task waiting: stopping the
+    terminator ends it (its per-address count released), not a loop closed under it."""
+    term, url = served
+    silent = socket.create_connection(("127.0.0.1", term.port))
+    try:
+        deadline = time.monotonic() + 5
+        while not term.handshaking and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert term.handshaking, "the silent connection's handshake is waiting"
+        term.stop()
+        assert term.handshaking == {} and not term._tasks
+    finally:
+        silent.close()
