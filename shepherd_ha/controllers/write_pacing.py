@@ -120,11 +120,11 @@ class WritePacer:
             if divisible:
                 n = min(n, self.chunk)
             self._taken += n
-            self._fill(now)
+            self._fill(now)                # before the reservation: its burst is of what came before
             self._reserved += n
             place = self._reserved
             self.paced_writes += n
-            wait = self._wait_for(place)
+            wait = self._wait_for(place, now)
         started = now
         while wait > 0:
             # Sleep at most until the next look: the rate may change meanwhile (or be
@@ -144,10 +144,9 @@ class WritePacer:
                     self.paced_seconds += now - started
         return n
 
-    def _wait_for(self, place, now=None):
+    def _wait_for(self, place, now):
         """Seconds until the tokens accrued reach `place` at the current rate (lock held)."""
-        if now is not None:
-            self._fill(now)
+        self._fill(now)
         wait = (place - self._accrued) / self.rate
         return wait if wait > 1e-6 else 0.0      # (not a rounding error's sleep)
 
