@@ -142,7 +142,7 @@ class HollowFleet:
             out.update({
                 "pods": self.kubelet.count(), "pod_patches": ks.patches, "pod_conflicts": ks.conflicts,
                 "pod_failures": ks.failures, "pod_throttled": ks.throttled, "pod_gave_up": ks.gave_up,
-                "pod_gone": ks.gone, "pods_deleted": ks.deleted,
+                "pod_gone": ks.gone, "pods_deleted": ks.deleted, "pods_finalized": ks.finalized,
                 "kubelet_crashes": ks.crashes,
                 "pod_latencies": list(ks.latencies), "watch_events": ks.watch_events, "relists": ks.relists,
                 "watch_errors": ks.watch_errors})

@@ -5,12 +5,15 @@ writes; the watch on all pods then only counts (the benchmark's own observer).
 
 The watch (shepherd_ha/client Client.watch: list, then changes, resumed across
 replicas; a 410 re-lists) runs on its own thread and keeps a small record of every
-pod. A pod bound to one of our nodes, not Running, not terminating, is handed to the
-asyncio loop, where workers write its status as the agent's status writer does
+pod. A pod bound to one of our nodes, not Running, is handed to the asyncio loop,
+where workers write its status as the agent's status writer does
 (agent/status_writer.py): a merge patch of the status subresource built with
 agent/status.py (containers running and ready, podIP, hostIP, startTime, the
 conditions), the pod's resourceVersion as a precondition; a 409 re-reads the pod and
-tries again, a 404 drops it. Like agents, each node has one status writer (its pods'
+tries again, a 404 drops it. A terminating pod (deletionTimestamp) is deleted for good
+at once, as an agent does once its containers are stopped (agent/pod_termination.py:
+gracePeriodSeconds 0, the pod's uid as a precondition); a hollow pod has nothing to
+stop. Like agents, each node has one status writer (its pods'
 writes one after another, on its own connection to the node's replica), so the
 fleet sends as many status writes at once as real agents would, not a pool's worth.
 """
@@ -41,6 +44,7 @@ class KubeletStats:
         self.throttled = 0           # 429s: written later, after the Retry-After asked for
         self.gone = 0
         self.gave_up = 0
+        self.finalized = 0           # terminating pods deleted for good (DELETE, grace 0)
         self.deleted = 0             # pods of the count label deleted (in bench_scale: evictions)
         self.watch_events = 0
         self.relists = 0
@@ -63,7 +67,7 @@ class HollowKubelet:
         self.stats = KubeletStats()
         self.stop = threading.Event()
         self._lock = threading.Lock()
-        self._pods = {}                      # uid -> (phase, node, counted)
+        self._pods = {}                      # uid -> (phase, node, counted, terminating)
         self._pending = set()                # uids queued or being written (loop thread only)
         self._latest = {}                    # uid -> newest pod seen while pending (loop thread only)
         self._queues = {}                    # node name -> its writer's queue (loop thread only)
@@ -131,27 +135,30 @@ class HollowKubelet:
         labels = meta.get("labels") or {}
         counted = self.count_label is None or labels.get(self.count_label[0]) == self.count_label[1]
         with self._lock:
-            self._pods[uid] = (phase, node, counted)
+            self._pods[uid] = (phase, node, counted, bool(meta.get("deletionTimestamp")))
         if not self.node_watches:
             self.loop.call_soon_threadsafe(self._offer_if_ours, etype, pod)
 
     def _offer_if_ours(self, etype, pod):
-        """(The loop thread.) A pod of ours to be written Running, if it needs it."""
+        """(The loop thread.) A pod of ours to be written Running, or deleted for good
+        once terminating, if it needs it."""
         meta = pod.get("metadata") or {}
         uid = meta.get("uid")
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase") or "Pending"
-        if uid and etype != "DELETED" and node in self.fleet.by_name and phase not in ("Running",) + S.TERMINAL \
-                and not meta.get("deletionTimestamp"):
+        if uid and etype != "DELETED" and node in self.fleet.by_name and \
+                (meta.get("deletionTimestamp") or phase not in ("Running",) + S.TERMINAL):
             self._offer(uid, pod)
 
     def count(self):
-        """Pods with count_label: total, bound to any node, Running (and all pods seen)."""
+        """Pods with count_label, not terminating: total, bound to any node, Running; and
+        those terminating (deleted, not yet gone), and all pods seen."""
         with self._lock:
             rows = list(self._pods.values())
-        mine = [r for r in rows if r[2]]
+        mine = [r for r in rows if r[2] and not r[3]]
         return {"total": len(mine), "bound": sum(1 for r in mine if r[1]),
-                "running": sum(1 for r in mine if r[0] == "Running"), "all_pods": len(rows)}
+                "running": sum(1 for r in mine if r[0] == "Running"),
+                "terminating": sum(1 for r in rows if r[2] and r[3]), "all_pods": len(rows)}
 
     # ---- status writes (the loop) ----
 
@@ -200,23 +207,33 @@ class HollowKubelet:
                 self._latest.pop(uid, None)
 
     async def _write(self, home, queue, conns, uid, pod, attempt):
-        """True when this pod is finished with (written, gone, or given up)."""
+        """True when this pod is finished with (written, deleted, gone, or given up)."""
         meta = pod["metadata"]
-        path = "/api/v1/namespaces/%s/pods/%s/status" % (meta.get("namespace") or "default", meta["name"])
+        pod_path = "/api/v1/namespaces/%s/pods/%s" % (meta.get("namespace") or "default", meta["name"])
+        path = pod_path + "/status"
         url = self.urls[(home + attempt) % len(self.urls)]
         conn = conns.get(url) or conns.setdefault(url, AsyncConnection(url, self.timeout))
         started = time.monotonic()
         headers = {"Idempotency-Key": uuid.uuid4().hex}
+        finalizing = bool(meta.get("deletionTimestamp"))
+        if finalizing:
+            request = ("DELETE", pod_path + "?gracePeriodSeconds=0",
+                       json.dumps({"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
+                                   "preconditions": {"uid": uid}}).encode(), "application/json")
+        else:
+            request = ("PATCH", path, json.dumps(self.status_for(pod)).encode(), MERGE_PATCH)
         try:
-            code, body = await conn.request("PATCH", path, json.dumps(self.status_for(pod)).encode(), MERGE_PATCH,
-                                            headers)
+            code, body = await conn.request(*request, headers)
         except HttpError:
             code, body = None, None
+        if finalizing and code in (200, 202):
+            self.stats.finalized += 1
+            return True
         if code == 200:
             self.stats.patches += 1
             self.stats.latencies.append(time.monotonic() - started)
             return True
-        if code == 404:
+        if code == 404 or (finalizing and code in (403, 409)):     # (a namesake with another uid)
             self.stats.gone += 1
             return True
         if code == 409:
@@ -232,10 +249,10 @@ class HollowKubelet:
                 return True
             if fresh is not None:
                 if (fresh.get("metadata") or {}).get("uid") != uid or \
-                        (fresh.get("status") or {}).get("phase") == "Running" or \
-                        (fresh.get("metadata") or {}).get("deletionTimestamp"):
+                        ((fresh.get("status") or {}).get("phase") == "Running" and
+                         not (fresh.get("metadata") or {}).get("deletionTimestamp")):
                     return True
-                pod = fresh
+                pod = fresh          # (terminating: the retry deletes it for good)
         elif code == 429:
             # Overload, not failure: written again after the Retry-After the server asked
             # for (as agents wait, client/failover.py); it does not count against the pod.

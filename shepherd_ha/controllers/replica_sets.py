@@ -8,6 +8,13 @@ is deleted and replaced. Pods are named `<replica set>-<5 random chars>`, which 
 deployment's ReplicaSet is `<deployment>-<pod-template-hash>-<suffix>`.
 
 Scale-down picks unscheduled, then not ready, then the newest pods (deletion_order).
+
+A pass whose writes end with an unknown outcome (the store timed out, or the batch was
+cut short) may still have created pods that land after the next pass reads the store.
+That pass creates under the same names first (`unsettled`), so a creation landing late
+and its retry are one pod: an AlreadyExists for such a name counts as created. (The
+kube-controller-manager waits on "expectations" instead; names need no timeout.)
+
 Status: replicas, fullyLabeledReplicas, readyReplicas, availableReplicas (ready for
 minReadySeconds), observedGeneration. All writes of a pass go in one write_many.
 """
@@ -37,6 +44,9 @@ class ReplicaSetController(Controller):
             self.batch_periods = {"pods": settings.pod_batch_period}
         self.wall = wall
         self.max_pods_per_entry = max_pods_per_entry
+        # key -> names of pods whose creation's outcome is unknown (a pass raised while
+        # writing them): a key is reconciled by one worker at a time, so no lock.
+        self.unsettled = {}
 
     def keys_for(self, change):
         if change.resource == "replicasets":
@@ -60,6 +70,7 @@ class ReplicaSetController(Controller):
         namespace, name = key
         rs = self.store.get("replicasets", namespace, name)
         if rs is None or rs["metadata"].get("deletionTimestamp"):
+            self.unsettled.pop(key, None)
             return None
         pods = [p for p in self.owned("pods", namespace, rs["metadata"]["uid"], "ReplicaSet")
                 if not p["metadata"].get("deletionTimestamp")]
@@ -70,6 +81,7 @@ class _Pass:
     def __init__(self, ctl, key, rs, pods):
         self.ctl, self.key, self.rs, self.pods = ctl, key, rs, pods
         self.taken = set()           # names given out in this pass
+        self.retried = set()         # names of an earlier pass's unknown creations, created again
         self.meta = rs["metadata"]
         self.spec = rs.get("spec") or {}
         self.name = self.meta["name"]
@@ -77,6 +89,15 @@ class _Pass:
         self.replicas = self.spec.get("replicas", 1)
         self.min_ready = self.spec.get("minReadySeconds") or 0
         self.now = ctl.wall()
+
+    def _names(self, count):
+        """`count` names for new pods: first those of an earlier pass's creations whose
+        outcome is unknown and that the store does not hold, then new ones."""
+        again = [n for n in self.ctl.unsettled.get(self.key, ())
+                 if self.ctl.store.get("pods", self.namespace, n) is None][:count]
+        self.retried.update(again)
+        self.taken.update(again)
+        return again + [self._unique_name() for _ in range(count - len(again))]
 
     def _unique_name(self):
         base = _name_base(self.name, 6)
@@ -111,7 +132,7 @@ class _Pass:
                 message = "pod template is invalid: %s" % describe_causes(causes)
                 self.ctl.emit(self.rs, "FailedCreate", message, "Warning")
                 raise Retry(message, delay=30.0)
-            created = [new_pod(prototype, self._unique_name()) for _ in range(create)]
+            created = [new_pod(prototype, name) for name in self._names(create)]
         gone = {id(p) for p in delete}
         after = [p for p in active if id(p) not in gone] + created
         status, waits = self._status(after)
@@ -122,7 +143,10 @@ class _Pass:
         if status_changed:
             writes.append([commands.update("replicasets", self.namespace, self.name, dict(self.rs, status=status),
                                            precondition={"uid": self.meta["uid"]}, subresource="status")])
+        if created:      # until their outcome is known (the write raises: not known)
+            self.ctl.unsettled[self.key] = [p["metadata"]["name"] for p in created]
         results = self._write_batch(writes) if writes else []
+        self.ctl.unsettled.pop(self.key, None)
         done = self._report(results, created, release, delete, finished, status_changed)
         if waits:
             self.ctl.queue.add_after(self.key, min(waits) + 0.01)
@@ -163,17 +187,18 @@ class _Pass:
         results = iter(results)
         failures, done = [], []
 
-        def outcomes(items, tolerate=()):
+        def outcomes(items, tolerate=(), retried=()):
             ok = []
             for item in items:
                 result = next(results)
-                if result.get("ok") or result.get("reason") in tolerate:
+                if result.get("ok") or result.get("reason") in tolerate or \
+                        (result.get("reason") == "AlreadyExists" and item["metadata"]["name"] in retried):
                     ok.append(item)
                 else:
                     failures.append("%s: %s" % (item["metadata"]["name"], result.get("message")))
             return ok
         names = lambda pods: names_summary(p["metadata"]["name"] for p in pods)   # noqa: E731
-        made = outcomes(created)
+        made = outcomes(created, retried=self.retried)     # (an earlier pass's creation landed first)
         released = outcomes(release)
         gone = outcomes(delete + finished, tolerate=("NotFound",))
         if status_changed:

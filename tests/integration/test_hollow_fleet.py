@@ -13,7 +13,7 @@ import sys
 import time
 import uuid
 
-from .helpers import describe, write_with_retry
+from .helpers import call, describe, wait_for, write_with_retry
 
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "bench")
 if BENCH not in sys.path:
@@ -66,8 +66,8 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
         want = DEPLOYMENTS * REPLICAS
         deadline = time.monotonic() + CONVERGE_TIMEOUT
         while time.monotonic() < deadline:
-            pods = fleet.stats()["pods"]
-            if pods["running"] >= want:
+            pods = fleet.stats()["pods"]      # (not counting terminating pods)
+            if pods["running"] >= want and pods["total"] == want:
                 break
             time.sleep(1.0)
         converged = fleet.stats()
@@ -82,6 +82,10 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
                                        final["renew_failures"], final["loop_lag_max"]))
     assert converged["pods"]["running"] == want and converged["pods"]["total"] == want, (
         "not every pod reached Running within %.0fs: %s\n%s" % (CONVERGE_TIMEOUT, summary, cluster.log_tails(15)))
+    # Every pod created once: none left over, and none deleted (a scale-down would mean a
+    # ReplicaSet created more than its replicas), nor any left terminating.
+    assert final["pods"]["total"] == want and final["pods"]["terminating"] == 0, summary
+    assert final["pods_deleted"] == 0 and final["pods_finalized"] == 0, summary
     assert terms["elections"] == 0 and terms["leader_changes"] == 0, "leader changes under load: %s" % summary
     assert all(r["leadership_losses"] == 0 for r in terms["per_replica"].values()), summary
     assert readiness["false_not_ready"] == 0, "nodes marked NotReady while renewing: %s" % summary
@@ -92,3 +96,31 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     assert watches["crashes"] == 0, watches
     failures = tick_failures(cluster)
     assert not failures, "%d PySyncObj tick failures:\n%s" % (len(failures), "\n".join(failures[:10]))
+
+
+def test_hollow_kubelet_deletes_terminating_pods_for_good_as_an_agent_does(make_cluster):
+    """A scale-down marks bound pods terminating; the hollow kubelet then deletes them for
+    good (grace 0, uid precondition), so they leave the count and the store."""
+    cluster = make_cluster(server_options=FLEET_SERVER_OPTIONS)
+    urls = [cluster.url(i) for i in cluster.ids]
+    tag = uuid.uuid4().hex[:6]
+    name = "shrink-" + tag
+    fleet = FleetProcess(urls=urls, nodes=4, prefix="hollow-" + tag, count_label=("fleet-run", tag),
+                         node_watches=True).start()
+    try:
+        resp, _ = write_with_retry("POST", urls, "/apis/apps/v1/namespaces/default/deployments",
+                                   json=deployment(name, 8, tag))
+        assert resp.status_code == 201, describe(resp)
+        wait_for("8 pods Running", lambda: fleet.stats()["pods"]["running"] == 8, timeout=60, interval=0.5)
+        resp, _ = write_with_retry("PATCH", urls, "/apis/apps/v1/namespaces/default/deployments/" + name,
+                                   json={"spec": {"replicas": 3}},
+                                   headers={"Content-Type": "application/merge-patch+json"})
+        assert resp.status_code == 200, describe(resp)
+        stats = wait_for("5 pods deleted for good", lambda: (lambda s: s if s["pods_finalized"] == 5 and
+                                                             s["pods"]["terminating"] == 0 else None)(fleet.stats()),
+                         timeout=60, interval=0.5)
+    finally:
+        fleet.stop()
+    assert stats["pods"]["total"] == stats["pods"]["running"] == 3, stats["pods"]
+    left = call("GET", urls[0] + "/api/v1/namespaces/default/pods", params={"labelSelector": "app=" + name}).json()
+    assert len(left["items"]) == 3 and not any(p["metadata"].get("deletionTimestamp") for p in left["items"]), left

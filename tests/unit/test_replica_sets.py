@@ -10,6 +10,7 @@ from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.garbage_collector import GarbageCollector
 from shepherd_ha.controllers.replica_sets import ReplicaSetController
 from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.store.raft_node import Unavailable
 
 from controller_kit import ControllerHarness, create, delete, plant, write
 
@@ -223,3 +224,60 @@ def test_kubectl_style_rollback_through_the_replica_sets_template_and_cascade_de
     h.settle()
     assert h.store.list("replicasets", "default") == [], "the garbage collector follows the references"
     assert [p for p in h.store.list("pods", "default") if not p["metadata"].get("deletionTimestamp")] == []
+
+
+class _LateBatch:
+    """The first batch of writes ends with an unknown outcome (the store timed out) and
+    applies later, when `land()` is called: a creation landing after its retry read."""
+
+    def __init__(self, store):
+        self.store, self.real, self.held = store, store._submit_many, None
+        store._submit_many = self._submit_many
+
+    def _submit_many(self, batch, timeout):
+        if self.held is None:
+            self.held = list(batch)
+            raise Unavailable("no write of the batch confirmed for 2.0s (no quorum?); some may still apply",
+                              "unknown")
+        return self.real(batch, timeout)
+
+    def land(self):
+        return self.real(self.held, 2.0)
+
+    def names(self):
+        return {op["object"]["metadata"]["name"] for command in self.held for op in command["ops"]
+                if op.get("op") == "create"}
+
+
+def test_a_creation_of_unknown_outcome_is_retried_under_its_own_names_so_one_landing_late_is_not_a_second_pod():
+    h = rs_harness()
+    late = _LateBatch(h.store)
+    rs = make_rs(h, 5)
+    h.settle()
+    assert owned(h, rs) == [] and len(late.names()) == 5        # the first pass's outcome: unknown
+    h.advance(5.0)                   # its retry, after the backoff: the same names
+    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
+    results = late.land()            # the first batch lands after all: those pods exist already
+    assert [r.get("reason") for r in results[:5]] == ["AlreadyExists"] * 5, results
+    h.advance(60.0)
+    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
+    assert not any("deleted" in s for s in h.controller.sentences), list(h.controller.sentences)
+
+
+def test_a_retried_creation_that_finds_the_late_one_landed_first_counts_it_as_created():
+    h = rs_harness()
+    late = _LateBatch(h.store)
+    rs = make_rs(h, 4)
+    h.settle()
+    real = late.real
+
+    def land_first(batch, timeout):      # the late batch lands between the retry's read and its write
+        real(late.held, timeout)
+        return real(batch, timeout)
+    late.real = land_first
+    h.advance(5.0)
+    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
+    assert any(s.startswith("replicaset default/web-abc: created 4 pods") for s in h.controller.sentences), \
+        list(h.controller.sentences)
+    assert h.controller.unsettled == {}
+    assert h.controller.queue.get(0) is None        # nothing left to retry
