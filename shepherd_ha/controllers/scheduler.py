@@ -412,13 +412,13 @@ class Scheduler(Controller):
 
     def _binding(self, pod, node_name, now, event_now=None):
         meta = pod["metadata"]
-        bound = {k: v for k, v in pod.items() if k != "status"}
-        bound["spec"] = dict(pod["spec"], nodeName=node_name)
+        if not isinstance(pod["spec"], dict):        # a malformed pod raises here, before any write
+            raise TypeError("spec is %s, not a mapping" % type(pod["spec"]).__name__)
         condition = {"type": "PodScheduled", "status": "True", "lastTransitionTime": now}
-        ops = [commands.update("pods", meta["namespace"], meta["name"], bound,
-                               precondition={"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")}),
-               commands.update("pods", meta["namespace"], meta["name"], {"status": _with_condition(pod, condition)},
-                               subresource="status")]
+        # One change for node and condition (not an update and a status update: two changes
+        # for every replica's store, mirrors and watchers), and only those in the log entry.
+        ops = [commands.bind(meta["namespace"], meta["name"], node_name, _with_condition(pod, condition),
+                             precondition={"resourceVersion": meta["resourceVersion"], "uid": meta.get("uid")})]
         if self.events is not None:
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "Scheduled",
                                 "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name),

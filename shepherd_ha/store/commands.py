@@ -20,16 +20,21 @@ Commands (plain dicts, pickled into the Raft log; `version` is the log format):
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
-            "subresource": "status"?, "precondition": {"resourceVersion"?, "uid"?}?}
+            "subresource": "status"|"binding"?, "precondition": {"resourceVersion"?, "uid"?}?}
+           "binding" (pods, version 2): `object` is {"spec": {"nodeName": node}, "status": status};
+           one change sets both, as Kubernetes' pods/binding does (bind())
   delete   {"op": "delete", "resource": plural, "namespace": ns, "name": name,
             "precondition"?, "propagationPolicy"?, "deletionTimestamp"?, "graceful"?}
 Optional fields are left out when unset (the FSM reads them with .get). A command
-logged before the version field existed has none: it is version 1.
+logged before the version field existed has none: it is version 1. Version 2 added the
+binding update; the FSM applies both (a log written by version 1 replays as it did).
 """
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import parse_service_cidr
 
-VERSION = 1            # the newest command format this code writes and applies
+VERSION = 2            # the newest command format: what this code writes
+APPLIED_VERSIONS = (1, 2)      # what it applies (version 1: a log written before the binding update)
+SUBRESOURCES = ("status", "binding")
 
 
 # ---- commands ----
@@ -85,6 +90,13 @@ def update(resource, namespace, name, obj, precondition=None, subresource=None, 
     return _with(op, precondition=precondition, subresource=subresource, **extra)
 
 
+def bind(namespace, name, node_name, status, precondition=None):
+    """A pod assigned to `node_name` with its new `status` (the PodScheduled condition),
+    in one change: refused (409) if the pod is bound already or being deleted."""
+    return update("pods", namespace, name, {"spec": {"nodeName": node_name}, "status": status},
+                  precondition=precondition, subresource="binding")
+
+
 def delete(resource, namespace, name, precondition=None, propagation_policy=None, **extra):
     op = {"op": "delete", "resource": resource, "namespace": namespace, "name": name}
     return _with(op, precondition=precondition, propagationPolicy=propagation_policy, **extra)
@@ -105,9 +117,9 @@ def shape_error(command):
     if not isinstance(command, dict):
         return "a command is a mapping, not %s" % type(command).__name__
     version = command.get("version", 1)
-    if version != VERSION or isinstance(version, bool):
-        return ("command format version %r is not %d, the one this replica applies: run the same "
-                "version of Shepherd HA on every replica" % (version, VERSION))
+    if version not in APPLIED_VERSIONS or isinstance(version, bool):
+        return ("command format version %r is not one this replica applies (%s): run the same "
+                "version of Shepherd HA on every replica" % (version, ", ".join(map(str, APPLIED_VERSIONS))))
     kind = command.get("type")
     check = _COMMAND_CHECKS.get(kind) if isinstance(kind, str) else None
     if check is None:
@@ -150,6 +162,15 @@ def _op_error(op):
         return "a%s needs the object's name" % ("n update" if kind == "update" else " delete")
     if kind == "update" and not isinstance(op.get("object"), dict):
         return "an update needs an object"
+    if kind == "update" and op.get("subresource") is not None:
+        sub = op["subresource"]
+        if sub not in SUBRESOURCES:
+            return "unknown subresource %r of an update (known: %s)" % (sub, ", ".join(SUBRESOURCES))
+        if sub == "binding":
+            spec, status = op["object"].get("spec"), op["object"].get("status")
+            if resource != "pods" or not isinstance(spec, dict) or not isinstance(spec.get("nodeName"), str) \
+                    or not spec["nodeName"] or not isinstance(status, (dict, type(None))):
+                return "a binding is a pods update of {spec: {nodeName: str}, status: mapping}"
     for field in ("precondition", "graceful"):
         if op.get(field) is not None and not isinstance(op[field], dict):
             return "%s is a mapping, not %s" % (field, type(op[field]).__name__)

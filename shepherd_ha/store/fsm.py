@@ -340,6 +340,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         if op.get("subresource") == "status":
             obj = dict(current)
             obj["status"] = incoming.get("status")
+        elif op.get("subresource") == "binding":
+            obj = self._checked(_bound(current, incoming, namespace, name), index)
         else:
             obj = dict(incoming)
             meta = dict(obj.get("metadata") or {})
@@ -541,6 +543,24 @@ def _same_content(a, b):
         elif a[k] != b[k]:
             return False
     return True
+
+
+def _bound(current, binding, namespace, name):
+    """The pod `current` assigned to binding's node with binding's status, or a refusal
+    (as Kubernetes' pods/binding: an assigned or terminating pod is not bound again)."""
+    meta, spec = current["metadata"], current.get("spec")
+    if not isinstance(spec, (dict, type(None))):
+        return 422, "Invalid", "pod %s/%s cannot be bound: its spec is not a mapping" % (namespace, name)
+    assigned = (spec or {}).get("nodeName")
+    if assigned:
+        return 409, "Conflict", "pod %s/%s is already assigned to node %s" % (namespace, name, assigned)
+    if meta.get("deletionTimestamp"):
+        return 409, "Conflict", "pod %s/%s is being deleted, cannot be assigned to a node" % (namespace, name)
+    obj = dict(current)
+    obj["spec"] = dict(spec or {}, nodeName=binding["spec"]["nodeName"])
+    if binding.get("status") is not None:
+        obj["status"] = binding["status"]
+    return obj
 
 
 def _spec_changed(new, old):

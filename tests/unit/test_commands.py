@@ -73,7 +73,7 @@ def test_optional_op_fields_are_left_out():
     ("write", "a command is a mapping, not str"),
     ({"type": "launch"}, "unknown command type 'launch'"),
     ({"type": ["write"]}, "unknown command type"),
-    ({"type": "write", "version": 2, "ops": []}, "command format version 2 is not 1"),
+    ({"type": "write", "version": 3, "ops": []}, "command format version 3 is not one this replica applies (1, 2)"),
     ({"type": "barrier", "version": True}, "version True"),
     ({"type": "write", "ops": []}, "non-empty list of ops"),
     ({"type": "write", "key": 7, "ops": [C.create("pods", pod("x"))]}, "key is a string or None"),
@@ -86,6 +86,12 @@ def test_optional_op_fields_are_left_out():
     (C.write([{"op": "update", "resource": "pods", "name": "a"}]), "an update needs an object"),
     (C.write([{"op": "delete", "resource": "pods", "namespace": "default"}]), "a delete needs the object's name"),
     (C.write([C.delete("pods", "default", "a", precondition="rv 3")]), "precondition is a mapping"),
+    (C.write([C.update("pods", "default", "a", pod("a"), subresource="scale")]), "unknown subresource 'scale'"),
+    (C.write([C.update("nodes", None, "n1", {"spec": {"nodeName": "n1"}}, subresource="binding")]),
+     "a binding is a pods update"),
+    (C.write([C.update("pods", "default", "a", {"spec": {}}, subresource="binding")]), "a binding is a pods update"),
+    (C.write([C.update("pods", "default", "a", {"spec": {"nodeName": "n1"}, "status": 1}, subresource="binding")]),
+     "a binding is a pods update"),
     ({"type": "group", "commands": "all"}, "a group needs a list of commands"),
     ({"type": "claim", "term": "3", "replica": "r1"}, "integer term"),
 ])
@@ -113,3 +119,48 @@ def test_a_write_digest_is_optional_and_a_string():
     assert "digest" not in C.write([op], "k")
     assert C.shape_error(C.write([op], "k", digest="abc")) is None
     assert "digest" in C.shape_error(dict(C.write([op], "k"), digest=5))
+
+
+def test_a_journal_of_version_1_commands_replays_to_the_same_state():
+    def as_version_1(command):
+        old = dict(command, version=1)
+        if "commands" in old:
+            old["commands"] = [as_version_1(c) for c in old["commands"]]
+        return old
+    new, new_results = apply_all(history())
+    old, old_results = apply_all([as_version_1(c) for c in history()])
+    assert old.digest() == new.digest() and old_results == new_results and old.malformed_commands == 0
+
+
+def bound_history():
+    fsm, _ = apply_all(history())
+    return fsm
+
+
+def test_a_binding_sets_node_and_status_in_one_change():
+    fsm = bound_history()
+    before = fsm.get("pods", "default", "c")
+    status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    result, changes = fsm.apply_with_changes(C.write([C.bind("default", "c", "n1", status, precondition={
+        "resourceVersion": before["metadata"]["resourceVersion"], "uid": "u-c"})]))
+    assert result["ok"], result
+    assert len(changes) == 1
+    after = fsm.get("pods", "default", "c")
+    assert after["spec"] == dict(before["spec"], nodeName="n1") and after["status"] == status
+    assert after["metadata"]["resourceVersion"] == str(fsm.revision)
+    assert {k: v for k, v in after["metadata"].items() if k not in ("resourceVersion", "generation")} == \
+        {k: v for k, v in before["metadata"].items() if k not in ("resourceVersion", "generation")}
+
+
+def test_a_binding_of_a_bound_or_terminating_pod_is_a_conflict():
+    fsm = bound_history()
+    assert fsm.apply(C.write([C.bind("default", "c", "n1", None)]))["ok"]
+    again = fsm.apply(C.write([C.bind("default", "c", "n2", None)]))
+    assert again["code"] == 409 and "already assigned to node n1" in again["message"], again
+    assert fsm.get("pods", "default", "c")["spec"]["nodeName"] == "n1"
+    fsm.apply(C.write([C.create("pods", dict(pod("d"), metadata=dict(pod("d")["metadata"],
+                                                                     deletionTimestamp="2026-01-01T00:00:00Z")))]))
+    gone = fsm.apply(C.write([C.bind("default", "d", "n1", None)]))
+    assert gone["code"] == 409 and "being deleted" in gone["message"], gone
+    missing = fsm.apply(C.write([C.bind("default", "nobody", "n1", None)]))
+    assert missing["code"] == 404, missing

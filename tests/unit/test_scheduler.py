@@ -32,6 +32,18 @@ def test_pending_pod_is_bound_with_condition_and_event():
     assert event["involvedObject"]["kind"] == "Pod"
 
 
+def test_a_binding_is_one_change_of_the_pod_for_watchers_and_mirrors():
+    h = Harness()
+    h.create("nodes", node("n1"))
+    h.create("pods", pod("web"))
+    revision = h.store.watch_log.last_revision
+    assert h.run() == ["bound default/web to n1"]
+    changes = [c for c in h.store.watch_log.since(revision) if c.resource == "pods"]
+    assert len(changes) == 1, changes
+    assert changes[0].object["spec"]["nodeName"] == "n1" and changes[0].previous["spec"].get("nodeName") is None
+    assert any(c["type"] == "PodScheduled" and c["status"] == "True" for c in changes[0].object["status"]["conditions"])
+
+
 def test_pods_already_bound_or_finished_are_left_alone():
     h = Harness()
     h.create("nodes", node("n1"), node("n2"))
