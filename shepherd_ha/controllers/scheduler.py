@@ -7,9 +7,10 @@ store, never an agent's usage report), and places the pods one after the other,
 each seeing the bindings made before it in the pass. All of the pass's writes go
 to the store in one `write_many` (bounded Raft entries); each is atomic on its own:
 
-- a binding: the pod's main resource with `spec.nodeName` (precondition: the
-  pod's resourceVersion, so a pod changed meanwhile is not bound blindly), its
-  status with `PodScheduled=True`, and a Normal `Scheduled` event;
+- a binding: `spec.nodeName` and the status with `PodScheduled=True` in one
+  change (commands.bind, as Kubernetes' pods/binding; precondition: the pod's
+  resourceVersion, so a pod changed meanwhile is not bound blindly), and a
+  Normal `Scheduled` event;
 - a pod that fits nowhere: `PodScheduled=False` (reason Unschedulable, a message
   counting why each node refused it: "0/3 nodes available: 2 Insufficient
   memory, 1 node(s) were NotReady") and a Warning `FailedScheduling` event, both
