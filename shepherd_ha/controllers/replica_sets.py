@@ -11,9 +11,10 @@ Scale-down picks unscheduled, then not ready, then the newest pods (deletion_ord
 
 A pass whose writes end with an unknown outcome (the store timed out, or the batch was
 cut short) may still have created pods that land after the next pass reads the store.
-That pass creates under the same names first (`unsettled`), so a creation landing late
-and its retry are one pod: an AlreadyExists for such a name counts as created. (The
-kube-controller-manager waits on "expectations" instead; names need no timeout.)
+That pass creates under the same names first (`unsettled`, those its own read of the
+ReplicaSet's pods does not hold), so a creation landing late and its retry are one pod:
+an AlreadyExists for such a name counts as created. (The kube-controller-manager waits
+on "expectations" instead; names need no timeout.)
 
 Status: replicas, fullyLabeledReplicas, readyReplicas, availableReplicas (ready for
 minReadySeconds), observedGeneration. All writes of a pass go in one write_many.
@@ -44,8 +45,8 @@ class ReplicaSetController(Controller):
             self.batch_periods = {"pods": settings.pod_batch_period}
         self.wall = wall
         self.max_pods_per_entry = max_pods_per_entry
-        # key -> names of pods whose creation's outcome is unknown (a pass raised while
-        # writing them): a key is reconciled by one worker at a time, so no lock.
+        # key -> (the ReplicaSet's uid, names of pods whose creation's outcome is unknown:
+        # a pass raised while writing them). A key is reconciled by one worker at a time.
         self.unsettled = {}
 
     def keys_for(self, change):
@@ -72,14 +73,15 @@ class ReplicaSetController(Controller):
         if rs is None or rs["metadata"].get("deletionTimestamp"):
             self.unsettled.pop(key, None)
             return None
-        pods = [p for p in self.owned("pods", namespace, rs["metadata"]["uid"], "ReplicaSet")
-                if not p["metadata"].get("deletionTimestamp")]
-        return _Pass(self, key, rs, pods).run()
+        owned = self.owned("pods", namespace, rs["metadata"]["uid"], "ReplicaSet")
+        pods = [p for p in owned if not p["metadata"].get("deletionTimestamp")]
+        return _Pass(self, key, rs, pods, {p["metadata"]["name"] for p in owned}).run()
 
 
 class _Pass:
-    def __init__(self, ctl, key, rs, pods):
+    def __init__(self, ctl, key, rs, pods, seen=()):
         self.ctl, self.key, self.rs, self.pods = ctl, key, rs, pods
+        self.seen = seen             # names of every pod it owned as this pass read them
         self.taken = set()           # names given out in this pass
         self.retried = set()         # names of an earlier pass's unknown creations, created again
         self.meta = rs["metadata"]
@@ -92,9 +94,10 @@ class _Pass:
 
     def _names(self, count):
         """`count` names for new pods: first those of an earlier pass's creations whose
-        outcome is unknown and that the store does not hold, then new ones."""
-        again = [n for n in self.ctl.unsettled.get(self.key, ())
-                 if self.ctl.store.get("pods", self.namespace, n) is None][:count]
+        outcome is unknown and that this pass did not read (one landing since then is
+        an AlreadyExists, counted as created), then new ones."""
+        uid, names = self.ctl.unsettled.get(self.key, (None, ()))
+        again = [n for n in names if n not in self.seen][:count] if uid == self.meta["uid"] else []
         self.retried.update(again)
         self.taken.update(again)
         return again + [self._unique_name() for _ in range(count - len(again))]
@@ -144,7 +147,7 @@ class _Pass:
             writes.append([commands.update("replicasets", self.namespace, self.name, dict(self.rs, status=status),
                                            precondition={"uid": self.meta["uid"]}, subresource="status")])
         if created:      # until their outcome is known (the write raises: not known)
-            self.ctl.unsettled[self.key] = [p["metadata"]["name"] for p in created]
+            self.ctl.unsettled[self.key] = (self.meta["uid"], [p["metadata"]["name"] for p in created])
         results = self._write_batch(writes) if writes else []
         self.ctl.unsettled.pop(self.key, None)
         done = self._report(results, created, release, delete, finished, status_changed)

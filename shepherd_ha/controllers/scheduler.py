@@ -8,7 +8,7 @@ each seeing the bindings made before it in the pass. All of the pass's writes go
 to the store in one `write_many` (bounded Raft entries); each is atomic on its own:
 
 - a binding: `spec.nodeName` and the status with `PodScheduled=True` in one
-  change (commands.bind, as Kubernetes' pods/binding; precondition: the pod's
+  change (commands.bind, a store op as Kubernetes' pods/binding; precondition: the pod's
   resourceVersion, so a pod changed meanwhile is not bound blindly), and a
   Normal `Scheduled` event;
 - a pod that fits nowhere: `PodScheduled=False` (reason Unschedulable, a message

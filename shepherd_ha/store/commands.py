@@ -4,25 +4,26 @@ asks before applying, so a bad command is refused with that message, never appli
 in part).
 
 Commands (plain dicts, pickled into the Raft log; `version` is the log format):
-  write    {"type": "write", "version": 1, "key": str|None, "epoch": [term, replica]|None,
+  write    {"type": "write", "version": 2, "key": str|None, "epoch": [term, replica]|None,
             "ops": [op, ...], "digest": str?}  ops applied atomically: all or none; a key
             remembered with another digest (the request it answered) is refused, 422
-  group    {"type": "group", "version": 1, "commands": [command, ...]}
+  group    {"type": "group", "version": 2, "commands": [command, ...]}
             independent commands sharing one log entry (group commit); one result each
-  claim    {"type": "claim", "version": 1, "term": int, "replica": str}   controller epoch
-  barrier  {"type": "barrier", "version": 1}                             read marker
-  network  {"type": "network", "version": 1, "clusterCIDR": str, "nodeCIDRMaskSize": int,
+  claim    {"type": "claim", "version": 2, "term": int, "replica": str}   controller epoch
+  barrier  {"type": "barrier", "version": 2}                             read marker
+  network  {"type": "network", "version": 2, "clusterCIDR": str, "nodeCIDRMaskSize": int,
             "epoch": [term, replica]|None}   the pod network's plan, set once (store/pod_cidrs.py)
-  members  {"type": "members", "version": 1, "set": [{"id", "raft", "api"}, ...], "remove": [id, ...]}
+  members  {"type": "members", "version": 2, "set": [{"id", "raft", "api"}, ...], "remove": [id, ...]}
             the replica table (ids and API URLs of the Raft members; store/membership.py)
-  service_network {"type": "service_network", "version": 1, "cidr": str, "epoch": [term, replica]|None}
+  service_network {"type": "service_network", "version": 2, "cidr": str, "epoch": [term, replica]|None}
             the range cluster IPs are allocated from (the leader's --service-cidr)
 Ops:
   create   {"op": "create", "resource": plural, "object": obj}
   update   {"op": "update", "resource": plural, "namespace": ns, "name": name, "object": obj,
             "subresource": "status"|"binding"?, "precondition": {"resourceVersion"?, "uid"?}?}
            "binding" (pods, version 2): `object` is {"spec": {"nodeName": node}, "status": status};
-           one change sets both, as Kubernetes' pods/binding does (bind())
+           one change sets both, as Kubernetes' pods/binding subresource does (bind(); the
+           scheduler's op inside the store: the API serves no pods/binding)
   delete   {"op": "delete", "resource": plural, "namespace": ns, "name": name,
             "precondition"?, "propagationPolicy"?, "deletionTimestamp"?, "graceful"?}
 Optional fields are left out when unset (the FSM reads them with .get). A command
@@ -170,7 +171,7 @@ def _op_error(op):
             spec, status = op["object"].get("spec"), op["object"].get("status")
             if resource != "pods" or not isinstance(spec, dict) or not isinstance(spec.get("nodeName"), str) \
                     or not spec["nodeName"] or not isinstance(status, (dict, type(None))):
-                return "a binding is a pods update of {spec: {nodeName: str}, status: mapping}"
+                return "a binding is a pods update of {spec: {nodeName: str}, status: mapping or null}"
     for field in ("precondition", "graceful"):
         if op.get(field) is not None and not isinstance(op[field], dict):
             return "%s is a mapping, not %s" % (field, type(op[field]).__name__)

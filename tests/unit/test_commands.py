@@ -121,15 +121,21 @@ def test_a_write_digest_is_optional_and_a_string():
     assert "digest" in C.shape_error(dict(C.write([op], "k"), digest=5))
 
 
-def test_a_journal_of_version_1_commands_replays_to_the_same_state():
-    def as_version_1(command):
-        old = dict(command, version=1)
-        if "commands" in old:
-            old["commands"] = [as_version_1(c) for c in old["commands"]]
-        return old
-    new, new_results = apply_all(history())
-    old, old_results = apply_all([as_version_1(c) for c in history()])
-    assert old.digest() == new.digest() and old_results == new_results and old.malformed_commands == 0
+def test_a_version_1_binding_and_a_version_2_one_make_the_same_pod():
+    """A journal of version 1 binds with an update and a status update (two changes); it
+    replays as it was, and the pod is the one a version 2 binding makes in one change."""
+    status = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}]}
+    bound = dict(pod("c"), spec=dict(pod("c")["spec"], nodeName="n1"))
+    old_binding = {"type": "write", "version": 1, "key": None, "epoch": None, "ops": [
+        {"op": "update", "resource": "pods", "namespace": "default", "name": "c", "object": bound},
+        {"op": "update", "resource": "pods", "namespace": "default", "name": "c", "object": {"status": status},
+         "subresource": "status"}]}
+    old, old_results = apply_all([dict(c, version=1) for c in history()] + [old_binding])
+    new, _ = apply_all(history() + [C.write([C.bind("default", "c", "n1", status)])])
+    assert old_results[-1]["ok"] and old.malformed_commands == 0, old_results[-1]
+    assert old.revision == new.revision + 1          # two changes then, one now
+    strip = lambda p: dict(p, metadata={k: v for k, v in p["metadata"].items() if k != "resourceVersion"})  # noqa
+    assert strip(old.get("pods", "default", "c")) == strip(new.get("pods", "default", "c"))
 
 
 def bound_history():
@@ -148,6 +154,7 @@ def test_a_binding_sets_node_and_status_in_one_change():
     after = fsm.get("pods", "default", "c")
     assert after["spec"] == dict(before["spec"], nodeName="n1") and after["status"] == status
     assert after["metadata"]["resourceVersion"] == str(fsm.revision)
+    assert after["metadata"]["generation"] == before["metadata"].get("generation", 1) + 1
     assert {k: v for k, v in after["metadata"].items() if k not in ("resourceVersion", "generation")} == \
         {k: v for k, v in before["metadata"].items() if k not in ("resourceVersion", "generation")}
 

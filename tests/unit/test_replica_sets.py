@@ -281,3 +281,39 @@ def test_a_retried_creation_that_finds_the_late_one_landed_first_counts_it_as_cr
         list(h.controller.sentences)
     assert h.controller.unsettled == {}
     assert h.controller.queue.get(0) is None        # nothing left to retry
+
+
+def test_a_creation_of_unknown_outcome_landing_after_the_retry_read_the_pods_is_still_one_pod():
+    h = rs_harness()
+    late = _LateBatch(h.store)
+    rs = make_rs(h, 3)
+    h.settle()
+    read = h.controller.owned
+
+    def read_then_land(*args, **kwargs):         # the late batch lands just after the retry's read
+        found = read(*args, **kwargs)
+        if not owned(h, rs):
+            late.land()
+        return found
+    h.controller.owned = read_then_land
+    h.advance(5.0)
+    h.advance(60.0)
+    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
+    assert not any("deleted" in s for s in h.controller.sentences), list(h.controller.sentences)
+
+
+def test_names_of_unknown_outcome_are_not_reused_by_a_new_replica_set_of_the_same_name():
+    h = rs_harness()
+    late = _LateBatch(h.store)
+    make_rs(h, 3)
+    h.settle()
+    delete(h.store, "replicasets", "web-abc")
+    again = make_rs(h, 3)            # recreated before its key is reconciled: another uid
+    late.land()                      # the old one's pods land (the garbage collector's to delete)
+    h.controller.sentences.clear()
+    h.advance(5.0)
+    assert len(owned(h, again)) == 3 and not {p["metadata"]["name"] for p in owned(h, again)} & late.names()
+    # Its first pass created 3 pods of its own (not "created" the old one's: AlreadyExists).
+    assert len(h.controller.sentences) == 1 and "created 3 pods" in h.controller.sentences[0], \
+        list(h.controller.sentences)
+    assert not any(name in h.controller.sentences[0] for name in late.names())
