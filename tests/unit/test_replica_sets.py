@@ -249,6 +249,12 @@ class _LateBatch:
                 if op.get("op") == "create"}
 
 
+def assert_one_pod_per_name(h, rs, late):
+    """The ReplicaSet's pods are the late batch's, and it never had one too many to delete."""
+    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
+    assert not any("deleted" in s for s in h.controller.sentences), list(h.controller.sentences)
+
+
 def test_a_creation_of_unknown_outcome_is_retried_under_its_own_names_so_one_landing_late_is_not_a_second_pod():
     h = rs_harness()
     late = _LateBatch(h.store)
@@ -260,8 +266,7 @@ def test_a_creation_of_unknown_outcome_is_retried_under_its_own_names_so_one_lan
     results = late.land()            # the first batch lands after all: those pods exist already
     assert [r.get("reason") for r in results[:5]] == ["AlreadyExists"] * 5, results
     h.advance(60.0)
-    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
-    assert not any("deleted" in s for s in h.controller.sentences), list(h.controller.sentences)
+    assert_one_pod_per_name(h, rs, late)
 
 
 def test_a_retried_creation_that_finds_the_late_one_landed_first_counts_it_as_created():
@@ -298,8 +303,7 @@ def test_a_creation_of_unknown_outcome_landing_after_the_retry_read_the_pods_is_
     h.controller.owned = read_then_land
     h.advance(5.0)
     h.advance(60.0)
-    assert {p["metadata"]["name"] for p in owned(h, rs)} == late.names()
-    assert not any("deleted" in s for s in h.controller.sentences), list(h.controller.sentences)
+    assert_one_pod_per_name(h, rs, late)
 
 
 def test_names_of_unknown_outcome_are_not_reused_by_a_new_replica_set_of_the_same_name():
