@@ -171,3 +171,11 @@ def test_a_binding_of_a_bound_or_terminating_pod_is_a_conflict():
     assert gone["code"] == 409 and "being deleted" in gone["message"], gone
     missing = fsm.apply(C.write([C.bind("default", "nobody", "n1", None)]))
     assert missing["code"] == 404, missing
+
+
+def test_a_binding_of_a_pod_whose_spec_is_not_a_mapping_is_refused_not_raised():
+    fsm = bound_history()
+    assert fsm.apply(C.write([C.create("pods", dict(pod("odd"), spec=1))]))["ok"]      # planted past validation
+    refused = fsm.apply(C.write([C.bind("default", "odd", "n1", None)]))
+    assert refused["code"] == 422 and "its spec is not a mapping" in refused["message"], refused
+    assert fsm.get("pods", "default", "odd")["spec"] == 1
