@@ -7,6 +7,8 @@ ContainerSync touches the runtime (removing a never-started instance), the Event
 sink, the starter (container_start.py), the stopper (container_stop.py) and the
 prober; it updates the ContainerState it is handed.
 """
+from shepherd_ha.model.times import format_time, parse_seconds
+
 from . import backoff as B
 from . import labels as L
 from . import status as S
@@ -40,7 +42,7 @@ class ContainerSync:
         if latest is None and cs.instance is not None and cs.instance.running and not state.terminal:
             # the running instance vanished (removed outside the agent): it counts as killed
             gone = cs.instance
-            cs.gone = S.terminated(137, gone.started_at, S.rfc3339(), reason="ContainerMissing",
+            cs.gone = S.terminated(137, gone.started_at, format_time(), reason="ContainerMissing",
                                    message="the container was removed outside the agent",
                                    container_id="%s://%s" % (self.runtime.name, gone.id))["terminated"]
             cs.instance = None
@@ -89,8 +91,8 @@ class ContainerSync:
                 cs.waiting = None
                 return None
             if cs.backoff_for != latest.id:
-                started = S.parse_rfc3339(latest.started_at)
-                finished = S.parse_rfc3339(latest.finished_at)
+                started = parse_seconds(latest.started_at)
+                finished = parse_seconds(latest.finished_at)
                 ran_for = (finished - started) if started and finished else None
                 cs.current_delay = cs.backoff.next_delay(ran_for)
                 cs.retry_at = now + cs.current_delay

@@ -23,9 +23,9 @@ import hashlib
 import logging
 import threading
 import time
-from datetime import datetime, timezone
 
 from shepherd_ha.client import ApiError, ClientError
+from shepherd_ha.model.times import now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,6 @@ KNOWN_CAP = 4096            # posted events remembered (name and count) for aggr
 RETRY_FIRST, RETRY_MAX = 0.5, 10.0
 DEFAULT_QPS = 50.0
 EVENT_BURST = 100
-
-
-def now_rfc3339():
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pod_reference(pod, container=None):

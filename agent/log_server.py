@@ -25,12 +25,13 @@ import json
 import logging
 import os
 import threading
-from datetime import datetime, timezone
+from datetime import datetime
 
 import flask
 import waitress
 
 from shepherd_ha.model.names import is_dns1123_subdomain
+from shepherd_ha.model.times import parse_datetime
 
 from shepherd_ha.streaming import (StreamBroken, WRITE_KEY, abort_response, expose_write, pump,
                                    stop_waitress_server)
@@ -62,21 +63,6 @@ def error(code, message, headers=None):
 
 def _flag(value):
     return str(value or "").lower() in ("1", "true", "yes")
-
-
-def parse_since(value):
-    """RFC 3339 (with up to nanoseconds) -> aware datetime; ValueError when malformed."""
-    text = value.strip().replace("Z", "+00:00")
-    if "." in text:
-        head, _, rest = text.partition(".")
-        digits = ""
-        while rest and rest[0].isdigit():
-            digits, rest = digits + rest[0], rest[1:]
-        text = "%s.%s%s" % (head, (digits + "000000")[:6], rest)   # Python keeps microseconds
-    t = datetime.fromisoformat(text)
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return t
 
 
 def _labels(c):
@@ -279,7 +265,7 @@ class LogServer:
         since = args.get("sinceTime")
         if since:
             try:
-                since = parse_since(since)
+                since = parse_datetime(since)
             except ValueError:
                 return error(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
         else:

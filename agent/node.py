@@ -26,11 +26,11 @@ from shepherd_ha import __version__
 from shepherd_ha.client import ApiError, ClientError
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.model.quantity import parse_cpu, parse_memory
+from shepherd_ha.model.times import format_micro_time, format_time
 
 from . import usage as U
 from .config import AGENT_DEFAULTS
 from .node_info import node_info
-from .status import rfc3339, rfc3339_micro
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ class NodeManager:
                 if isinstance(c, dict) and c.get("type") not in ("Ready", None)]
 
     def status(self, usage=None):
-        now = rfc3339()
+        now = format_time()
         try:
             runtime_version = self.runtime.version()
         except Exception as exc:  # noqa: BLE001 - the engine may be down for a moment
@@ -158,11 +158,11 @@ class NodeManager:
         return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                 "metadata": {"name": self.name, "namespace": LEASE_NAMESPACE},
                 "spec": {"holderIdentity": self.name, "leaseDurationSeconds": self.lease_duration,
-                         "renewTime": rfc3339_micro()}}
+                         "renewTime": format_micro_time()}}
 
     def renew_lease(self):
         spec = {"holderIdentity": self.name, "leaseDurationSeconds": self.lease_duration,
-                "renewTime": rfc3339_micro()}
+                "renewTime": format_micro_time()}
         try:
             self.client.patch("leases", self.name, {"spec": spec}, namespace=LEASE_NAMESPACE)
         except ApiError as err:

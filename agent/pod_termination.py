@@ -15,9 +15,9 @@ import threading
 import time
 
 from shepherd_ha.client import ApiError, ClientError, resolve_resource
+from shepherd_ha.model.times import parse_seconds
 
 from . import labels as L
-from . import status as S
 from . import volumes as V
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class Terminator:
         if grace is None:
             grace = (state.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         grace = max(0.0, float(grace or 0))
-        requested = S.parse_rfc3339(meta.get("deletionTimestamp"))
+        requested = parse_seconds(meta.get("deletionTimestamp"))
         if requested is not None:
             # the timestamp has whole seconds (and clocks differ a little): a second of slack
             elapsed = min(grace, max(0.0, first_seen_wall - requested - 1.0))

@@ -13,9 +13,10 @@ import logging
 import threading
 import time
 
+from shepherd_ha.model.times import format_time
+
 from .labels import is_sandbox
 from .log_server import CONTAINER_LABEL, NAMESPACE_LABEL, NODE_LABEL, POD_LABEL, POD_UID_LABEL
-from .status import rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ class PodUsage:
                 entry["containers"][container] = (created, int(cpu / seconds), new[3])    # ns per second: nanocores
         out = []
         for (ns, name, uid), entry in sorted(by_pod.items()):
-            out.append({"namespace": ns, "name": name, "uid": uid, "timestamp": rfc3339(entry["at"]),
+            out.append({"namespace": ns, "name": name, "uid": uid, "timestamp": format_time(entry["at"]),
                         "windowSeconds": round(entry["window"], 3),
                         "containers": [{"name": c, "cpuNanoCores": cpu, "memoryWorkingSetBytes": mem}
                                        for c, (_, cpu, mem) in sorted(entry["containers"].items())]})

@@ -10,46 +10,12 @@ Phase follows the kubelet's rules:
 A pod that reached Succeeded or Failed stays there.
 """
 import copy
-import time
 
 OWNED_FIELDS = ("phase", "podIP", "podIPs", "hostIP", "startTime", "conditions", "containerStatuses",
                 "reason", "message")
 AGENT_CONDITIONS = ("Initialized", "ContainersReady", "Ready")
 TERMINAL = ("Succeeded", "Failed")
 
-
-def rfc3339(ts=None):
-    """Seconds since the epoch (default now) -> '2026-11-29T17:00:00Z'."""
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if ts is None else ts))
-
-
-def rfc3339_micro(ts=None):
-    """With microseconds: '2026-11-29T17:00:00.123456Z' (lease renewTime)."""
-    ts = time.time() if ts is None else ts
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ts)) + ".%06dZ" % int((ts % 1) * 1e6)
-
-
-def parse_rfc3339(text):
-    """'2026-11-29T17:00:00Z' (fractions and offsets allowed) -> epoch seconds, or None."""
-    import datetime
-    if not text or not isinstance(text, str):
-        return None
-    try:
-        value = text.strip().replace("Z", "+00:00")
-        if "." in value:    # Python < 3.11 wants 6 fraction digits at most
-            head, _, rest = value.partition(".")
-            digits = "".join(ch for ch in rest if ch.isdigit())
-            tail = rest[len(digits):]
-            value = "%s.%s%s" % (head, (digits + "000000")[:6], tail)
-        dt = datetime.datetime.fromisoformat(value)
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=datetime.timezone.utc)
-        return dt.timestamp()
-    except ValueError:
-        return None
-
-
-# ---- container states ----
 
 def waiting(reason, message=None):
     state = {"reason": reason}

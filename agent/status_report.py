@@ -6,6 +6,8 @@ is handed; it knows the runtime's name (container ids) and the node's address.
 """
 import logging
 
+from shepherd_ha.model.times import format_time
+
 from . import spec as P
 from . import status as S
 from .status import TERMINAL
@@ -73,8 +75,8 @@ class StatusReporter:
             state.terminal = phase
             log.info("pod %s %s", state.key, phase)
         if not state.start_time:
-            state.start_time = current.get("startTime") or S.rfc3339()
-        now = S.rfc3339()
+            state.start_time = current.get("startTime") or format_time()
+        now = format_time()
         status = S.build_pod_status(pod, statuses, phase, state.pod_ip, self.address, state.start_time, now)
         state.last_status = status
         if S.differs(current, status):

@@ -1,11 +1,10 @@
 """Node capacity and usage from psutil (the numbers of `sheepctl top nodes`)."""
 import os
 import platform
-import time
 
 import psutil
 
-from .status import rfc3339
+from shepherd_ha.model.times import format_time
 
 KI = 1024
 
@@ -63,7 +62,7 @@ class UsageSampler:
                  "memoryPercent": round(float(mem.percent), 1),
                  "diskUsedBytes": disk_used, "diskTotalBytes": disk_total,
                  "load1": round(load1, 2), "load5": round(load5, 2), "load15": round(load15, 2),
-                 "timestamp": rfc3339(time.time())}
+                 "timestamp": format_time()}
         count = self.containers()
         if count is not None:
             usage["containers"] = int(count)

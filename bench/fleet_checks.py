@@ -19,7 +19,7 @@ import time
 
 import requests
 
-from agent.status import parse_rfc3339
+from shepherd_ha.model.times import parse_seconds
 from shepherd_ha.client import Client, ClientError, WatchExpired
 
 from periodic import PeriodicSampler
@@ -177,7 +177,7 @@ class ReadinessTracker:
         before = self.ready.get(name)
         self.ready[name] = status
         if before == "True" and status != "True":
-            at = parse_rfc3339(transition) or time.time()
+            at = parse_seconds(transition) or time.time()
             # Transition times have a 1 s resolution: a send up to 1 s after it still counts as before.
             sends = [t for t in list(node.sends) if t <= at + 1.0]
             acks = [t for t in list(node.acks) if t <= at + 1.0]

@@ -27,6 +27,7 @@ import uuid
 
 from agent import status as S
 from shepherd_ha.client import Client, ClientError, WatchExpired
+from shepherd_ha.model.times import format_time
 
 from async_http import MERGE_PATCH, AsyncConnection, HttpError
 from hollow_node_watch import WatchStats, follow_node
@@ -176,7 +177,7 @@ class HollowKubelet:
 
     def status_for(self, pod):
         node = self.fleet.by_name[pod["spec"]["nodeName"]]
-        now = S.rfc3339()
+        now = format_time()
         uid = pod["metadata"]["uid"]
         statuses = [S.container_status(c.get("name"), c.get("image") or "", S.running(now), ready=True,
                                        image_id="hollow://sha256:" + uuid.uuid5(uuid.NAMESPACE_URL,

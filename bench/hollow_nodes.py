@@ -25,8 +25,8 @@ import time
 import uuid
 
 from agent.node import AGENT_VERSION, LEASE_NAMESPACE
-from agent.status import rfc3339, rfc3339_micro
 from shepherd_ha.model.node_lease import LEASE_INTERVAL
+from shepherd_ha.model.times import format_micro_time, format_time
 
 from async_http import MERGE_PATCH, AsyncConnection, HttpError
 
@@ -67,7 +67,7 @@ class HollowNode:
         self.last_ack = None              # monotonic time of the last acknowledged renewal
         self.acks = collections.deque(maxlen=16)   # wall times of the last acknowledged renewals
         self.sends = collections.deque(maxlen=16)  # wall times the last renewals were sent
-        self.ready_since = rfc3339()
+        self.ready_since = format_time()
         self.renewals = 0
         self.address = "10.%d.%d.%d" % (200 + index // 65536 % 50, index // 256 % 256, index % 256)
 
@@ -93,7 +93,7 @@ class NodeFleet:
                 "shepherd.io/runtime": "hollow", "shepherd.io/hollow": "true"}
 
     def status(self, node):
-        now = rfc3339()
+        now = format_time()
         mem = self.memory_gib * GiB
         return {"capacity": {"cpu": self.cpu, "memory": "%dKi" % (mem // 1024), "pods": str(self.max_pods)},
                 "allocatable": {"cpu": "%dm" % (int(self.cpu) * 1000 - 100),
@@ -113,7 +113,7 @@ class NodeFleet:
 
     def lease_spec(self, node):
         return {"holderIdentity": node.name, "leaseDurationSeconds": self.lease_duration,
-                "renewTime": rfc3339_micro()}
+                "renewTime": format_micro_time()}
 
     # ---- requests with failover ----
 

@@ -4,7 +4,8 @@ from datetime import datetime, timezone
 
 import yaml
 
-from shepherd_ha.model.durations import age, human_duration, parse_time  # noqa: F401 - re-exported
+from shepherd_ha.model.durations import age, human_duration  # noqa: F401 - re-exported
+from shepherd_ha.model.times import parse_time
 
 
 # -- small helpers ----------------------------------------------------------

@@ -16,13 +16,11 @@ import threading
 import time
 import uuid
 
+from shepherd_ha.model.times import format_time
+
 from .base import ContainerGone, ContainerInfo, ContainerSummary, CreateError, Runtime, RuntimeFailure
 
 HOLLOW_VERSION = "hollow://1"
-
-
-def _now():
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 class HollowRuntime(Runtime):
@@ -73,7 +71,7 @@ class HollowRuntime(Runtime):
             if info.running:
                 return
             info.state = "running"
-            info.started_at = _now()
+            info.started_at = format_time()
             info.finished_at = None
             info.exit_code = None
             network = self._networks.get(container_id, "bridge")
@@ -92,7 +90,7 @@ class HollowRuntime(Runtime):
                 return
             info.state = "exited"
             info.exit_code = 128 + int(signum)
-            info.finished_at = _now()
+            info.finished_at = format_time()
             info.ip = ""
 
     def remove(self, container_id):

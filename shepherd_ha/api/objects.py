@@ -20,7 +20,8 @@ from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.deletion import delete_op
-from shepherd_ha.store.stamping import now_rfc3339, stamp_new
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.stamping import stamp_new
 
 from .bodies import dumps, dumps_list, flag, json_body, json_object_body
 from .errors import ApiError, unavailable

@@ -19,16 +19,15 @@ import json
 import logging
 import re
 import socket
-from datetime import datetime
 from urllib.parse import quote
 
 import requests
 import urllib3
 from flask import Response, request
 
+from shepherd_ha.model.times import now_rfc3339, parse_datetime
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.tls.outbound import PLAIN
-from shepherd_ha.store.stamping import now_rfc3339
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
 
 from . import params
@@ -68,7 +67,7 @@ def _options():
         since = now_rfc3339(-since_seconds)      # the agent knows sinceTime only
     if since is not None:
         try:
-            datetime.fromisoformat(re.sub(r"(\.\d{6})\d+", r"\1", since.replace("Z", "+00:00")))
+            parse_datetime(since)
         except ValueError:
             raise ApiError(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
     return {"follow": _bool_arg("follow"), "previous": _bool_arg("previous"),

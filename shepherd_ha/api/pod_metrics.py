@@ -17,12 +17,11 @@ leaves out what it cannot scrape. One pod whose node does not answer: 503 saying
 Authorization is RBAC's, by path: resource `pods` in group `metrics.k8s.io`
 (namespaced). Asked for a Table (`kubectl get podmetrics`): NAME, CPU, MEMORY, WINDOW.
 """
-from datetime import datetime, timezone
-
 from flask import Response, request
 
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.resources import Resource
+from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store.raft_node import Unavailable
 
 from . import tables, usage_scrape
@@ -87,7 +86,7 @@ def pod_metrics(pod, usage):
     return {"kind": "PodMetrics", "apiVersion": GROUP_VERSION,
             "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace"),
                          "labels": dict(meta.get("labels") or {}),
-                         "creationTimestamp": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")},
+                         "creationTimestamp": now_rfc3339()},
             "timestamp": usage.get("timestamp"), "window": window, "containers": containers}
 
 

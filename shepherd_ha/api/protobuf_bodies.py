@@ -19,6 +19,8 @@ import datetime
 import json
 import struct
 
+from shepherd_ha.model.times import format_datetime
+
 from .errors import ApiError
 from .protobuf_schema import KINDS, MESSAGES
 
@@ -113,7 +115,7 @@ def _time(wire, value, path, micro):
         raise _Bad("%s is out of the range of a time" % path)
     if not 1 <= moment.year <= 9999 or not 0 <= nanos < 10 ** 9:
         raise _Bad("%s is out of the range of a time" % path)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ" if micro else "%Y-%m-%dT%H:%M:%SZ")
+    return format_datetime(moment, micro)
 
 
 def _special(typ, wire, value, path):

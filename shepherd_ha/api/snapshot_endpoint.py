@@ -11,7 +11,7 @@ from flask import Response, request
 
 from shepherd_ha import snapshot_file
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .auth import GROUP_ADMIN
 from .errors import ApiError, unavailable

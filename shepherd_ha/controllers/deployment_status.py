@@ -1,6 +1,6 @@
 """A deployment's status from its pods: counts, the Available and Progressing
 conditions, and what the progress tracker decided (deployments.py)."""
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .deployment_util import REVISION_ANNOTATION, is_ready, max_unavailable
 

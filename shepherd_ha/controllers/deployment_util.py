@@ -4,7 +4,6 @@ readiness and availability, rollout bounds, which pods go first.
 No store access here, so everything can be tested on plain dicts.
 """
 import copy
-import datetime
 import hashlib
 import json
 import math
@@ -12,6 +11,7 @@ import pickle
 import random
 
 from shepherd_ha.model.defaults import apply_defaults
+from shepherd_ha.model.times import parse_seconds
 from shepherd_ha.store.stamping import stamp_new
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
@@ -150,23 +150,6 @@ def is_terminal(pod):
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
 
-def parse_time(value):
-    """RFC 3339 -> seconds since the epoch, or None."""
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return parsed.timestamp()
-
-
-def format_time(seconds):
-    return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def availability(pod, min_ready_seconds, now):
     """(available, seconds until it becomes available or None).
 
@@ -177,7 +160,7 @@ def availability(pod, min_ready_seconds, now):
         return False, None
     if min_ready_seconds <= 0:
         return True, None
-    since = parse_time(ready_condition(pod).get("lastTransitionTime"))
+    since = parse_seconds(ready_condition(pod).get("lastTransitionTime"))
     if since is None:
         return False, float(min_ready_seconds)
     # an agent's clock ahead of ours never makes a pod wait longer than minReadySeconds

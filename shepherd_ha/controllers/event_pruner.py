@@ -14,11 +14,11 @@ new lastTimestamp) is kept.
 Ages are wall-clock (lastTimestamp is RFC 3339 UTC, written by whichever leader
 recorded the event), so a failover does not make old events young again.
 """
-import datetime
 import heapq
 import threading
 import time
 
+from shepherd_ha.model.times import parse_seconds
 from shepherd_ha.store import commands
 
 from .controller import Controller
@@ -33,18 +33,9 @@ def event_time(event):
     (such an event counts as the oldest)."""
     for value in (event.get("lastTimestamp"), event.get("firstTimestamp"), event.get("eventTime"),
                   (event.get("metadata") or {}).get("creationTimestamp")):
-        if not isinstance(value, str) or not value.strip():
-            continue
-        text = value.strip()
-        if text[-1:] in ("Z", "z"):
-            text = text[:-1] + "+00:00"
-        try:
-            parsed = datetime.datetime.fromisoformat(text)
-        except ValueError:
-            continue
-        if parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-        return parsed.timestamp()
+        seconds = parse_seconds(value)
+        if seconds is not None:
+            return seconds
     return 0.0
 
 

@@ -11,7 +11,8 @@ import logging
 
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.stamping import now_rfc3339, stamp_new
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.stamping import stamp_new
 
 log = logging.getLogger("shepherd_ha.controllers")
 

@@ -25,7 +25,7 @@ import threading
 import time
 
 from shepherd_ha.model.resources import RESOURCES
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 log = logging.getLogger("shepherd_ha.controllers")
 

@@ -16,7 +16,7 @@ import copy
 from shepherd_ha.model.network import pod_cidr_of
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .controller import Controller, Retry, WriteFailed
 

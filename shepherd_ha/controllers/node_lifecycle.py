@@ -28,7 +28,7 @@ import threading
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
 from shepherd_ha.store import commands
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .controller import Controller, Retry
 from .eviction_pacing import EvictionPacer, zone_of

@@ -44,7 +44,7 @@ import weakref
 
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .controller import Controller, key_of
 from .scheduling.algorithm import MIN_FEASIBLE_NODES, NodePicker

@@ -1,19 +1,8 @@
-"""Times as kubectl shows them: RFC 3339 parsing and HumanDuration (45s, 5m30s, 3d4h),
+"""Times as kubectl shows them: ages and HumanDuration (45s, 5m30s, 3d4h),
 shared by the server's Tables (model/printer_columns.py) and sheepctl's printers."""
 from datetime import datetime, timezone
 
-
-def parse_time(value):
-    """RFC 3339 string -> aware datetime, or None."""
-    if not value or not isinstance(value, str):
-        return None
-    try:
-        t = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
-    return t
+from .times import parse_time
 
 
 def human_duration(seconds):

@@ -7,7 +7,8 @@ the caller passes `now`. A kind without an entry gets NAME and AGE.
 from dataclasses import dataclass
 from typing import Callable
 
-from .durations import age, human_duration, parse_time
+from .durations import age, human_duration
+from .times import parse_time
 from .selectors import LabelSelector, SelectorError
 
 NONE = "<none>"

@@ -5,8 +5,9 @@ Pods bound to a node are deleted gracefully: the FSM only marks them terminating
 containers (SIGTERM, the grace period, SIGKILL) before deleting the pod for good
 with `force`. Everything else, and forced deletes, go at once.
 """
+from shepherd_ha.model.times import now_rfc3339
+
 from . import commands
-from .stamping import now_rfc3339
 
 def delete_op(resource, namespace, name, precondition=None, force=False, grace=None,
               propagation_policy=None):

@@ -8,13 +8,13 @@ import threading
 import uuid
 
 from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.model.times import now_rfc3339
 
 from . import commands, gc_tuning
 from .group_commit import GroupCommitter
 from .membership import MembershipChanger, majority
 from .raft_node import RaftNode, Unavailable
 from .read_barrier import ReadBarrier
-from .stamping import now_rfc3339
 from .fsm import MODIFIED
 from .watch_log import DecodedWatchLog, WatchLog
 

@@ -33,7 +33,8 @@ from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.store.raft_node import RaftSettings, Unavailable
 from shepherd_ha.store.fsm import StoreFSM
-from shepherd_ha.store.replica import Peer, Replica, now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.replica import Peer, Replica
 from shepherd_ha.store.watch_log import WatchLog
 
 from .helpers import POD, PODS, call, expect, start_cluster, wait_for

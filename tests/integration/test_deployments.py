@@ -23,7 +23,7 @@ import pytest
 from ctl.main import main as sheepctl
 from shepherd_ha.client import ApiError, Client
 from shepherd_ha.controllers.deployment_util import HASH_LABEL, template_hash
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from . import helpers
 from .helpers import Watch, ensure_namespace, unique

@@ -10,7 +10,8 @@ import uuid
 import pytest
 
 from shepherd_ha.store.raft_node import RaftSettings
-from shepherd_ha.store.replica import Peer, Replica, now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.replica import Peer, Replica
 
 from .helpers import free_base_port
 

@@ -8,11 +8,12 @@
 - events stay bounded: at most event_max (oldest first) and none older than event_ttl.
 """
 import concurrent.futures
-import datetime
 import importlib.util
 import time
 
 import pytest
+
+from shepherd_ha.model.times import now_rfc3339
 
 from .helpers import PODS, Watch, call, collection_revision, ensure_namespace, expect, rv_of, start_cluster, unique, wait_for
 
@@ -185,13 +186,8 @@ def test_deleting_a_namespace_deletes_everything_in_it(url):
     assert call("GET", url + SERVICES.format(ns=ns)).json().get("items", []) == []
 
 
-def rfc3339(seconds_ago):
-    t = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds_ago)
-    return t.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def event(name, seconds_ago=0.0):
-    when = rfc3339(seconds_ago)
+    when = now_rfc3339(-seconds_ago)
     return {"apiVersion": "v1", "kind": "Event", "metadata": {"name": name},
             "involvedObject": {"kind": "Pod", "name": name, "namespace": "default"},
             "reason": "Test", "message": "event %s" % name, "type": "Normal", "count": 1,

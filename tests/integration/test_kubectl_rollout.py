@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from shepherd_ha.store.stamping import now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
 
 from .test_deployments import wait_for
 

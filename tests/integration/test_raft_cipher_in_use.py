@@ -8,7 +8,8 @@ from cryptography.fernet import Fernet
 from shepherd_ha.cli.local_cluster import find_base_port
 from shepherd_ha.store.raft_cipher import RaftCipher
 from shepherd_ha.store.raft_node import RaftSettings
-from shepherd_ha.store.replica import Peer, Replica, now_rfc3339
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.replica import Peer, Replica
 
 pytestmark = pytest.mark.integration
 

@@ -98,14 +98,6 @@ def test_container_state_shapes():
     assert st["started"] is True and st["lastState"] == {} and st["restartCount"] == 0
 
 
-def test_times():
-    assert S.rfc3339(0) == "1970-01-01T00:00:00Z"
-    assert S.rfc3339_micro(1.5) == "1970-01-01T00:00:01.500000Z"
-    assert S.parse_rfc3339("1970-01-01T00:00:10Z") == 10
-    assert S.parse_rfc3339("1970-01-01T00:00:10.123456789Z") == pytest.approx(10.123456)
-    assert S.parse_rfc3339("garbage") is None and S.parse_rfc3339(None) is None
-
-
 # ---- backoff and restart decisions ----
 
 @pytest.mark.parametrize("policy,code,restart", [

@@ -5,9 +5,10 @@ import re
 import pytest
 
 from shepherd_ha.controllers.deployment_plan import Scale, plan_recreate, plan_rolling, plan_scale
-from shepherd_ha.controllers.deployment_util import (HASH_LABEL, availability, deletion_order, format_time,
+from shepherd_ha.controllers.deployment_util import (HASH_LABEL, availability, deletion_order,
                                                      pod_name, pod_prototype, resolve_bound, revision_name,
                                                      rolling_bounds, template_hash)
+from shepherd_ha.model.times import format_time
 from shepherd_ha.model.validation import validate_object
 
 TEMPLATE = {"metadata": {"labels": {"app": "web", "tier": "fe"}},

@@ -7,7 +7,8 @@ import re
 import pytest
 
 from shepherd_ha.controllers.deployment_util import (CHANGE_CAUSE_ANNOTATION, HASH_LABEL, REVISION_ANNOTATION,
-                                                     format_time, template_hash)
+                                                     template_hash)
+from shepherd_ha.model.times import format_time
 from shepherd_ha.controllers.deployments import DeploymentController, controllers
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.informer import Informer

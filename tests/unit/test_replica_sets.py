@@ -4,7 +4,8 @@ import copy
 
 import jsonpatch
 
-from shepherd_ha.controllers.deployment_util import HASH_LABEL, REVISION_ANNOTATION, format_time, template_hash
+from shepherd_ha.controllers.deployment_util import HASH_LABEL, REVISION_ANNOTATION, template_hash
+from shepherd_ha.model.times import format_time
 from shepherd_ha.controllers.deployments import DeploymentController
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.garbage_collector import GarbageCollector

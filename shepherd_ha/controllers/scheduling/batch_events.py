@@ -8,7 +8,8 @@ when the binding does. Names and aggregation are the recorder's own
 """
 from shepherd_ha.controllers.events import EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS, event_name, involved_reference
 from shepherd_ha.store import commands
-from shepherd_ha.store.stamping import now_rfc3339, stamp_new
+from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.store.stamping import stamp_new
 
 
 def event_op(store, recorder, obj, reason, message, type_="Normal", now=None):
