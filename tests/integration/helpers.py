@@ -14,6 +14,7 @@ import uuid
 import requests
 
 from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_base_port
+from tests.waiting import wait_for  # noqa: F401 - the integration tests' import of it
 
 HTTP_TIMEOUT = 10.0          # seconds for any single request that is expected to answer
 READY_TIMEOUT = 30.0         # seconds for a cluster to elect a leader and become ready
@@ -425,14 +426,3 @@ def rv_of(event_or_obj):
     return int(obj["metadata"]["resourceVersion"])
 
 
-def wait_for(what, check, timeout, interval=0.05):
-    """check()'s first truthy value within `timeout` seconds, else AssertionError naming `what`
-    and check()'s last answer."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("%s: not within %.0f s (last: %r)" % (what, timeout, value))
-        time.sleep(interval)

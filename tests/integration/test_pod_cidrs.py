@@ -1,21 +1,15 @@
 """Pod CIDRs on real replicas: `--cluster-cidr` reaches the FSM through the leader's node
 IPAM controller, every replica holds the same blocks, a node left without one says why
 (condition and Event), and a deleted node's block goes to it."""
-import time
 
 from shepherd_ha.client import Client
+from tests import waiting
 
 from .helpers import start_cluster
 
 
 def wait_for(check, what, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for %s" % what)
+    return waiting.wait_for(what, check, timeout, interval=0.2)
 
 
 def node(name):

@@ -2,12 +2,12 @@
 with --service-cidr, and the agent's proxy following them through list + watch
 (rules rendered; the kernel side is test_proxy_netns.py)."""
 import threading
-import time
 
 import pytest
 
 from agent.proxy.proxier import ServiceProxy
 from shepherd_ha.client import Client
+from tests import waiting
 
 from .helpers import assert_status, call, expect, start_cluster
 
@@ -32,13 +32,7 @@ def body(name, **spec):
 
 
 def wait_for(predicate, timeout=15.0, what="condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("%s not reached in %.0fs" % (what, timeout))
+    return waiting.wait_for(what, predicate, timeout)
 
 
 def test_cluster_ips_come_from_the_configured_cidr_and_requests_are_checked(cluster):

@@ -7,10 +7,10 @@ behind and its ports free.
 """
 import os
 import signal
-import time
 
 from shepherd_ha.cli import supervisor
 from shepherd_ha.cli.local_cluster import port_free
+from tests import waiting
 
 from .helpers import Watch, call, expect, pod, unique
 
@@ -18,13 +18,7 @@ DEADLINE = 30.0
 
 
 def until(predicate, timeout=DEADLINE, what="condition"):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, "%s not met within %.0fs" % (what, timeout)
-        time.sleep(0.02)
+    return waiting.wait_for(what, predicate, timeout, interval=0.02)
 
 
 def status(url):

@@ -4,6 +4,7 @@ from shepherd_ha.controllers.informer import Informer
 from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.model.defaults import apply_defaults
 from shepherd_ha.store.stamping import stamp_new
+from tests import waiting
 
 
 class FakeClock:
@@ -89,15 +90,7 @@ def plant(store, resource, obj):
 
 def wait_for(what, check, timeout=10.0, interval=0.02):
     """Poll check() until it returns something true (bounded); returns that."""
-    import time
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        time.sleep(interval)
+    return waiting.wait_for(what, check, timeout, interval)
 
 
 class MemoryReplica:

@@ -13,6 +13,7 @@ from agent.pods import PodManager
 from agent.runtime.base import CreateError, ImagePullError
 from agent.runtime.hollow_runtime import HollowRuntime
 from shepherd_ha.client import ApiError
+from tests import waiting
 
 NODE = "node-a"
 
@@ -177,12 +178,7 @@ def cstatus(pod, i=0):
 
 
 def wait_for(fn, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if fn():
-            return True
-        time.sleep(0.02)
-    return False
+    return waiting.wait_for("condition", fn, timeout, interval=0.02)
 
 
 def test_a_new_pod_runs_with_labels_and_status(env):

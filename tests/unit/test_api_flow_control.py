@@ -3,7 +3,6 @@ fake replica, served by waitress on 127.0.0.1. A 429 is a Status with Retry-Afte
 seats come back when a handler returns, a watch keeps its slot until its stream ends,
 and /metrics counts it all."""
 import threading
-import time
 import types
 
 import pytest
@@ -14,6 +13,7 @@ from shepherd_ha.api.flow_control import BULK, LONG_RUNNING_OTHER, WORKLOAD, Flo
 from shepherd_ha.store import gc_tuning
 from shepherd_ha.store.tick_gaps import TickGapMeter
 from shepherd_ha.store.watch_log import WatchLog
+from tests import waiting
 from test_api_pod_logs import Served
 
 NODE = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "resourceVersion": "3"}}
@@ -48,12 +48,7 @@ class SlowReplica:
 
 
 def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
+    return waiting.wait_for("condition", predicate, timeout, interval=0.01)
 
 
 @pytest.fixture

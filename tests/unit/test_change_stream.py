@@ -1,7 +1,6 @@
 """The store service and a RemoteReplica over a real Unix socket, with an in-memory
 FSM standing in for Raft: the change stream, snapshots, state frames, read-your-writes."""
 import logging
-import time
 import types
 
 import pytest
@@ -13,6 +12,7 @@ from shepherd_ha.store.remote_replica import RemoteReplica
 from shepherd_ha.store.replica import Replica
 from shepherd_ha.store.store_service import StoreService
 from shepherd_ha.store.watch_log import WatchLog
+from tests import waiting
 
 
 class FakeReplica:
@@ -50,10 +50,7 @@ class FakeReplica:
 
 
 def wait_for(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met within %.1fs" % timeout
-        time.sleep(0.01)
+    waiting.wait_for("condition", predicate, timeout, interval=0.01)
 
 
 def pod(name):

@@ -1,7 +1,6 @@
 """Admission control (shepherd_ha/api/flow_control.py): seats per priority level, the
 bounded queue, time-outs, long-running pools, exempt paths and classification."""
 import threading
-import time
 
 import pytest
 
@@ -9,6 +8,7 @@ from shepherd_ha.api import flow_control as fc
 from shepherd_ha.api.flow_control import (BULK, LONG_RUNNING_OTHER, LONG_RUNNING_SYSTEM, STATUS, SYSTEM, WORKLOAD,
                                           Classification, FlowControl, Level, Rejected, seats_by_level)
 from shepherd_ha.options import ConfigError
+from tests import waiting
 
 LEASE = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/n1"
 PODS = "/api/v1/pods"
@@ -16,12 +16,7 @@ NS_PODS = "/api/v1/namespaces/default/pods"
 
 
 def wait_until(predicate, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
+    return waiting.wait_for("condition", predicate, timeout, interval=0.005)
 
 
 class Waiter(threading.Thread):
