@@ -1,4 +1,5 @@
-"""Waiting in tests: one bounded poll for every suite (unit, integration, chaos)."""
+"""Waiting in tests: one bounded poll behind the unit and integration suites' wait helpers
+(the end-to-end suite's also tolerates exceptions: tests/e2e/helpers.py)."""
 import time
 
 

@@ -25,7 +25,7 @@ import requests
 import urllib3
 from flask import Response, request
 
-from shepherd_ha.model.times import now_rfc3339, parse_datetime
+from shepherd_ha.model.times import format_datetime, now_rfc3339, parse_datetime
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.tls.outbound import PLAIN
 from shepherd_ha.streaming import StreamBroken, WRITE_KEY, abort_response, pump, response_chunks
@@ -67,7 +67,8 @@ def _options():
         since = now_rfc3339(-since_seconds)      # the agent knows sinceTime only
     if since is not None:
         try:
-            parse_datetime(since)
+            # passed on as a MicroTime in UTC, which agents of every version read
+            since = format_datetime(parse_datetime(since), micro=True)
         except ValueError:
             raise ApiError(400, "sinceTime %r is not an RFC 3339 time such as 2026-11-29T17:00:00Z" % since)
     return {"follow": _bool_arg("follow"), "previous": _bool_arg("previous"),

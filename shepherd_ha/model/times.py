@@ -1,16 +1,17 @@
 """RFC 3339 times as the Kubernetes API writes them, formatted and parsed in one place for
 the server, the agent and sheepctl: a Time to the second ('2026-11-29T17:00:00Z'), a
 MicroTime to the microsecond (a Lease's renewTime, an Event's eventTime). Parsing takes
-what clients send: up to nanoseconds, 'Z' or an offset, surrounding blanks; a time
-without an offset is UTC."""
+what clients send: up to nanoseconds (kept to the microsecond), 'Z' or an offset,
+surrounding blanks; a time without an offset is UTC. It is Python's ISO 8601 reader, so
+it also takes a little more than RFC 3339 (a date alone, a space for the 'T'). sheepctl's
+ordering of log lines keeps nanoseconds and reads its timestamps itself
+(ctl/commands/logs.py)."""
 import datetime
-import re
 import time
 
 UTC = datetime.timezone.utc
 
 _SECONDS_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-_FRACTION = re.compile(r"\.(\d+)")
 
 
 def format_time(seconds=None):
@@ -44,8 +45,6 @@ def parse_datetime(text):
     value = text.strip()
     if value[-1:] in ("Z", "z"):
         value = value[:-1] + "+00:00"
-    # datetime keeps microseconds: Kubernetes' clients may send nanoseconds
-    value = _FRACTION.sub(lambda m: "." + (m.group(1) + "000000")[:6], value, count=1)
     try:
         moment = datetime.datetime.fromisoformat(value)
     except ValueError:

@@ -339,3 +339,18 @@ def test_the_agent_sees_a_grant_for_that_container_never_a_token(runtime, replic
         for server in (served, stranger, open_replica):
             server.stop()
         agent.stop()
+
+
+def test_a_since_time_reaches_the_agent_as_a_utc_micro_time(api, runtime, monkeypatch):
+    # An offset or a lowercase z is read here and passed on in the one form every agent reads.
+    logs = runtime.logs
+
+    def recording(container_id, tail=None, follow=False, timestamps=False, since=None):
+        runtime.last_since = since
+        return logs(container_id, tail, follow)
+    monkeypatch.setattr(runtime, "logs", recording)
+    r = get(log_url(api, "web", sinceTime="2026-11-29T19:00:00.5%2B02:00"))
+    assert r.status_code == 200, r.text
+    assert runtime.last_since.isoformat() == "2026-11-29T17:00:00.500000+00:00"
+    assert get(log_url(api, "web", sinceTime="2026-11-29T17:00:01z")).status_code == 200
+    assert runtime.last_since.isoformat() == "2026-11-29T17:00:01+00:00"
