@@ -34,6 +34,30 @@ def event_name(ref, reason, message, type_):
     return "%s.%s" % ((ref.get("name") or "object")[:200], digest)
 
 
+def _where(obj, reason, message, type_):
+    """(involvedObject, namespace, name) of the event saying `reason: message` about `obj`."""
+    ref = involved_reference(obj)
+    return ref, ref.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS, event_name(ref, reason, message, type_)
+
+
+def event_op(store, obj, reason, message, type_, now, component):
+    """The op that records `reason: message` about `obj`, read against `store` now: a create,
+    or the count-increment update (resourceVersion precondition) of the same event."""
+    ref, namespace, name = _where(obj, reason, message, type_)
+    existing = store.get("events", namespace, name)
+    if existing is None:
+        event = stamp_new({
+            "apiVersion": "v1", "kind": "Event",
+            "metadata": {"name": name, "namespace": namespace},
+            "involvedObject": ref, "reason": reason, "message": message, "type": type_,
+            "count": 1, "firstTimestamp": now, "lastTimestamp": now,
+            "source": {"component": component}})
+        return commands.create("events", event)
+    event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
+    return commands.update("events", namespace, name, event,
+                           precondition={"resourceVersion": existing["metadata"]["resourceVersion"]})
+
+
 class EventRecorder:
     def __init__(self, store, component, now=now_rfc3339):
         self.store = store
@@ -42,24 +66,10 @@ class EventRecorder:
 
     def emit(self, obj, reason, message, type_="Normal"):
         """Record that `reason: message` happened to `obj`. Returns the event or None."""
-        ref = involved_reference(obj)
-        namespace = ref.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS
-        name = event_name(ref, reason, message, type_)
+        _, namespace, name = _where(obj, reason, message, type_)
         now = self.now()
-        for _ in range(3):
-            existing = self.store.get("events", namespace, name)
-            if existing is None:
-                event = stamp_new({
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "involvedObject": ref, "reason": reason, "message": message, "type": type_,
-                    "count": 1, "firstTimestamp": now, "lastTimestamp": now,
-                    "source": {"component": self.component}})
-                op = commands.create("events", event)
-            else:
-                event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
-                op = commands.update("events", namespace, name, event,
-                                     precondition={"resourceVersion": existing["metadata"]["resourceVersion"]})
+        for _ in range(3):      # a lost race with another writer of the same event: read it again
+            op = event_op(self.store, obj, reason, message, type_, now, self.component)
             try:
                 result = self.store.write([op])
             except Unavailable as exc:
