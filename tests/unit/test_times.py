@@ -34,6 +34,7 @@ def test_now_is_now_and_an_offset_moves_it():
     ("1970-01-01T00:00:10.5Z", 10.5),
     ("1970-01-01T00:00:10.123456789Z", 10.123456),   # nanoseconds, as client-go sends them
     ("1970-01-01T02:00:10+02:00", 10),
+    ("1970-01-01T02:00:10.5+02:00", 10.5),           # the agent's own parser made this 7210.502
     ("1970-01-01T00:00:10", 10),                     # no offset: UTC
 ])
 def test_clients_times_are_read(text, seconds):
