@@ -6,9 +6,11 @@ first restart is immediate; each further one waits twice as long as the previous
 (base 10 s, 20 s, 40 s, ... capped at 300 s), and the pod shows the container as
 waiting with reason CrashLoopBackOff meanwhile. A container that ran for
 `reset_after` seconds (default 600, kubelet's 2 x cap) before exiting starts the
-sequence again.
+sequence again. The doubling is shepherd_ha/backoff.py's, as every retry loop's.
 """
 import dataclasses
+
+from shepherd_ha.backoff import doubling
 
 DEFAULT_BASE = 10.0
 DEFAULT_CAP = 300.0
@@ -30,7 +32,7 @@ def delay(level, base=DEFAULT_BASE, cap=DEFAULT_CAP):
     """Seconds to wait before the restart at `level` (0: the first of a series)."""
     if level <= 0:
         return 0.0
-    return float(min(cap, base * (2 ** min(level - 1, 32))))
+    return doubling(base, cap, level - 1)
 
 
 @dataclasses.dataclass

@@ -24,6 +24,7 @@ import logging
 import threading
 import time
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
 from shepherd_ha.model.times import now_rfc3339
 
@@ -165,7 +166,7 @@ class EventSink:
         self._tokens -= 1.0
 
     def _run(self):
-        delay = RETRY_FIRST
+        retry = Backoff(RETRY_FIRST, RETRY_MAX)
         while not self.stop.is_set():
             self._wait_for_token()
             item = self._take(0.5)
@@ -180,15 +181,14 @@ class EventSink:
                     self._unreachable_since = time.monotonic()
                     log.warning("cannot post events: %s; %d event(s) wait (at most %d, the oldest are dropped)",
                                 exc, len(self._pending), self.cap)
-                self.stop.wait(delay)
-                delay = min(RETRY_MAX, delay * 2)
+                retry.wait(self.stop)
                 continue
             except Exception:  # noqa: BLE001 - the sink must survive anything
                 log.exception("posting event %s failed; dropped", entry.reason)
             if self._unreachable_since is not None:
                 log.info("posting events again after %.0fs", time.monotonic() - self._unreachable_since)
                 self._unreachable_since = None
-            delay = RETRY_FIRST
+            retry.reset()
 
     def flush(self):
         """Post everything queued now, on the caller's thread (tests)."""

@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError, resolve_resource
 from shepherd_ha.model.times import parse_seconds
 
@@ -101,7 +102,7 @@ class Terminator:
         path = self._pods_resource.object_path(state.name, state.namespace)
         body = {"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0,
                 "preconditions": {"uid": state.uid}}
-        delay = 0.5
+        retry = Backoff(0.5, 5.0)
         while not self.stop.is_set():
             try:
                 self.client.request("DELETE", path, params={"gracePeriodSeconds": "0"}, body=body)
@@ -114,5 +115,4 @@ class Terminator:
                 log.warning("deleting pod %s for good: %s; retrying", state.key, err)
             except ClientError as exc:
                 log.warning("deleting pod %s for good: %s; retrying", state.key, exc)
-            self.stop.wait(delay)
-            delay = min(5.0, delay * 2)
+            retry.wait(self.stop)

@@ -8,6 +8,7 @@ synced, api_reachable), nothing else.
 """
 import logging
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError, NoReplicaReachable, WatchExpired
 
 from .pod_state import resource_version
@@ -37,7 +38,7 @@ class PodWatch:
     def run(self):
         table = self.table
         selector = "spec.nodeName=%s" % table.node
-        delay = 0.5
+        retry = Backoff(0.5, 10.0)
         while not self.stop.is_set():
             try:
                 listed = self.client.list("pods", None, field_selector=selector, consistent=False)
@@ -48,7 +49,7 @@ class PodWatch:
                 if not table.synced.is_set():
                     log.info("listed %d pod(s) bound to node %s", len(items), table.node)
                     table.synced.set()
-                delay = 0.5
+                retry.reset()
                 for event in self.client.watch("pods", None, resource_version=rv, field_selector=selector,
                                                stop=self.stop):
                     table.api_reachable = True
@@ -63,8 +64,7 @@ class PodWatch:
                 continue
             except (NoReplicaReachable, ApiError, ClientError) as exc:
                 table.api_reachable = False
-                log.warning("pod list/watch failed: %s; retrying in %.1fs (pods keep running)", exc, delay)
+                log.warning("pod list/watch failed: %s; retrying in %.1fs (pods keep running)", exc, retry.peek())
             except Exception:  # noqa: BLE001 - the watch must survive anything
                 log.exception("pod watch failed")
-            self.stop.wait(delay)
-            delay = min(10.0, delay * 2)
+            retry.wait(self.stop)

@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
 
 from . import status as S
@@ -74,23 +75,22 @@ class StatusWriter:
             return None, None
 
     def _run(self):
-        delay = RETRY_MIN
+        retry = Backoff(RETRY_MIN, RETRY_MAX)
         while not self.stop.is_set():
             uid, status = self._take()
             if uid is None:
                 continue
             try:
                 self.write(uid, status)
-                delay = RETRY_MIN
+                retry.reset()
             except ClientError as exc:
                 self.failures += 1
-                log.warning("cannot write the status of pod %s yet: %s; retrying in %.1fs", uid, exc, delay)
+                log.warning("cannot write the status of pod %s yet: %s; retrying in %.1fs", uid, exc, retry.peek())
                 with self._cond:
                     if uid not in self._pending:      # a newer status would supersede this one
                         self._pending[uid] = status
                         self._order.append(uid)
-                self.stop.wait(delay)
-                delay = min(RETRY_MAX, delay * 2)
+                retry.wait(self.stop)
             except Exception:  # noqa: BLE001 - keep the writer alive
                 log.exception("writing the status of pod %s failed", uid)
                 self.stop.wait(1.0)

@@ -13,6 +13,8 @@ import itertools
 import threading
 import time
 
+from .backoff import doubling
+
 
 class WorkQueue:
     def __init__(self, base_delay=0.05, max_delay=10.0, clock=time.monotonic):
@@ -73,7 +75,7 @@ class WorkQueue:
         with self._cond:
             n = self._failures.get(key, 0)
             self._failures[key] = n + 1
-        self.add_after(key, min(self._max, self._base * (2 ** n)))
+        self.add_after(key, doubling(self._base, self._max, n))
 
     def forget(self, key):
         """The key succeeded: its next failure starts the backoff again."""

@@ -6,6 +6,7 @@ what it knows, so names keep resolving on a node cut off from the control plane.
 import logging
 import threading
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError, NoReplicaReachable, WatchExpired
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ class ZoneWatch:
             self.zone.set_endpoints(meta.get("namespace"), meta["name"], value)
 
     def _loop(self, kind):
-        delay = 0.5
+        retry = Backoff(0.5, 10.0)
         while not self.stop.is_set():
             try:
                 listed = self.client.list(kind, None, consistent=False)
@@ -58,7 +59,7 @@ class ZoneWatch:
                     self.synced[kind].set()
                     if all(e.is_set() for e in self.synced.values()):
                         self.zone.synced = True
-                delay = 0.5
+                retry.reset()
                 for event in self.client.watch(kind, None, resource_version=rv, stop=self.stop):
                     etype = event.get("type")
                     if etype in ("ADDED", "MODIFIED", "DELETED"):
@@ -68,8 +69,7 @@ class ZoneWatch:
                 continue
             except (NoReplicaReachable, ApiError, ClientError) as exc:
                 log.warning("DNS: %s list/watch failed: %s; retrying in %.1fs (names keep resolving)",
-                            kind, exc, delay)
+                            kind, exc, retry.peek())
             except Exception:  # noqa: BLE001 - the watch must survive anything
                 log.exception("DNS: %s watch failed", kind)
-            self.stop.wait(delay)
-            delay = min(10.0, delay * 2)
+            retry.wait(self.stop)

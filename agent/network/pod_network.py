@@ -22,6 +22,7 @@ import os
 import threading
 import time
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ClientError, WatchExpired
 from shepherd_ha.model.network import internal_ip_of, pod_cidr_of
 
@@ -114,7 +115,7 @@ class PodNetwork:
             thread.join(None if timeout is None else max(0.0, deadline - time.monotonic()))
 
     def _watch_nodes(self):
-        delay = 0.5
+        retry = Backoff(0.5, 10.0)
         while not self.stop.is_set():
             try:
                 listed = self.client.list("nodes", consistent=False)
@@ -122,7 +123,7 @@ class PodNetwork:
                     self._nodes = {n["metadata"]["name"]: n for n in listed.get("items") or []}
                 self._changed.set()
                 rv = (listed.get("metadata") or {}).get("resourceVersion") or "0"
-                delay = 0.5
+                retry.reset()
                 for event in self.client.watch("nodes", resource_version=rv, stop=self.stop):
                     obj, kind = event.get("object") or {}, event.get("type")
                     name = (obj.get("metadata") or {}).get("name")
@@ -139,11 +140,10 @@ class PodNetwork:
             except WatchExpired:
                 continue
             except ClientError as exc:
-                log.warning("node list/watch for the pod network failed: %s; retrying in %.1fs", exc, delay)
+                log.warning("node list/watch for the pod network failed: %s; retrying in %.1fs", exc, retry.peek())
             except Exception:  # noqa: BLE001 - the watch must survive anything
                 log.exception("node watch for the pod network failed")
-            self.stop.wait(delay)
-            delay = min(10.0, delay * 2)
+            retry.wait(self.stop)
 
     def _sync_loop(self):
         last = 0.0

@@ -16,6 +16,7 @@ import logging
 import threading
 import time
 
+from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError, NoReplicaReachable, WatchExpired
 
 from . import rules
@@ -83,7 +84,7 @@ class ProxyState:
 def watch_into(client, resource, state, stop, on_synced=None):
     """Keep state[resource] equal to the cluster's: list, then watch from the list's
     revision; a 410 or a failure lists again. Runs until `stop`."""
-    delay = 0.5
+    retry = Backoff(0.5, 10.0)
     while not stop.is_set():
         try:
             listed = client.list(resource, None, consistent=False) or {}
@@ -91,7 +92,7 @@ def watch_into(client, resource, state, stop, on_synced=None):
             state.replace(resource, listed.get("items") or [])
             if on_synced is not None:
                 on_synced(resource)
-            delay = 0.5
+            retry.reset()
             for event in client.watch(resource, None, resource_version=rv, stop=stop):
                 kind, obj = event.get("type"), event.get("object") or {}
                 if kind in ("ADDED", "MODIFIED"):
@@ -102,11 +103,10 @@ def watch_into(client, resource, state, stop, on_synced=None):
             continue
         except (NoReplicaReachable, ApiError, ClientError) as exc:
             log.warning("%s list/watch failed: %s; retrying in %.1fs (the rules stay as they are)",
-                        resource, exc, delay)
+                        resource, exc, retry.peek())
         except Exception:  # noqa: BLE001 - the watch must survive anything
             log.exception("%s watch failed", resource)
-        stop.wait(delay)
-        delay = min(10.0, delay * 2)
+        retry.wait(stop)
 
 
 class Proxier:

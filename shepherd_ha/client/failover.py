@@ -7,6 +7,7 @@ import time
 import requests
 import urllib3
 
+from ..backoff import Backoff
 from .errors import NoReplicaReachable
 
 log = logging.getLogger("shepherd_ha.client.http_client")
@@ -148,7 +149,7 @@ class Failover:
 
     def reset(self):
         self.deadline = time.monotonic() + self.deadline_seconds
-        self.delay = BACKOFF_START
+        self.backoff = Backoff(BACKOFF_START, BACKOFF_MAX)
         self.failures = {}
         self.tried = set()
         self.last_refusal = None
@@ -188,12 +189,11 @@ class Failover:
         wrong_ca = len(self.tried) >= self.n and all(str(r).startswith(TLS_REFUSED)
                                                       for r in self.failures.values())
         # waiting does not make a certificate verify: say so at once
-        if wrong_ca or (len(self.tried) >= self.n and time.monotonic() + self.delay >= self.deadline):
+        if wrong_ca or (len(self.tried) >= self.n and time.monotonic() + self.backoff.peek() >= self.deadline):
             if self.last_refusal is not None:
                 raise self.last_refusal
             raise NoReplicaReachable(self.client.servers, _summarize(self.failures))
-        time.sleep(self.delay)
-        self.delay = min(self.delay * 2, BACKOFF_MAX)
+        time.sleep(self.backoff.next())
         self._next()
 
     def throttled(self, err):

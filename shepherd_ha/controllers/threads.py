@@ -13,6 +13,7 @@ import logging
 import threading
 import time
 
+from ..backoff import Backoff
 from .faults import describe_error
 
 log = logging.getLogger("shepherd_ha.controllers")
@@ -23,7 +24,7 @@ STABLE = 60.0            # a thread that ran this long before dying starts the b
 
 
 class _Supervised:
-    __slots__ = ("name", "target", "on_restart", "thread", "started", "error", "due", "delay")
+    __slots__ = ("name", "target", "on_restart", "thread", "started", "error", "due", "delay", "backoff")
 
     def __init__(self, name, target, on_restart):
         self.name, self.target, self.on_restart = name, target, on_restart
@@ -31,7 +32,8 @@ class _Supervised:
         self.started = None
         self.error = None        # why it ended last, once it did
         self.due = None          # when it is restarted, once seen dead
-        self.delay = 0.0
+        self.delay = 0.0        # before the pending restart
+        self.backoff = Backoff(RESTART_DELAY, RESTART_MAX)
 
 
 class SupervisedThreads:
@@ -78,8 +80,9 @@ class SupervisedThreads:
                 continue
             if entry.due is None:
                 if now - entry.started < STABLE:
-                    entry.delay = min(RESTART_MAX, entry.delay * 2) if entry.delay else RESTART_DELAY
+                    entry.delay = entry.backoff.next()
                 else:
+                    entry.backoff.reset()
                     entry.delay = 0.0
                 entry.due = now + entry.delay
                 if entry.delay > RESTART_DELAY:
