@@ -19,13 +19,13 @@ agent stops.
 """
 import collections
 import dataclasses
-import hashlib
 import logging
 import threading
 import time
 
 from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
+from shepherd_ha.model.events import event_name, new_event
 from shepherd_ha.model.times import now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -48,13 +48,6 @@ def pod_reference(pod, container=None):
     if container:
         ref["fieldPath"] = "spec.containers{%s}" % container
     return ref
-
-
-def event_name(ref, reason, message, type_):
-    """<pod>.<digest of what the event says>: the same thing again is the same event."""
-    text = "|".join(str(x) for x in (ref.get("uid"), ref.get("fieldPath") or "", reason, message, type_))
-    digest = hashlib.sha1(text.encode()).hexdigest()[:12]
-    return "%s.%s" % ((ref.get("name") or "pod")[:200], digest)
 
 
 @dataclasses.dataclass
@@ -229,7 +222,7 @@ class EventSink:
                         self._known.pop(key, None)
                         continue
                 try:
-                    self.client.create("events", self._body(name, entry), namespace=namespace)
+                    self.client.create("events", self._body(entry), namespace=namespace)
                     self._remember(key, namespace, name, entry.count)
                     self.posted += 1
                     return
@@ -246,11 +239,6 @@ class EventSink:
             log.warning("event %s for pod %s/%s refused by the API (dropped): %s", entry.reason, namespace,
                         entry.ref.get("name"), err)
 
-    def _body(self, name, entry):
-        return {"apiVersion": "v1", "kind": "Event",
-                "metadata": {"name": name, "namespace": entry.ref["namespace"]},
-                "involvedObject": entry.ref, "reason": entry.reason, "message": entry.message,
-                "type": entry.type, "count": entry.count,
-                "firstTimestamp": entry.first, "lastTimestamp": entry.last,
-                "source": {"component": COMPONENT, "host": self.node},
-                "reportingComponent": COMPONENT, "reportingInstance": self.node}
+    def _body(self, entry):
+        return new_event(entry.ref, entry.reason, entry.message, entry.type, entry.first, entry.last,
+                         count=entry.count, component=COMPONENT, host=self.node)

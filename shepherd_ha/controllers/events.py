@@ -1,22 +1,19 @@
 """Events from controllers: what happened to an object, aggregated, best effort.
 
-An event's name is derived from what it says (object uid, reason, message, type),
-so the same thing happening again updates that event (`count` + 1, new
-`lastTimestamp`) instead of adding one: repeats cost nothing in the store.
-Events about cluster-scoped objects (nodes) live in the `default` namespace.
+An event's name is derived from what it says (model/events.py), so the same thing
+happening again updates that event (`count` + 1, new `lastTimestamp`) instead of
+adding one: repeats cost nothing in the store.
 A failed event write is logged and dropped: events never block a controller.
 """
-import hashlib
 import logging
 
+from shepherd_ha.model.events import event_name, event_namespace, new_event
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store.stamping import stamp_new
 
 log = logging.getLogger("shepherd_ha.controllers")
-
-EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS = "default"
 
 
 def involved_reference(obj):
@@ -28,16 +25,10 @@ def involved_reference(obj):
     return ref
 
 
-def event_name(ref, reason, message, type_):
-    digest = hashlib.sha1(("%s|%s|%s|%s|%s" % (ref.get("kind"), ref.get("uid"), reason, message, type_))
-                          .encode()).hexdigest()[:10]
-    return "%s.%s" % ((ref.get("name") or "object")[:200], digest)
-
-
 def _where(obj, reason, message, type_):
     """(involvedObject, namespace, name) of the event saying `reason: message` about `obj`."""
     ref = involved_reference(obj)
-    return ref, ref.get("namespace") or EVENT_NAMESPACE_FOR_CLUSTER_OBJECTS, event_name(ref, reason, message, type_)
+    return ref, event_namespace(ref), event_name(ref, reason, message, type_)
 
 
 def event_op(store, obj, reason, message, type_, now, component):
@@ -46,13 +37,8 @@ def event_op(store, obj, reason, message, type_, now, component):
     ref, namespace, name = _where(obj, reason, message, type_)
     existing = store.get("events", namespace, name)
     if existing is None:
-        event = stamp_new({
-            "apiVersion": "v1", "kind": "Event",
-            "metadata": {"name": name, "namespace": namespace},
-            "involvedObject": ref, "reason": reason, "message": message, "type": type_,
-            "count": 1, "firstTimestamp": now, "lastTimestamp": now,
-            "source": {"component": component}})
-        return commands.create("events", event)
+        return commands.create("events", stamp_new(new_event(ref, reason, message, type_, now,
+                                                             component=component)))
     event = dict(existing, count=existing.get("count", 1) + 1, lastTimestamp=now)
     return commands.update("events", namespace, name, event,
                            precondition={"resourceVersion": existing["metadata"]["resourceVersion"]})

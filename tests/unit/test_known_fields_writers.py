@@ -62,7 +62,7 @@ def test_the_agents_pod_status_and_events_are_all_known():
     entry = type("Entry", (), {"ref": {"kind": "Pod", "name": "p", "namespace": "default", "uid": "u"},
                                "reason": "Started", "message": "m", "type": "Normal", "count": 2,
                                "first": "t0", "last": "t1"})()
-    assert_all_known("events", poster._body("p.1", entry), "agent event")
+    assert_all_known("events", poster._body(entry), "agent event")
 
 
 def test_everything_the_controllers_write_is_known():
