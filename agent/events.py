@@ -27,6 +27,7 @@ from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
 from shepherd_ha.model.events import event_name, new_event
 from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.token_bucket import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,7 @@ class EventSink:
     def __init__(self, client, node, stop, cap=DEFAULT_CAP, now=now_rfc3339, qps=DEFAULT_QPS):
         self.client = client
         self.qps = float(qps)
-        self._tokens = float(EVENT_BURST)
-        self._tokens_at = time.monotonic()
+        self._tokens = TokenBucket(self.qps, EVENT_BURST) if self.qps > 0 else None
         self.node = node
         self.stop = stop
         self.cap = max(1, int(cap))
@@ -149,14 +149,10 @@ class EventSink:
             self._pending.move_to_end(key, last=False)
 
     def _wait_for_token(self):
-        """Token bucket: EVENT_BURST posts at once, then qps per second."""
-        now = time.monotonic()
-        self._tokens = min(float(EVENT_BURST), self._tokens + (now - self._tokens_at) * self.qps)
-        self._tokens_at = now
-        if self._tokens < 1.0:
-            self.stop.wait((1.0 - self._tokens) / self.qps)
-            self._tokens, self._tokens_at = 1.0, time.monotonic()
-        self._tokens -= 1.0
+        """EVENT_BURST posts at once, then qps per second."""
+        while not self._tokens.take():
+            if self.stop.wait(self._tokens.wait_time()):
+                return
 
     def _run(self):
         retry = Backoff(RETRY_FIRST, RETRY_MAX)

@@ -107,6 +107,10 @@ SERVER_OPTIONS = (
            "their pods' changes at most this long after the first one, each burst in one pass (s); 0: at once"),
     Option("event_ttl", float, CONTROLLERS["event_ttl"], "events older than this are deleted (s)"),
     Option("event_max", int, CONTROLLERS["event_max"], "at most this many events are kept; the oldest go first"),
+    Option("event_qps", float, CONTROLLERS["event_qps"], "events the controllers write per second at most; "
+           "more are dropped and counted (shepherd_controller_events_dropped_total)"),
+    Option("event_burst", int, CONTROLLERS["event_burst"], "events the controllers may write at once, "
+           "beyond --event-qps"),
     Option("service_cidr", str, CONTROLLERS["service_cidr"], "IPv4 range Services' cluster IPs are allocated "
            "from (the leader sets it in the store; give every replica the same one, and the agents too)"),
     Option("log_level", str, "INFO", "DEBUG, INFO, WARNING or ERROR"),

@@ -74,6 +74,10 @@ class ReplicaCollector:
                                 value=len(status.get("deadThreads") or ()))
         yield GaugeMetricFamily("shepherd_controllers_active", "1 if this replica's controllers run, all threads up",
                                 value=int(bool(status.get("active"))))
+        if status.get("eventsDropped") is not None:
+            yield CounterMetricFamily("shepherd_controller_events_dropped",
+                                      "Events the controllers did not write: over --event-qps / --event-burst",
+                                      value=status["eventsDropped"])
         pacing = status.get("writePacing")
         if pacing:
             yield GaugeMetricFamily("shepherd_controller_write_rate_limit",

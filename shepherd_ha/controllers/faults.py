@@ -26,6 +26,7 @@ import time
 
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.times import now_rfc3339
+from shepherd_ha.token_bucket import TokenBucket
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -59,7 +60,7 @@ class ControllerFaults:
         self.total = 0
         self.recent = collections.deque(maxlen=5)  # the newest failures, for the replica status
         self._evented = collections.OrderedDict()  # (controller, resource, ns, name) -> clock of its last event
-        self._tokens, self._refilled = float(EVENT_BURST), clock()
+        self._event_tokens = TokenBucket(1.0 / EVENT_REFILL, EVENT_BURST, clock)
         self._events = queue.Queue(maxsize=100)
         self._emitter = None
         self.events_dropped = 0
@@ -109,11 +110,8 @@ class ControllerFaults:
         last = self._evented.get(key)
         if last is not None and now - last < EVENT_INTERVAL:
             return False
-        self._tokens = min(float(EVENT_BURST), self._tokens + (now - self._refilled) / EVENT_REFILL)
-        self._refilled = now
-        if self._tokens < 1:
+        if not self._event_tokens.take():
             return False
-        self._tokens -= 1
         self._evented[key] = now
         self._evented.move_to_end(key)
         while len(self._evented) > MAX_OBJECTS:

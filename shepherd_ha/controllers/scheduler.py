@@ -424,7 +424,7 @@ class Scheduler(Controller):
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "Scheduled",
                                 "Successfully assigned %s/%s to %s" % (meta["namespace"], meta["name"], node_name),
                                 now=event_now))
-        return ops
+        return [op for op in ops if op is not None]     # an event over the budget is dropped
 
     def _unschedulable(self, pod, message, now, event_now=None):
         """Ops recording that the pod fits nowhere; None when it already says exactly that."""
@@ -442,7 +442,7 @@ class Scheduler(Controller):
         if self.events is not None:
             ops.append(event_op(self.store, self.events, _pod_ref(pod), "FailedScheduling", message, "Warning",
                                 now=event_now))
-        return ops
+        return [op for op in ops if op is not None]     # an event over the budget is dropped
 
     def _account(self, plans, results, waiting):
         bound, unschedulable, requeued, dropped = [], [], [], []

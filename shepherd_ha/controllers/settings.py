@@ -25,6 +25,8 @@ class ControllerSettings:
     pod_batch_period: float = 0.5
     event_ttl: float = 3600.0            # events older than this are deleted
     event_max: int = 10000               # at most this many events are kept
+    event_qps: float = 50.0              # events the controllers write per second at most (kubelet's default)
+    event_burst: int = 100               # ... and in a burst
     resync_period: float = 30.0          # seconds between a controller's full re-queues
     cluster_cidr: str = network.CLUSTER_CIDR     # the pod network, one block per node (node_ipam.py)
     node_cidr_mask_size: int = network.NODE_MASK
@@ -53,6 +55,9 @@ class ControllerSettings:
             raise ConfigError("--orphan-pod-grace must not be negative")
         if self.event_ttl <= 0 or self.event_max < 1:
             raise ConfigError("--event-ttl must be positive and --event-max at least 1")
+        if not self.event_qps > 0 or self.event_burst < 1:
+            raise ConfigError("--event-qps must be positive and --event-burst at least 1 (got %s and %s): "
+                              "events over them are dropped" % (self.event_qps, self.event_burst))
         try:
             network.parse_plan(self.cluster_cidr, self.node_cidr_mask_size)
         except network.NetworkError as exc:

@@ -222,3 +222,32 @@ def _run_ctl(sheepctl, argv):
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
         rc = sheepctl(argv)
     return rc, out.getvalue()
+
+
+def test_events_over_the_budget_are_dropped_and_counted_while_every_pod_is_bound(make_cluster):
+    cluster = make_cluster(server_options={"event_qps": 0.1, "event_burst": 3})
+    url = cluster.url(cluster.ids[0])
+    ensure_namespace(url, "kube-node-lease")
+    ns = unique("budget")
+    ensure_namespace(url, ns)
+    with LeaseRenewer(url) as renewer:
+        expect(call("POST", url + "/api/v1/nodes", json=node_body("budget-1", pods="110")), 201)
+        renewer.add("budget-1")
+        names = ["p%02d" % i for i in range(12)]
+        for name in names:
+            expect(call("POST", url + PODS.format(ns=ns), json=pod(name)), 201)
+
+        def all_bound():
+            items = expect(call("GET", url + PODS.format(ns=ns)), 200)["items"]
+            return len(items) == 12 and all(p["spec"].get("nodeName") == "budget-1" for p in items)
+        wait_for("binding of 12 pods", all_bound)
+        scheduled = sum(len(events_for(url, ns, name, "Scheduled")) for name in names)
+        # 3 at once, then one per 10 s: some of the 12 pods' events were dropped, none of their bindings.
+        assert scheduled < 12, scheduled
+        leader_url = cluster.url(cluster.leader())
+        dropped = [line for line in call("GET", leader_url + "/metrics").text.splitlines()
+                   if line.startswith("shepherd_controller_events_dropped_total ")]
+        assert dropped and float(dropped[0].split()[1]) >= 12 - scheduled, dropped
+        state = expect(call("GET", leader_url + "/shepherd/v1/replica"), 200)["controllers"]
+        assert state["eventsDropped"] >= 12 - scheduled, state
+    assert not renewer.errors[:3], renewer.errors[:3]

@@ -334,7 +334,8 @@ def test_event_qps_zero_posts_nothing_and_a_low_rate_aggregates_meanwhile(api):
     assert off.pending() == []
     stop = threading.Event()
     slow = EventSink(client, NODE, stop, qps=2)
-    slow._tokens = 0.0                 # the burst is spent
+    while slow._tokens.take():         # spend the burst
+        pass
     pod = make_pod()
     for _ in range(10):                # repeats while the sink waits for a token: one entry
         slow.emit(pod, "Unhealthy", "Readiness probe failed: 503", "Warning", "main")
