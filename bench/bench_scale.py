@@ -332,13 +332,16 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
                ", ".join("%.1f" % x for x in lags[:20]) or "-"))
     say("  pods of the run deleted (nothing but evictions deletes them here; a watch re-list misses some): %d"
         % final.get("pods_deleted", 0))
-    fenced, gaps = [], []
+    fenced, gaps, dropped = [], [], []
     for ident in bc.ids():
         text = metrics_text(lc.replica(ident)["api"])
         fenced.append("%s %s" % (ident, _num(metric(text, "shepherd_fsm_fenced_rejections_total"))))
+        dropped.append("%s %s" % (ident, _num(metric(text, "shepherd_controller_events_dropped_total"))))
         found = metric_like(text, TICK_GAP)
         gaps.append("%s %s" % (ident, ", ".join("%s=%.3f s" % kv for kv in found.items()) if found else "n/a"))
     say("  fenced controller writes: %s" % "; ".join(fenced))
+    say("  controller events dropped over --event-qps (counted by each replica while it led): %s"
+        % "; ".join(dropped))
     say("  longest Raft tick gap: %s" % "; ".join(gaps))
     say("  fleet: %d renewals (%d failed, %d overran %.0f s), %d status posts (%d failed), %d pod status writes "
         "(%d conflicts, %d failed, %d given up, %d crashed), %d watch events, %d re-lists"

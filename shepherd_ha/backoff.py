@@ -1,4 +1,4 @@
-"""Doubling retry delays: the one helper behind every retry loop (pure).
+"""Doubling retry delays: the one helper behind every retry loop.
 
 A loop that failed waits `first` seconds, then twice as long after each further
 failure, never more than `cap`; a success starts it over. The agent's watches and

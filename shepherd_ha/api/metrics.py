@@ -75,9 +75,12 @@ class ReplicaCollector:
         yield GaugeMetricFamily("shepherd_controllers_active", "1 if this replica's controllers run, all threads up",
                                 value=int(bool(status.get("active"))))
         if status.get("eventsDropped") is not None:
-            yield CounterMetricFamily("shepherd_controller_events_dropped",
-                                      "Events the controllers did not write: over --event-qps / --event-burst",
-                                      value=status["eventsDropped"])
+            dropped = CounterMetricFamily("shepherd_controller_events_dropped",
+                                          "Events the controllers did not write: over --event-qps / --event-burst",
+                                          labels=["component"])
+            for component, n in sorted(status["eventsDropped"].items()):
+                dropped.add_metric([component], n)
+            yield dropped
         pacing = status.get("writePacing")
         if pacing:
             yield GaugeMetricFamily("shepherd_controller_write_rate_limit",

@@ -14,7 +14,7 @@ from shepherd_ha.api.flow_control import SPARE_THREADS, FlowControl
 from shepherd_ha.api.metrics import ConnectionCollector, ThreadCollector
 from shepherd_ha.api.replica_credentials import ReplicaCredentials
 from shepherd_ha.api.thread_budget import ThreadBudget
-from shepherd_ha.controllers.events import EventBudget
+from shepherd_ha.controllers.events import EventBudgets
 from shepherd_ha.controllers.manager import ControllerManager
 from shepherd_ha.controllers.registry import default_factories
 from shepherd_ha.controllers.settings import ControllerSettings
@@ -251,9 +251,9 @@ def run_api_worker(values, settings, peers, host, port, api_url, controller_sett
         # Controller writes yield to node heartbeats while renewals wait or are late (write_pacing.py).
         pacer = WritePacer(flow.system_pressure)
         # Events are best effort and rate limited (controllers/events.py, EventBudget).
-        events = EventBudget(controller_settings.event_qps, controller_settings.event_burst)
+        events = EventBudgets(controller_settings.event_qps, controller_settings.event_burst)
         manager = ControllerManager(replica, default_factories(controller_settings, events), pacer=pacer,
-                                    event_budget=events)
+                                    event_budgets=events)
         replica._on_leadership = manager.leadership_changed
         replica.controller_status = manager.status
     replica.start()

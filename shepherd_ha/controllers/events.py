@@ -5,11 +5,13 @@ happening again updates that event (`count` + 1, new `lastTimestamp`) instead of
 adding one: repeats cost nothing in the store.
 A failed event write is logged and dropped: events never block a controller.
 
-Events are rate limited (`EventBudget`: --event-qps, --event-burst, shared by every
-controller of the leader); one over the budget is dropped and counted
-(`shepherd_controller_events_dropped_total`). Kubernetes' components do the same: their
-events go out through a rate-limited client from a bounded queue that drops what it
-cannot hold. Without it, a rollout of 30,000 pods wrote 30,000 Scheduled events, a
+Events are rate limited (`EventBudget`: --event-qps, --event-burst), one budget per
+component as each of Kubernetes' components has its own rate-limited client (the
+scheduler's Scheduled events cannot crowd out the controller manager's NodeNotReady or
+Evicted); one over the budget is dropped and counted
+(`shepherd_controller_events_dropped_total{component}`). Kubernetes' components drop
+theirs too: events go out through a rate-limited client from a bounded queue that drops
+what it cannot hold. Without it, a rollout of 30,000 pods wrote 30,000 Scheduled events, a
 quarter of its changes, and the event pruner then deleted 20,000 of them.
 """
 import logging
@@ -69,9 +71,29 @@ class EventBudget:
             self.dropped += 1
             dropped = self.dropped
         if dropped == 1 or dropped % 1000 == 0:
-            log.info("%d controller event(s) dropped so far: over --event-qps %.0f (--event-burst %.0f)",
+            log.info("%d event(s) dropped so far: over --event-qps %g (--event-burst %g)",
                      dropped, self._tokens.rate, self._tokens.burst)
         return False
+
+
+class EventBudgets:
+    """An EventBudget per component, made on first use; they outlive controller epochs."""
+
+    def __init__(self, rate, burst, clock=None):
+        self.rate, self.burst, self.clock = rate, burst, clock
+        self._lock = threading.Lock()
+        self._budgets = {}
+
+    def of(self, component):
+        with self._lock:
+            if component not in self._budgets:
+                self._budgets[component] = EventBudget(self.rate, self.burst, self.clock)
+            return self._budgets[component]
+
+    def dropped(self):
+        """{component: events dropped}."""
+        with self._lock:
+            return {component: budget.dropped for component, budget in sorted(self._budgets.items())}
 
 
 class EventRecorder:

@@ -86,9 +86,10 @@ class ControllerFaults:
             self._count(key)
             self.recent.append({"controller": controller, "stage": stage, "resource": resource,
                                 "namespace": namespace, "name": name, "error": error, "at": self.now()})
-            due = recorder is not None and isinstance(obj, dict) and self._event_due((controller,) + key[2:])
+            event_key = (controller,) + key[2:]
+            due = recorder is not None and isinstance(obj, dict) and self._event_due(event_key)
         if due:
-            self._queue_event(recorder, controller, stage, resource, obj, error)
+            self._queue_event(recorder, controller, stage, resource, obj, error, event_key)
 
     def _count(self, key):
         if key in self._counts:
@@ -118,13 +119,13 @@ class ControllerFaults:
             self._evented.popitem(last=False)
         return True
 
-    def _queue_event(self, recorder, controller, stage, resource, obj, error):
+    def _queue_event(self, recorder, controller, stage, resource, obj, error, event_key):
         info = RESOURCES.get(resource)
         target = obj if obj.get("kind") or info is None else dict(obj, kind=info.kind, apiVersion=info.api_version)
         message = "%s skipped this %s (%s): %s. Fix the object; it is tried again when it changes" % (
             controller, info.kind if info else resource, stage, error)
         try:
-            self._events.put_nowait((recorder, target, message))
+            self._events.put_nowait((recorder, target, message, event_key))
         except queue.Full:
             self.events_dropped += 1
             return
@@ -137,17 +138,23 @@ class ControllerFaults:
     def _emit_loop(self):
         while True:
             try:
-                recorder, target, message = self._events.get(timeout=5.0)
+                recorder, target, message, event_key = self._events.get(timeout=5.0)
             except queue.Empty:
                 with self._lock:
                     if self._events.empty():
                         self._emitter = None
                         return
                 continue
+            written = None
             try:
-                recorder.emit(target, REASON, message, "Warning")
+                written = recorder.emit(target, REASON, message, "Warning")
             except Exception:     # best effort, as every event
                 log.exception("could not record a %s event", REASON)
+            if written is None:
+                # Not written (over the recorder's budget, no quorum): the object's next
+                # failure may report it, rather than none for EVENT_INTERVAL.
+                with self._lock:
+                    self._evented.pop(event_key, None)
 
     # ---- threads ----
 

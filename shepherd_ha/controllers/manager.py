@@ -29,12 +29,12 @@ TICK = 0.1
 
 
 class ControllerManager:
-    def __init__(self, replica, factories, clock=time.monotonic, pacer=None, event_budget=None):
+    def __init__(self, replica, factories, clock=time.monotonic, pacer=None, event_budgets=None):
         self.replica = replica
         self.factories = list(factories)     # callables: StoreAccess -> [Controller, ...]
         self.clock = clock
         self.pacer = pacer                   # write_pacing.WritePacer: writes yield to node heartbeats
-        self.event_budget = event_budget     # events.EventBudget of the factories' recorders, or None
+        self.event_budgets = event_budgets   # events.EventBudgets of the factories' recorders, or None
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self.active_epoch = None
@@ -155,8 +155,8 @@ class ControllerManager:
         status.update(self.faults.summary())
         if self.pacer is not None:
             status["writePacing"] = self.pacer.status()
-        if self.event_budget is not None:
-            status["eventsDropped"] = self.event_budget.dropped
+        if self.event_budgets is not None:
+            status["eventsDropped"] = self.event_budgets.dropped()
         if counts:
             status["errorCounts"] = self.faults.counts()
             status["restartCounts"] = dict(self.faults.restarts)

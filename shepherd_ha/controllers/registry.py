@@ -1,8 +1,8 @@
 """The controllers a leader runs. Each module exposes
 `controllers(store, recorder, settings) -> [Controller, ...]`, built afresh for
 every epoch with its StoreAccess, the shared EventRecorder and ControllerSettings.
-The recorder's EventBudget (--event-qps) outlives epochs: what it dropped is counted
-for as long as the process lives."""
+A module may name its own event component (`EVENT_COMPONENT`, the scheduler's); each
+component's events have their own budget (--event-qps), which outlives epochs."""
 import importlib
 import logging
 
@@ -15,17 +15,24 @@ CONTROLLER_MODULES = ("scheduler", "deployments", "replica_sets", "endpoints", "
                       "event_pruner", "node_ipam", "service_network")
 
 
-def default_factories(settings=None, event_budget=None):
-    """event_budget: the EventBudget of every epoch's recorder (None: events unlimited)."""
+COMPONENT = "shepherd-controller-manager"
+
+
+def default_factories(settings=None, event_budgets=None):
+    """event_budgets: events.EventBudgets of the recorders (None: events unlimited)."""
     settings = settings or ControllerSettings()
     modules = [importlib.import_module("shepherd_ha.controllers." + name) for name in CONTROLLER_MODULES]
 
     def build(store):
-        recorder = EventRecorder(store, "shepherd-controller-manager", budget=event_budget)
+        recorders = {}
         controllers = []
         for module in modules:
+            component = getattr(module, "EVENT_COMPONENT", COMPONENT)
+            if component not in recorders:
+                recorders[component] = EventRecorder(
+                    store, component, budget=event_budgets.of(component) if event_budgets is not None else None)
             try:
-                controllers.extend(module.controllers(store, recorder, settings))
+                controllers.extend(module.controllers(store, recorders[component], settings))
             except Exception:   # one broken controller must not stop the others
                 log.exception("controller module %s failed to start", module.__name__)
         return controllers

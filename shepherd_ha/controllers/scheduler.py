@@ -10,12 +10,13 @@ to the store in one `write_many` (bounded Raft entries); each is atomic on its o
 - a binding: `spec.nodeName` and the status with `PodScheduled=True` in one
   change (commands.bind, a store op as Kubernetes' pods/binding; precondition: the pod's
   resourceVersion, so a pod changed meanwhile is not bound blindly), and a
-  Normal `Scheduled` event;
+  Normal `Scheduled` event (within the scheduler's --event-qps: one over it is
+  dropped, never the binding);
 - a pod that fits nowhere: `PodScheduled=False` (reason Unschedulable, a message
   counting why each node refused it: "0/3 nodes available: 2 Insufficient
-  memory, 1 node(s) were NotReady") and a Warning `FailedScheduling` event, both
-  written only when that message changes, so retries that learn nothing new
-  write nothing.
+  memory, 1 node(s) were NotReady") and a Warning `FailedScheduling` event (within
+  the budget too), both written only when that message changes, so retries that
+  learn nothing new write nothing.
 
 A lost race (the pod changed after the pass read it) re-queues that pod alone.
 Unschedulable pods are remembered and re-queued when something could make room:
@@ -57,6 +58,7 @@ from .scheduling.view import is_pending, occupies_node, ready_status
 log = logging.getLogger("shepherd_ha.controllers")
 
 BATCH_SIZE = 500          # pods per pass, hence bindings per write_many at most
+EVENT_COMPONENT = "shepherd-scheduler"    # its events' source, and their own budget (registry.py)
 _SHOWN = 5                # pods named in a pass's sentence before "and N more"
 
 

@@ -91,8 +91,11 @@ def test_hollow_fleet_converges_without_elections_or_false_not_ready(make_cluste
     assert watches["opened"] >= NODES and watches["events"] >= want and watches["relists"] == 0, watches
     assert watches["crashes"] == 0, watches
     # Every pod created once: none left over or terminating, and no ReplicaSet deleted one
-    # (it would have had more than its replicas: a creation retried under a new name).
+    # (it would have had more than its replicas: a creation retried under a new name). The
+    # kubelet's watch saw no pod of the run deleted; the SuccessfulDelete events below say
+    # so too, as long as the controller manager's --event-qps let them through.
     assert final["pods"]["total"] == want and final["pods"]["terminating"] == 0, summary
+    assert final["pods_deleted"] == 0, "pods of the run deleted: %s" % summary
     scale_downs = call("GET", urls[0] + "/api/v1/namespaces/default/events",
                        params={"fieldSelector": "reason=SuccessfulDelete,involvedObject.kind=ReplicaSet"}).json()
     assert not scale_downs["items"], "ReplicaSets deleted pods they had too many of: %s" % [
