@@ -56,7 +56,7 @@ def event_op(store, obj, reason, message, type_, now, component):
 
 
 class EventBudget:
-    """How many events the controllers may write: `burst` at once, `rate` per second."""
+    """How many events one component may write: `burst` at once, `rate` per second."""
 
     def __init__(self, rate, burst, clock=None):
         self._tokens = TokenBucket(rate, burst) if clock is None else TokenBucket(rate, burst, clock)
@@ -101,7 +101,7 @@ class EventRecorder:
         self.store = store
         self.component = component
         self.now = now
-        self.budget = budget        # EventBudget shared by the controllers, or None: no limit
+        self.budget = budget        # this component's EventBudget, or None: no limit
 
     def admits(self):
         """Whether one more event may be written now (one over the budget is counted dropped)."""
