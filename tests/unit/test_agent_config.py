@@ -1,7 +1,8 @@
 """shepherd-agent options (flag > env > file > default), the Node and lease objects."""
 import argparse
+import json
 import threading
-import time
+import types
 
 import pytest
 
@@ -10,8 +11,10 @@ from agent import usage as U
 from agent.main import build_parser
 from agent.node import LEASE_NAMESPACE, NodeManager
 from agent.runtime.hollow_runtime import HollowRuntime
-from shepherd_ha.client import ApiError
+from real_api import token_for, token_table
+from shepherd_ha.client import Client
 from shepherd_ha.client.http_client import spread_order
+from tests.waiting import wait_for
 
 
 def resolve(argv=(), environ=None):
@@ -86,25 +89,31 @@ def test_default_address_toward_a_remote_server():
 
 # ---- the Node and its lease ----
 
-class RecordingClient:
-    def __init__(self, exists=False, lease_exists=True):
-        self.calls = []
-        self.exists = exists
-        self.lease_exists = lease_exists
+NODE_USER = "system:node:n1"
+NODES = "/api/v1/nodes"
+NODE = NODES + "/n1"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % LEASE_NAMESPACE
+LEASE = LEASES + "/n1"
 
-    def create(self, resource, obj, namespace=None):
-        self.calls.append(("create", resource, obj))
-        if resource == "nodes" and self.exists:
-            raise ApiError({"code": 409, "reason": "AlreadyExists", "message": "exists"})
-        if resource == "leases":
-            self.lease_exists = True
-        return obj
 
-    def patch(self, resource, name, body, namespace=None, subresource=None):
-        self.calls.append(("patch", resource, body, namespace, subresource))
-        if resource == "leases" and not self.lease_exists:
-            raise ApiError({"code": 404, "reason": "NotFound", "message": "no lease"})
-        return {"metadata": {"name": name}, **body}
+@pytest.fixture
+def api(store, replicas):
+    """The real API over an in-memory store, and the agent's real client with the node's
+    own identity (the node authorizer answers as it would the agent)."""
+    server = replicas(tokens=token_table({NODE_USER: ["system:nodes"]}))
+    client = Client([server.url], timeout=2.0, retry_deadline=1.0, token=token_for(NODE_USER))
+    yield types.SimpleNamespace(store=store, server=server, client=client)
+    client.close()
+
+
+def sent(server, *methods_paths):
+    """The requests the server received, as (method, path), only those given when any."""
+    seen = [(r["method"], r["path"]) for r in list(server.requests)]
+    return [k for k in seen if k in methods_paths] if methods_paths else seen
+
+
+def bodies(server, method, path):
+    return [json.loads(r["body"]) for r in list(server.requests) if (r["method"], r["path"]) == (method, path)]
 
 
 def node_manager(client, **kw):
@@ -112,8 +121,8 @@ def node_manager(client, **kw):
                        cpu_millicores=2000, memory_bytes=4 << 30, labels={"zone": "a"}, **kw)
 
 
-def test_node_object():
-    node = node_manager(RecordingClient()).node_object(usage={"cpuPercent": 1.0})
+def test_node_object(api):
+    node = node_manager(api.client).node_object(usage={"cpuPercent": 1.0})
     labels = node["metadata"]["labels"]
     assert labels["kubernetes.io/hostname"] == "n1" and labels["kubernetes.io/os"] == "linux"
     assert labels["kubernetes.io/arch"] == U.arch() and labels["zone"] == "a"
@@ -132,39 +141,44 @@ def test_node_object():
     assert st["usage"] == {"cpuPercent": 1.0}
 
 
-def test_register_creates_or_merges_labels_then_posts_status():
-    client = RecordingClient()
-    node_manager(client).register()
-    assert [c[:2] for c in client.calls] == [("create", "nodes"), ("patch", "nodes")]
-    assert client.calls[1][4] == "status"
-    usage = client.calls[1][2]["status"]["usage"]
-    for key in ("cpuPercent", "memoryUsedBytes", "memoryAvailableBytes", "diskUsedBytes", "diskTotalBytes",
-                "load1", "load5", "load15", "timestamp"):
-        assert key in usage
-    client = RecordingClient(exists=True)
-    node_manager(client).register()
-    assert [c[:2] for c in client.calls] == [("create", "nodes"), ("patch", "nodes"), ("patch", "nodes")]
-    assert client.calls[1][2] == {"metadata": {"labels": node_manager(client).labels()}}
+def test_register_creates_or_merges_labels_then_posts_status(api):
+    node_manager(api.client).register()
+    assert sent(api.server) == [("POST", NODES), ("PATCH", NODE + "/status")]
+    [posted] = bodies(api.server, "PATCH", NODE + "/status")
+    stored = api.store.get_obj("nodes", "n1")
+    for usage in (posted["status"]["usage"], stored["status"]["usage"]):
+        for key in ("cpuPercent", "memoryUsedBytes", "memoryAvailableBytes", "diskUsedBytes", "diskTotalBytes",
+                    "load1", "load5", "load15", "timestamp"):
+            assert key in usage
+    # registered already (an agent restart): the create is refused, the labels merged, the status posted
+    api.store.put("nodes", {"metadata": {"name": "n1", "labels": {"set-by": "admin"}}, "spec": {}})
+    del api.server.requests[:]
+    nm = node_manager(api.client)
+    nm.register()
+    assert sent(api.server) == [("POST", NODES), ("PATCH", NODE), ("PATCH", NODE + "/status")]
+    assert bodies(api.server, "PATCH", NODE) == [{"metadata": {"labels": nm.labels()}}]
+    stored = api.store.get_obj("nodes", "n1")
+    assert stored["metadata"]["labels"] == dict(nm.labels(), **{"set-by": "admin"})
+    assert stored["status"]["conditions"][0]["reason"] == "AgentReady"
 
 
-def test_lease_renewals_change_renew_time_and_create_a_missing_lease():
-    client = RecordingClient(lease_exists=False)
-    nm = node_manager(client, lease_interval=5.0)
+def test_lease_renewals_change_renew_time_and_create_a_missing_lease(api):
+    nm = node_manager(api.client, lease_interval=5.0)
     nm.renew_lease()
-    assert [c[:2] for c in client.calls] == [("patch", "leases"), ("create", "leases")]
-    lease = client.calls[1][2]
-    assert lease["metadata"] == {"name": "n1", "namespace": LEASE_NAMESPACE}
+    assert sent(api.server) == [("PATCH", LEASE), ("POST", LEASES)]
+    lease = api.store.get_obj("leases", "n1", namespace=LEASE_NAMESPACE)
+    assert lease["metadata"]["name"] == "n1" and lease["metadata"]["namespace"] == LEASE_NAMESPACE
     assert lease["spec"]["holderIdentity"] == "n1" and lease["spec"]["leaseDurationSeconds"] == 40
-    times = set()
     for _ in range(3):
         nm.renew_lease()
-        times.add(client.calls[-1][2]["spec"]["renewTime"])
-    assert len(times) == 3
-    assert all(t.endswith("Z") and len(t.split(".")[1]) == 7 for t in times)
+    patched = [b["spec"]["renewTime"] for b in bodies(api.server, "PATCH", LEASE)[1:]]
+    assert sent(api.server)[2:] == [("PATCH", LEASE)] * 3 and len(set(patched)) == 3
+    assert all(t.endswith("Z") and len(t.split(".")[1]) == 7 for t in patched)
+    assert api.store.get_obj("leases", "n1", namespace=LEASE_NAMESPACE)["spec"]["renewTime"] == patched[-1]
 
 
-def test_ready_transition_time_is_kept():
-    nm = node_manager(RecordingClient())
+def test_ready_transition_time_is_kept(api):
+    nm = node_manager(api.client)
     first = nm.status()["conditions"][0]
     nm.node = {"status": {"conditions": [dict(first, lastTransitionTime="EARLIER")]}}
     assert nm.status()["conditions"][0]["lastTransitionTime"] == "EARLIER"
@@ -186,9 +200,9 @@ def test_parser_is_argparse():
     assert isinstance(build_parser(), argparse.ArgumentParser)
 
 
-def test_ready_false_while_the_runtime_fails():
+def test_ready_false_while_the_runtime_fails(api):
     error = {"text": "Docker engine: connection refused"}
-    nm = NodeManager(RecordingClient(), HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(),
+    nm = NodeManager(api.client, HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(),
                      runtime_error=lambda: error["text"])
     cond = nm.status()["conditions"][0]
     assert cond["status"] == "False" and cond["reason"] == "ContainerRuntimeDown"
@@ -217,55 +231,66 @@ def test_a_token_table_is_not_a_token(tmp_path):
         resolve(["--servers", "127.0.0.1:8001", "--node-name", "n1", "--token-file", str(table)])
 
 
-class NodeReadingClient(RecordingClient):
-    """Registered already; counts reads of the Node, which may be deleted meanwhile."""
+class SteadyUsage(U.UsageSampler):
+    """The host's usage with cpu and memory held still: the machine's cpu % sampled every
+    0.02 s jumps by 20 points at random, and each jump is a status post of its own."""
 
-    def __init__(self):
-        super().__init__(exists=True)
-        self.deleted = False
-
-    def get(self, resource, name, namespace=None, consistent=True):
-        self.calls.append(("get", resource, name))
-        if self.deleted:
-            self.deleted = False         # registering again brings it back
-            raise ApiError({"code": 404, "reason": "NotFound", "message": "no node"})
-        return {"metadata": {"name": name}, "status": {"conditions": []}}
+    def sample(self):
+        return dict(super().sample(), cpuPercent=5.0, memoryPercent=50.0)
 
 
-def _run_loops(client, seconds):
+def _run_loops(client, what, until, timeout=15.0):
+    """Run the lease and status loops (renewals every 0.02 s, a post every 0.3 s) until
+    until() holds (at most `timeout` seconds)."""
     stop = threading.Event()
     nm = NodeManager(client, HollowRuntime("n1"), "n1", "10.0.0.7", stop, cpu_millicores=2000,
                      memory_bytes=4 << 30, lease_interval=0.02, status_interval=0.3)
+    nm.sampler = SteadyUsage()
     nm.start()
-    time.sleep(seconds)
-    stop.set()
-    nm.join(5)
+    try:
+        wait_for(what, until, timeout)
+    finally:
+        stop.set()
+        nm.join(5)
+    assert not any(t.is_alive() for t in nm._threads)
     return nm
 
 
-def test_the_node_is_read_before_each_status_post_not_after_each_renewal():
+def test_the_node_is_read_before_each_status_post_not_after_each_renewal(api):
     # 1,000 agents reading their Node after every 5 s renewal were as many requests as the
     # renewals themselves (docs/benchmarks.md, run O).
-    client = NodeReadingClient()
-    _run_loops(client, 1.0)
-    kinds = [(c[0], c[1]) + ((c[4],) if c[0] == "patch" else ()) for c in client.calls]
-    renewals = kinds.count(("patch", "leases", None))
-    gets = kinds.count(("get", "nodes"))
-    posts = [i for i, k in enumerate(kinds) if k == ("patch", "nodes", "status")]
-    assert renewals >= 10 and len(posts) >= 2, kinds
-    assert gets <= len(posts) + 1 < renewals, (gets, len(posts), renewals)
+    def posts():
+        return [i for i, k in enumerate(sent(api.server)) if k == ("PATCH", NODE + "/status")]
+    _run_loops(api.client, "registration's post and two more", lambda: len(posts()) >= 3)
+    kinds = sent(api.server)
+    renewals = kinds.count(("PATCH", LEASE))
+    gets = kinds.count(("GET", NODE))
+    assert renewals >= 10 and len(posts()) >= 3, kinds
+    assert gets <= len(posts()) + 1 < renewals, (gets, len(posts()), renewals)
     # every post after registration's first reads the Node since the post before (the lease
     # thread's renewals may come in between)
-    assert all(("get", "nodes") in kinds[before + 1:i] for before, i in zip(posts, posts[1:])), kinds
+    assert all(("GET", NODE) in kinds[before + 1:i] for before, i in zip(posts(), posts()[1:])), kinds
 
 
-def test_a_node_deleted_meanwhile_is_registered_again_at_the_next_post():
-    client = NodeReadingClient()
-    client.deleted = True
-    _run_loops(client, 0.5)
-    kinds = [(c[0], c[1]) for c in client.calls]
-    first_read = kinds.index(("get", "nodes"))           # the first post's read finds it gone
-    assert ("create", "nodes") in kinds[first_read:], kinds
+def test_a_node_deleted_meanwhile_is_registered_again_at_the_next_post(api):
+    removed = []
+
+    def delete_before_the_first_read(request):     # someone deletes the Node just as the agent reads it
+        if (request["method"], request["path"]) == ("GET", NODE) and not removed:
+            removed.append(api.store.remove("nodes", "n1"))
+    api.server.hooks.append(delete_before_the_first_read)
+    watched = (("GET", NODE), ("POST", NODES), ("PATCH", NODE + "/status"))
+
+    def registered_again():
+        node, kinds = api.store.get_obj("nodes", "n1"), sent(api.server, *watched)
+        return removed and node is not None and node["metadata"]["uid"] != removed[0]["metadata"]["uid"] \
+            and ("PATCH", NODE + "/status") in kinds[kinds.index(("GET", NODE)):]
+    _run_loops(api.client, "the Node deleted and registered again", registered_again)
+    kinds = sent(api.server, *watched)
+    first_read = kinds.index(("GET", NODE))              # the first post's read finds it gone
+    assert kinds[:first_read] == [("POST", NODES), ("PATCH", NODE + "/status")], kinds
+    assert kinds[first_read + 1:first_read + 3] == [("POST", NODES), ("PATCH", NODE + "/status")], kinds
+    assert api.store.get_obj("nodes", "n1")["metadata"]["labels"]["kubernetes.io/hostname"] == "n1"
 
 
 def test_agents_spread_over_the_servers_by_node_name(replicas):

@@ -1,9 +1,13 @@
 """The table, watch, status, deletion and housekeeping parts of the agent's pod
 machinery (agent/pods.py wires them) built alone, with fakes of only what each
 constructor names; the container parts: test_agent_container_parts.py."""
+import json
 import signal
 import threading
 import time
+import types
+
+import pytest
 
 from agent import labels as L
 from agent.housekeeping import Housekeeper
@@ -15,9 +19,27 @@ from agent.pod_watch import PodWatch
 from agent.runtime.base import ContainerConfig, RuntimeFailure
 from agent.runtime.hollow_runtime import HollowRuntime
 from agent.status_report import StatusReporter
-from shepherd_ha.client import ApiError, NoReplicaReachable
+from real_api import free_port, token_for, token_table
+from shepherd_ha.client import ApiError, Client
+from tests.waiting import wait_for
 
 NODE = "node-a"
+NODE_USER = "system:node:" + NODE
+PODS = "/api/v1/pods"
+
+
+@pytest.fixture
+def api(store, replicas):
+    """The real API over an in-memory store, and the agent's real client with this node's
+    identity (the node authorizer answers as it would the agent)."""
+    server = replicas(tokens=token_table({NODE_USER: ["system:nodes"]}))
+    client = Client([server.url], timeout=2.0, retry_deadline=1.0, token=token_for(NODE_USER))
+    yield types.SimpleNamespace(store=store, server=server, client=client)
+    client.close()
+
+
+def sent(server, method):
+    return [r for r in list(server.requests) if r["method"] == method]
 
 
 def make_pod(name="web", uid=None, rv="5", containers=None, node=NODE, **meta):
@@ -73,33 +95,39 @@ def test_pod_table_keeps_the_newest_version_and_tombstones_a_removed_pod():
 
 # ------------------------------------------------------------------ PodWatch
 
-class WatchClient:
-    def __init__(self, items, events, stop, fail=False):
-        self.items, self.events, self.stop, self.fail = items, events, stop, fail
-
-    def list(self, resource, namespace, field_selector=None, consistent=True):
-        assert field_selector == "spec.nodeName=%s" % NODE
-        if self.fail:
-            self.stop.set()
-            raise NoReplicaReachable("no replica answers")
-        return {"items": self.items, "metadata": {"resourceVersion": "10"}}
-
-    def watch(self, resource, namespace, resource_version=None, field_selector=None, stop=None):
-        assert resource_version == "10"
-        yield from self.events
-        self.stop.set()
+def run_pod_watch(client, table, stop):
+    watch = threading.Thread(target=PodWatch(client, table, stop).run, name="pod-watch", daemon=True)
+    watch.start()
+    return watch
 
 
-def test_pod_watch_lists_then_follows_the_watch_into_the_table():
+def test_pod_watch_lists_then_follows_the_watch_into_the_table(api):
     stop = threading.Event()
     table = PodTable(NODE)
-    table.observe(make_pod("stale", rv="3"))          # gone from the list: forgotten
-    client = WatchClient([make_pod("a")], [{"type": "ADDED", "object": make_pod("b")},
-                                           {"type": "DELETED", "object": make_pod("a")}], stop)
-    PodWatch(client, table, stop).run()
+    table.observe(make_pod("stale", rv="1"))          # gone from the list: forgotten
+    api.store.put("pods", make_pod("a"))
+    api.store.put("pods", make_pod("elsewhere", node="node-b"))
+    listed_at = api.store.fsm.revision
+    watch = run_pod_watch(api.client, table, stop)
+    try:
+        wait_for("the list", table.synced.is_set, 10)
+        assert table.api_reachable and table.pod_of("uid-a") is not None
+        assert table.pod_of("uid-stale") is None and table.pod_of("uid-elsewhere") is None
+        api.store.put("pods", make_pod("b"))          # after the list: the watch brings them
+        api.store.remove("pods", "a")
+        wait_for("b added and a deleted through the watch",
+                 lambda: table.pod_of("uid-b") is not None and table.pod_of("uid-a") is None, 10)
+    finally:
+        stop.set()
+        watch.join(5)
+    assert not watch.is_alive()
+    selector = "spec.nodeName=%s" % NODE
+    gets = [(r["path"], r["query"]) for r in sent(api.server, "GET")]
+    assert gets[0] == (PODS, {"fieldSelector": selector, "resourceVersion": "0"})       # the list, any replica
+    assert gets[1] == (PODS, {"fieldSelector": selector, "watch": "1", "allowWatchBookmarks": "true",
+                              "resourceVersion": str(listed_at)})                      # the watch from its revision
     assert table.synced.is_set() and table.api_reachable
-    assert table.pod_of("uid-b") is not None
-    assert table.pod_of("uid-a") is None and table.pod_of("uid-stale") is None
+    assert table.pod_of("uid-b") is not None and table.pod_of("uid-a") is None
 
 
 def test_pod_watch_marks_the_api_unreachable_and_keeps_the_pods():
@@ -107,7 +135,15 @@ def test_pod_watch_marks_the_api_unreachable_and_keeps_the_pods():
     table = PodTable(NODE)
     table.observe(make_pod("a"))
     table.api_reachable = True
-    PodWatch(WatchClient([], [], stop, fail=True), table, stop).run()
+    client = Client(["http://127.0.0.1:%d" % free_port()], timeout=0.5, retry_deadline=0.2)   # nothing listens
+    watch = run_pod_watch(client, table, stop)
+    try:
+        wait_for("the list to fail", lambda: not table.api_reachable, 10)
+    finally:
+        stop.set()
+        watch.join(5)
+        client.close()
+    assert not watch.is_alive()
     assert not table.api_reachable and not table.synced.is_set() and table.pod_of("uid-a") is not None
 
 
@@ -163,14 +199,6 @@ def test_status_reporter_hands_a_changed_status_to_the_writer():
 
 # ------------------------------------------------------------------ Terminator
 
-class DeleteClient:
-    def __init__(self):
-        self.requests = []
-
-    def request(self, method, path, params=None, body=None):
-        self.requests.append((method, path, body))
-
-
 class StopperFake:
     def __init__(self, runtime):
         self.runtime = runtime
@@ -182,48 +210,81 @@ class StopperFake:
             self.runtime.signal(cid, signal.SIGKILL)
 
 
-def test_terminator_stops_removes_deletes_for_good_and_tombstones():
+def terminator_of(api, runtime, table, dropped):
+    stopper, events = StopperFake(runtime), Events()
+    terminator = Terminator(api.client, runtime, NodeContainers(runtime, NODE), stopper, events, table,
+                            dropped.append, threading.Event())
+    return terminator, stopper, events
+
+
+def test_terminator_stops_removes_deletes_for_good_and_tombstones(api):
     runtime = HollowRuntime(NODE)
     table = PodTable(NODE)
-    table.observe(make_pod(deletionTimestamp="2026-01-01T00:00:00Z", deletionGracePeriodSeconds=0))
+    api.store.put("pods", make_pod())
+    table.observe(api.store.delete_gracefully("web", seconds=1))      # as the API marks it
     state = table.get("uid-web")
     cid = run_container(runtime, state.uid)
-    client, stopper, events, dropped = DeleteClient(), StopperFake(runtime), Events(), []
-    terminator = Terminator(client, runtime, NodeContainers(runtime, NODE), stopper, events, table,
-                            dropped.append, threading.Event())
+    dropped = []
+    terminator, stopper, events = terminator_of(api, runtime, table, dropped)
     terminator.terminate(state)
     state.terminator.join(5)
+    assert not state.terminator.is_alive()
     assert stopper.stopped == [[cid]] and runtime.list({}) == [] and events.reasons() == ["Killing"]
-    (method, path, body), = client.requests
-    assert method == "DELETE" and path.endswith("/pods/web") and body["preconditions"] == {"uid": "uid-web"}
+    [delete] = sent(api.server, "DELETE")
+    assert delete["path"] == "/api/v1/namespaces/default/pods/web"
+    assert json.loads(delete["body"])["preconditions"] == {"uid": "uid-web"}
+    assert api.store.get_obj("pods", "web") is None                   # deleted for good
     assert not table.knows("uid-web") and dropped == ["uid-web"]
     table.observe(make_pod(rv="9"))                    # a late event: ignored
     assert not table.knows("uid-web")
 
 
+def test_terminator_leaves_a_new_pod_of_the_same_name_alone(api):
+    runtime = HollowRuntime(NODE)
+    table = PodTable(NODE)
+    api.store.put("pods", make_pod())
+    table.observe(api.store.delete_gracefully("web", seconds=1))
+    state = table.get("uid-web")
+    run_container(runtime, state.uid)
+    api.store.remove("pods", "web")                    # gone, and a new pod of that name bound here
+    api.store.put("pods", make_pod(uid="uid-web-2"))
+    dropped = []
+    terminator, _, _ = terminator_of(api, runtime, table, dropped)
+    terminator.terminate(state)
+    state.terminator.join(5)
+    assert not state.terminator.is_alive()
+    [delete] = sent(api.server, "DELETE")              # refused by its uid precondition, not retried
+    assert json.loads(delete["body"])["preconditions"] == {"uid": "uid-web"}
+    assert api.store.get_obj("pods", "web")["metadata"]["uid"] == "uid-web-2"
+    assert runtime.list({}) == [] and not table.knows("uid-web") and dropped == ["uid-web"]
+
+
 # ------------------------------------------------------------------ OrphanCleaner
 
-class GetClient:
-    def __init__(self, pod=None):
-        self.pod = pod
-
-    def get(self, resource, name, namespace=None):
-        if self.pod is None:
-            raise ApiError({"code": 404, "reason": "NotFound", "message": "not found"})
-        return self.pod
-
-
-def test_orphan_cleaner_removes_only_what_no_pod_of_this_node_owns():
+def test_orphan_cleaner_removes_only_what_no_pod_of_this_node_owns(api):
     runtime = HollowRuntime(NODE)
     table = PodTable(NODE)
     cid = run_container(runtime, "uid-web")
     containers = runtime.list({L.POD_UID: "uid-web"})
-    OrphanCleaner(GetClient(make_pod()), runtime, table).remove_orphans("uid-web", containers)
+    api.store.put("pods", make_pod())
+    OrphanCleaner(api.client, runtime, table).remove_orphans("uid-web", containers)
     assert runtime.inspect(cid) is not None and table.knows("uid-web")      # ours after all: adopted
-    OrphanCleaner(GetClient(), runtime, table).remove_orphans("uid-web", containers)
+    api.store.remove("pods", "web")
+    OrphanCleaner(api.client, runtime, table).remove_orphans("uid-web", containers)
     assert runtime.inspect(cid) is not None                                 # known now: left alone
-    OrphanCleaner(GetClient(), runtime, PodTable(NODE)).remove_orphans("uid-web", containers)
+    OrphanCleaner(api.client, runtime, PodTable(NODE)).remove_orphans("uid-web", containers)
+    assert runtime.inspect(cid) is None                                     # 404: removed
+    # a pod of that name bound to another node: NodeRestriction answers 403, not ours either
+    api.store.put("pods", make_pod(node="node-b"))
+    cid = run_container(runtime, "uid-web")
+    OrphanCleaner(api.client, runtime, PodTable(NODE)).remove_orphans("uid-web", runtime.list({L.POD_UID: "uid-web"}))
     assert runtime.inspect(cid) is None
+    # a linearizable read of the pod each time it was not known (the known one asked nothing)
+    assert [(r["path"], r["query"]) for r in sent(api.server, "GET")] == \
+        [("/api/v1/namespaces/default/pods/web", {})] * 3
+    with pytest.raises(ApiError) as refused:          # the last one was the authorizer's refusal
+        api.client.get("pods", "web")
+    assert refused.value.code == 403
 
 
 # ------------------------------------------------------------------ Housekeeper
