@@ -174,21 +174,28 @@ def test_a_status_post_keeps_conditions_the_control_plane_set():
 
 
 
-def test_reading_the_node_learns_conditions_written_after_the_agents_last_post():
+def test_reading_the_node_learns_conditions_written_after_the_agents_last_post(store, replicas):
     import threading
 
     from agent.node import NodeManager
     from agent.runtime.hollow_runtime import HollowRuntime
+    from real_api import token_for, token_table
+    from shepherd_ha.client import Client
 
-    class Client:
-        def get(self, resource, name, consistent=True):
-            return {"metadata": {"name": name}, "status": {"conditions": [
-                {"type": "NetworkUnavailable", "status": "True", "reason": "CIDRNotAvailable"}]}}
-
-    manager = NodeManager(Client(), HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(), cpu_millicores=1000,
-                          memory_bytes=1 << 30)
-    manager.node = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}    # as last posted
-    manager._check_node()
+    user = "system:node:n1"
+    server = replicas(tokens=token_table({user: ["system:nodes"]}))
+    # the control plane wrote a condition since the agent's last post (the pod CIDR allocator)
+    store.put("nodes", {"metadata": {"name": "n1"}, "spec": {}, "status": {"conditions": [
+        {"type": "Ready", "status": "True"},
+        {"type": "NetworkUnavailable", "status": "True", "reason": "CIDRNotAvailable"}]}})
+    client = Client([server.url], timeout=2.0, retry_deadline=1.0, token=token_for(user))
+    try:
+        manager = NodeManager(client, HollowRuntime("n1"), "n1", "10.0.0.7", threading.Event(),
+                              cpu_millicores=1000, memory_bytes=1 << 30)
+        manager.node = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}    # as last posted
+        manager._check_node()
+    finally:
+        client.close()
     assert [c["type"] for c in manager.status()["conditions"]] == ["Ready", "NetworkUnavailable"]
 
 
