@@ -1,8 +1,9 @@
-"""Fixtures shared by the client tests: replicas are the real API app
+"""Fixtures shared by the client and sheepctl tests: replicas are the real API app
 (tests/unit/real_api.py) over one shared in-memory store. A test module's own fixture
 of the same name takes precedence."""
 import pytest
 
+from ctl_kit import isolate, run_ctl
 from real_api import ApiServer, ApiStore
 
 
@@ -23,6 +24,29 @@ def replicas(store):
     yield make
     for s in started:
         s.stop()
+
+
+@pytest.fixture
+def server(store):
+    """One started ApiServer of `store`, stopped at the end."""
+    s = ApiServer(store).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def ctl_isolated(monkeypatch, tmp_path):
+    """sheepctl sees none of the machine's configuration (a module that runs ctl.main
+    directly uses it for every test: pytestmark = pytest.mark.usefixtures("ctl_isolated"))."""
+    isolate(monkeypatch, tmp_path / "home")
+
+
+@pytest.fixture
+def ctl(server, capsys, ctl_isolated):
+    """run(*argv, stdin=None) -> (exit code, stdout, stderr) of sheepctl against `server`."""
+    def run(*argv, stdin=None):
+        return run_ctl(server, capsys, *argv, stdin=stdin)
+    return run
 
 
 @pytest.fixture(scope="module")

@@ -11,31 +11,10 @@ import pytest
 import yaml
 
 from ctl.main import main
-from real_api import ApiServer, free_port
+from real_api import free_port
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(monkeypatch, tmp_path):
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-
-
-@pytest.fixture
-def server(store):
-    s = ApiServer(store).start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def ctl(server, capsys):
-    def run(*argv, stdin=None):
-        capsys.readouterr()
-        rc = main(["--server", server.url] + [str(a) for a in argv], stdin=stdin)
-        cap = capsys.readouterr()
-        return rc, cap.out, cap.err
-    return run
+pytestmark = pytest.mark.usefixtures("ctl_isolated")      # conftest.py
 
 
 def ago(**kw):

@@ -85,11 +85,8 @@ def server():
     s.stop()
 
 
-def test_end_to_end_precedence(server, tmp_path, monkeypatch, capsys):
+def test_end_to_end_precedence(server, tmp_path, monkeypatch, capsys, ctl_isolated):
     dead = "http://127.0.0.1:1"
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
 
     assert main(["get", "pods"]) == 1
     assert "no servers configured" in capsys.readouterr().err

@@ -15,17 +15,13 @@ import pytest
 
 from agent.log_server import LogServer
 from ctl.commands.logs import stream_logs, ts_key
-from ctl.main import main
+from ctl_kit import run_ctl
 from shepherd_ha.client import Client
 from test_agent_log_server import FakeRuntime
 from test_api_pod_logs import node, pod
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(monkeypatch, tmp_path):
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("ctl_isolated")      # conftest.py
 
 
 class StampedRuntime(FakeRuntime):
@@ -93,13 +89,6 @@ def apis(replicas, store, agent):
     return [replicas(), replicas()]
 
 
-def ctl(apis, capsys, *argv):
-    capsys.readouterr()
-    rc = main(["--server", ",".join(a.url for a in apis)] + [str(a) for a in argv])
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
-
-
 class Out:
     """A thread-safe text sink for stream_logs."""
 
@@ -131,26 +120,26 @@ class Out:
 # ---------------------------------------------------------------- logs
 
 def test_logs_prints_the_output_without_timestamps(apis, capsys):
-    rc, out, err = ctl(apis, capsys, "logs", "web")
+    rc, out, err = run_ctl(apis, capsys, "logs", "web")
     assert (rc, err) == (0, "")
     assert out == "".join("hello %d\n" % i for i in range(1, 6))
 
 
 def test_logs_tail_container_and_timestamps(apis, capsys):
-    assert ctl(apis, capsys, "logs", "web", "--tail", "2")[1] == "hello 4\nhello 5\n"
-    assert ctl(apis, capsys, "logs", "pod/web", "--tail", "0")[1] == ""
-    assert ctl(apis, capsys, "logs", "multi", "-c", "side")[1] == "side line\n"
-    rc, out, _ = ctl(apis, capsys, "logs", "web", "--tail", "1", "--timestamps")
+    assert run_ctl(apis, capsys, "logs", "web", "--tail", "2")[1] == "hello 4\nhello 5\n"
+    assert run_ctl(apis, capsys, "logs", "pod/web", "--tail", "0")[1] == ""
+    assert run_ctl(apis, capsys, "logs", "multi", "-c", "side")[1] == "side line\n"
+    rc, out, _ = run_ctl(apis, capsys, "logs", "web", "--tail", "1", "--timestamps")
     assert rc == 0 and re.match(r"^2026-11-29T17:00:\d\d\.\d{9}Z hello 5\n$", out), out
 
 
 def test_logs_errors_are_printed_not_raised(apis, capsys):
-    rc, out, err = ctl(apis, capsys, "logs", "multi")
+    rc, out, err = run_ctl(apis, capsys, "logs", "multi")
     assert rc == 1 and out == ""
     assert "Error from server (BadRequest): a container name must be specified" in err and "app, side" in err
-    rc, _, err = ctl(apis, capsys, "logs", "ghost")
+    rc, _, err = run_ctl(apis, capsys, "logs", "ghost")
     assert rc == 1 and "NotFound" in err and "ghost" in err
-    rc, _, err = ctl(apis, capsys, "logs", "deployment/web")
+    rc, _, err = run_ctl(apis, capsys, "logs", "deployment/web")
     assert rc == 1 and "logs takes a pod" in err
 
 
@@ -308,7 +297,7 @@ def test_unreachable_agent_is_reported_quickly(apis, store, capsys):
         port = s.getsockname()[1]
     store.put("nodes", node("n1", port=port))
     t0 = time.monotonic()
-    rc, out, err = ctl(apis, capsys, "logs", "web")
+    rc, out, err = run_ctl(apis, capsys, "logs", "web")
     assert rc == 1
     assert "the agent of node n1 at 127.0.0.1:%d is unreachable" % port in err
     assert time.monotonic() - t0 < 10
@@ -326,13 +315,6 @@ def test_ts_key_orders_nanoseconds():
 @pytest.fixture
 def api(replicas):
     return replicas()
-
-
-def run_ctl(api, capsys, *argv):
-    capsys.readouterr()
-    rc = main(["--server", api.url] + list(argv))
-    cap = capsys.readouterr()
-    return rc, cap.out, cap.err
 
 
 def ago(**kw):

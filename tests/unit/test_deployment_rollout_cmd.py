@@ -7,34 +7,11 @@ import time
 import pytest
 
 from ctl.commands.rollout import rollout_state
-from ctl.main import main
-from real_api import ApiServer
 
 UID = "uid-web"
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(monkeypatch, tmp_path):
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-
-
-@pytest.fixture
-def server(store):
-    s = ApiServer(store).start()
-    yield s
-    s.stop()
-
-
-@pytest.fixture
-def ctl(server, capsys):
-    def run(*argv):
-        capsys.readouterr()
-        rc = main(["--server", server.url] + [str(a) for a in argv])
-        cap = capsys.readouterr()
-        return rc, cap.out, cap.err
-    return run
+pytestmark = pytest.mark.usefixtures("ctl_isolated")      # conftest.py
 
 
 def once_watching(server, steps):

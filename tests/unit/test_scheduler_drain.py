@@ -2,17 +2,12 @@
 cordon, refuse un-owned pods, evict owned ones."""
 import pytest
 
-from ctl.main import main
-from real_api import ApiServer, ApiStore
+from real_api import ApiStore
 
 OWNER = [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": "d-1", "controller": True}]
 
 
-@pytest.fixture(autouse=True)
-def isolated_env(monkeypatch, tmp_path):
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("ctl_isolated")      # conftest.py
 
 
 @pytest.fixture
@@ -21,19 +16,6 @@ def store():
     for name in ("n1", "n2"):
         s.put("nodes", {"metadata": {"name": name}, "spec": {"unschedulable": False}, "status": {}})
     return s
-
-
-@pytest.fixture
-def ctl(store, capsys):
-    server = ApiServer(store).start()
-
-    def run(*argv):
-        capsys.readouterr()
-        rc = main(["--server", server.url] + list(argv))
-        cap = capsys.readouterr()
-        return rc, cap.out, cap.err
-    yield run
-    server.stop()
 
 
 def put_pod(store, name, node, owned=True, namespace="default", phase="Running"):
