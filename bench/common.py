@@ -24,7 +24,7 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port  # noqa: E402
+from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port  # noqa: E402, F401 - common.find_base_port: bench_writes, bench_http_stack
 
 NAMESPACE = "default"
 PODS_PATH = "/api/v1/namespaces/%s/pods" % NAMESPACE
@@ -154,8 +154,7 @@ class BenchCluster:
     def __enter__(self):
         self.dir = tempfile.mkdtemp(prefix="shepherd-bench-")
         self.cluster = LocalCluster(self.dir)
-        self.cluster.create(self.replicas, find_base_port(self.replicas), server_options=self.server_options,
-                            tls=self.tls)
+        self.cluster.create_on_free_ports(self.replicas, server_options=self.server_options, tls=self.tls)
         started = self.cluster.start_all()
         progress("started %d replicas in %s (pids %s)" % (
             self.replicas, self.dir, ", ".join("%s=%s" % kv for kv in sorted(started.items()))))

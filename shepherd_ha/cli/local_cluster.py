@@ -141,6 +141,22 @@ class LocalCluster(cluster_tls.TlsLayout):
         self._write_spec(spec)
         self.write_client_config()
 
+    def create_on_free_ports(self, replicas=3, low=20000, high=32000, attempts=5, **options):
+        """create() (same options) at a base port find_base_port found free, again at another
+        one when a port was taken between the search and create()'s own check (tests,
+        benchmarks and other programs bind ports meanwhile). Returns the base port."""
+        last = None
+        for _ in range(attempts):
+            base = find_base_port(replicas, low=low, high=high)
+            try:
+                self.create(replicas, base, **options)
+                return base
+            except LocalClusterError as exc:
+                if "in use" not in str(exc):
+                    raise
+                last = exc
+        raise last
+
     def add_raft_salt(self):
         """A cluster made before --raft-salt existed gets one (the spec and every replica's
         server.yaml), while none of its replicas runs; True when it did."""

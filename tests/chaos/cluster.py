@@ -7,7 +7,7 @@ import time
 
 import requests
 
-from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_base_port
+from shepherd_ha.cli.local_cluster import LocalCluster
 
 from . import credentials
 
@@ -52,7 +52,8 @@ class ChaosCluster:
                 self.lc.setup_network()
             else:
                 self.lc = LocalCluster(self.dir)
-                self._create_on_loopback()
+                self.lc.create_on_free_ports(self.replicas, low=PORT_LOW, high=PORT_HIGH,
+                                             server_options=self.server_options, auth=True)
             credentials.set_token(self.lc.token())
             self.lc.start_all()
             leader = self.lc.wait_ready(60)
@@ -63,17 +64,6 @@ class ChaosCluster:
             self.replicas, "in network namespaces" if self.netns else "on loopback", self.dir, leader,
             "HTTPS verified against %s" % self.lc.ca_file if self.lc.tls else "plain HTTP"))
         return self
-
-    def _create_on_loopback(self):
-        last = None
-        for _ in range(5):   # another process may take our ports between the check and the bind
-            try:
-                self.lc.create(self.replicas, find_base_port(self.replicas, low=PORT_LOW, high=PORT_HIGH),
-                               server_options=self.server_options, auth=True)
-                return
-            except LocalClusterError as exc:
-                last = exc
-        raise last
 
     def __exit__(self, *exc):
         self._teardown()

@@ -3,8 +3,11 @@ agents' log tails."""
 import os
 import random
 import socket
+import subprocess
+import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import docker
 import pytest
@@ -13,6 +16,26 @@ from shepherd_ha.client import ApiError, Client, ClientError
 
 IMAGE = os.environ.get("SHEPHERD_TEST_IMAGE", "shepherd/busybox:1")
 NODE_LABEL = "shepherd.io/node"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ctl_env(home):
+    """The environment for a sheepctl process: none of the machine's SHEPHERD_* settings, HOME at `home`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
+    env["HOME"] = str(home)
+    return env
+
+
+def ctl_argv(cluster, *argv):
+    """`python -m ctl --server <every replica> ARGV...` for `cluster`."""
+    servers = ",".join(cluster.url(i) for i in cluster.ids)
+    return [sys.executable, "-m", "ctl", "--server", servers] + list(argv)
+
+
+def ctl(cluster, home, *argv, timeout=60):
+    """sheepctl ARGV against every replica of `cluster`, as a process: its CompletedProcess (text)."""
+    return subprocess.run(ctl_argv(cluster, *argv), cwd=str(REPO), env=ctl_env(home), capture_output=True,
+                          text=True, timeout=timeout)
 
 
 class E2E:

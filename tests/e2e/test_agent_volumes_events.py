@@ -13,14 +13,10 @@ tests/e2e/conftest.py: Docker missing is a failure, never a skip).
   with a growing count, all shown by `sheepctl describe pod`.
 """
 import os
-import subprocess
-import sys
 import uuid
-from pathlib import Path
 
-from .helpers import IMAGE, NODE_LABEL, container_status, wait_until
+from .helpers import IMAGE, NODE_LABEL, container_status, ctl, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT = 40.0          # seconds for anything the agent or the controllers should do (busy machine)
 
 
@@ -32,14 +28,6 @@ def busybox(script, name="main", **fields):
     c = {"name": name, "image": IMAGE, "imagePullPolicy": "Never", "command": ["sh", "-c", script]}
     c.update(fields)
     return c
-
-
-def ctl(cluster, tmp_path, *argv, timeout=60):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
-    env["HOME"] = str(tmp_path)
-    servers = ",".join(cluster.url(i) for i in cluster.ids)
-    return subprocess.run([sys.executable, "-m", "ctl", "--server", servers] + list(argv), cwd=str(REPO),
-                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def start_node(agents, tmp_path, suffix, extra=()):

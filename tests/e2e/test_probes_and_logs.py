@@ -9,21 +9,17 @@ the test's nodes is removed at the end).
 - `sheepctl logs` shows a container's output, `--tail` and `-f` work, and a follow
   goes on without repeating lines when the replica it streams through is killed.
 """
-import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
-from pathlib import Path
 
 from shepherd_ha.client import ApiError
 
-from .helpers import IMAGE, NODE_LABEL, condition, container_status, wait_until
+from .helpers import IMAGE, NODE_LABEL, REPO, condition, container_status, ctl, ctl_argv, ctl_env, wait_until
 
-REPO = Path(__file__).resolve().parents[2]
 WAIT = 30.0          # seconds for anything the agent or the controllers should do
 
 
@@ -74,18 +70,6 @@ def endpoint_ips(client, name):
         ready_ips |= {a.get("ip") for a in s.get("addresses") or []}
         not_ready |= {a.get("ip") for a in s.get("notReadyAddresses") or []}
     return ready_ips, not_ready
-
-
-def ctl_env(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SHEPHERD_")}
-    env["HOME"] = str(tmp_path)
-    return env
-
-
-def ctl(cluster, tmp_path, *argv, timeout=30):
-    servers = ",".join(cluster.url(i) for i in cluster.ids)
-    return subprocess.run([sys.executable, "-m", "ctl", "--server", servers] + list(argv), cwd=str(REPO),
-                          env=ctl_env(tmp_path), capture_output=True, text=True, timeout=timeout)
 
 
 # ---------------------------------------------------------------- probes
@@ -210,11 +194,10 @@ class LineReader:
 def test_logs_follow_survives_the_death_of_its_replica(agents, e2e_cluster, tmp_path):
     """Last in this module: it kills a replica of the module's cluster."""
     node, name = start_logger(agents, e2e_cluster, tmp_path, "follow")
-    servers = ",".join(e2e_cluster.url(i) for i in e2e_cluster.ids)
     # PYTHONFAULTHANDLER: should it not stop on SIGINT, SIGABRT makes it print every thread's stack.
     # SIG_DFL: a test run started in the background (`make test &`) ignores SIGINT, the child would
     # inherit that and Python would then never raise KeyboardInterrupt (seen: two CI runs killed it).
-    proc = subprocess.Popen([sys.executable, "-m", "ctl", "--server", servers, "logs", name, "-f", "--tail", "1"],
+    proc = subprocess.Popen(ctl_argv(e2e_cluster, "logs", name, "-f", "--tail", "1"),
                             cwd=str(REPO), env=dict(ctl_env(tmp_path), PYTHONFAULTHANDLER="1"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1,
                             start_new_session=True,

@@ -129,16 +129,8 @@ class Cluster:
         """tls=False: plain HTTP (--insecure-http), as these tests talk plain `requests`;
         tests/integration/test_tls.py runs a TLS cluster."""
         self.lc = LocalCluster(str(directory))
-        last = None
-        for _ in range(5):     # another process may grab our ports between the check and the bind
-            base = free_base_port(replicas)
-            try:
-                self.lc.create(replicas, base, server_options=server_options, auth=auth, tls=tls)
-                break
-            except LocalClusterError as exc:
-                last = exc
-        else:
-            raise last
+        self.lc.create_on_free_ports(replicas, low=PORT_LOW, high=PORT_HIGH, server_options=server_options,
+                                     auth=auth, tls=tls)
         self.ids = self.lc.ids()
         self.urls = {ident: self.lc.replica(ident)["api"] for ident in self.ids}
 

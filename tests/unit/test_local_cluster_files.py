@@ -2,6 +2,8 @@
 import os
 import stat
 
+import pytest
+
 from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port, write_private
 from shepherd_ha.store import raft_secrets
 
@@ -172,3 +174,29 @@ def test_a_cluster_made_before_the_salt_gets_one_on_up(tmp_path):
     salts = {yaml.safe_load((tmp_path / "old" / i / "server.yaml").read_text())["raft_salt"] for i in cluster.ids()}
     assert salts == {cluster.spec()["raft_salt"]} and len(raft_secrets.salt_bytes(salts.pop())) == 16
     assert cluster.add_raft_salt() is False                 # once only
+
+
+def test_create_on_free_ports_moves_on_when_a_port_was_taken_meanwhile(tmp_path, monkeypatch):
+    import socket
+
+    from shepherd_ha.cli import local_cluster
+    taken_base = find_base_port(1)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", taken_base + 1))      # replica r1's API port, bound after the search
+    holder.listen()
+    try:
+        found = [taken_base]
+
+        def search(replicas, low, high):
+            if found:
+                return found.pop()
+            return find_base_port(replicas, low=low, high=high)
+        monkeypatch.setattr(local_cluster, "find_base_port", search)
+        cluster = LocalCluster(str(tmp_path / "c"))
+        free_base = cluster.create_on_free_ports(1, tls=False)
+        assert free_base != taken_base and cluster.spec()["base_port"] == free_base
+        # a failure that another port cannot fix is not retried
+        with pytest.raises(local_cluster.LocalClusterError, match="--replicas must be at least 1"):
+            LocalCluster(str(tmp_path / "bad")).create_on_free_ports(0)
+    finally:
+        holder.close()
