@@ -156,9 +156,11 @@ def _svc_wide(s, now):
 
 
 def node_ready(node):
+    """As kubectl prints it: Ready only when the Ready condition is True, NotReady when it is
+    False or Unknown (the lifecycle controller's "stopped posting"), Unknown without one."""
     for c in status(node).get("conditions") or []:
-        if c.get("type") == "Ready":
-            return {"True": "Ready", "False": "NotReady"}.get(str(c.get("status")), "Unknown")
+        if isinstance(c, dict) and c.get("type") == "Ready":
+            return "Ready" if str(c.get("status")) == "True" else "NotReady"
     return "Unknown"
 
 

@@ -36,8 +36,13 @@ def test_pod_status():
 
 
 def test_node_status_and_names():
+    # as kubectl prints it (and the server's Table for kubectl): Unknown only without a Ready condition
     node = {"spec": {"unschedulable": True}, "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}}
-    assert printers.node_status(node) == "Unknown,SchedulingDisabled"
+    assert printers.node_status(node) == "NotReady,SchedulingDisabled"
+    assert printers.node_status({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}) == "NotReady"
+    assert printers.node_status({"status": {"conditions": [{"type": "Ready", "status": "True"}]}}) == "Ready"
+    assert printers.node_status({"status": {"conditions": [{"type": "MemoryPressure", "status": "True"}]}}) \
+        == "Unknown"
     assert printers.object_name(RESOURCES["deployments"], "web") == "deployment.apps/web"
     assert printers.type_name(RESOURCES["pods"]) == "pod"
 
