@@ -2,6 +2,7 @@
 agent in its own network namespace) when we are root, so a leader can really be cut off."""
 import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -129,6 +130,39 @@ class ChaosCluster:
         if not self.wait_gone(pid):
             self.say("  replica %s (pid %d) still exiting 30 s after SIGKILL" % (ident, pid))
         return True
+
+    def kill_all(self):
+        """SIGKILL every replica at once (none shuts down cleanly) and wait until all are gone;
+        returns the ids that ran."""
+        pids = {ident: self.lc.pid(ident) for ident in self.ids()}
+        for pid in pids.values():
+            if pid:
+                os.kill(pid, signal.SIGKILL)
+        for pid in pids.values():
+            if pid:
+                self.lc._reap(pid, 5)
+                self.wait_gone(pid)
+        return [ident for ident, pid in pids.items() if pid]
+
+    def pause(self, ident):
+        """SIGSTOP a replica's process (a hung machine: its sockets stay open); True if it ran."""
+        return self.lc.signal(ident, signal.SIGSTOP)
+
+    def resume(self, ident):
+        self.lc.signal(ident, signal.SIGCONT)
+
+    @property
+    def can_cut(self):
+        """Whether isolate() works: only replicas in network namespaces can be cut off."""
+        return self.netns
+
+    def isolate(self, ident):
+        """Drop the Raft traffic between a replica and the others (clients still reach it)."""
+        self.lc.isolate(ident)
+
+    def heal(self, ident):
+        """Undo isolate(); how many rules were removed."""
+        return self.lc.heal(ident)
 
     def restart(self, ident, attempts=5, timeout=30.0):
         """Start a replica and wait until its API answers; start it again if its process

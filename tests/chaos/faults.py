@@ -15,9 +15,7 @@ Kinds:
                 still reach it), then heal; needs the cluster in network namespaces (root)
   full-restart  SIGKILL every replica at once, then start them all
 """
-import os
 import random
-import signal
 import time
 
 from .probes import CTL_BURST, CTL_LOW
@@ -44,6 +42,10 @@ def schedule(leader_kills, kinds, others, seed):
 
 
 class Nemesis:
+    """Injects faults through the cluster's own fault methods only (kill, kill_all, restart,
+    pause, resume, isolate, heal, can_cut; ChaosCluster), never its processes or files, so
+    another cluster (VMs behind the drills' Target) can stand in by offering the same."""
+
     def __init__(self, cluster, gap_probe=None, ctl_probe=None, say=print, seed=0):
         self.cluster = cluster
         self.gap_probe = gap_probe
@@ -155,13 +157,13 @@ class Nemesis:
         victim = lead["id"]
         fenced_before = self._fenced_count()
         burst = self.ctl_probe.burst(burst_to) if self.ctl_probe is not None else False
-        paused = self.cluster.lc.signal(victim, signal.SIGSTOP)
+        paused = self.cluster.pause(victim)
         try:
             time.sleep(PAUSE_SECONDS)
             during = self.cluster.leader_of({i: s for i, s in self.cluster.states().items() if i != victim})
         finally:
             if paused:
-                self.cluster.lc.signal(victim, signal.SIGCONT)
+                self.cluster.resume(victim)
         fenced = 0
         deadline = time.monotonic() + FENCE_WAIT_SECONDS
         while paused and burst and fenced == 0 and time.monotonic() < deadline:
@@ -176,32 +178,25 @@ class Nemesis:
         return int(max((v for v in values if v is not None), default=0))
 
     def _cut(self, lead):
-        if not self.cluster.netns:
+        if not self.cluster.can_cut:
             raise RuntimeError("a cut needs the cluster in network namespaces (root)")
         if lead is None:
             return {"skipped": "no leader"}
         victim = lead["id"]
-        self.cluster.lc.isolate(victim)
+        self.cluster.isolate(victim)
         try:
             time.sleep(CUT_SECONDS)
             during = self.cluster.leader_of({i: s for i, s in self.cluster.states().items() if i != victim})
             victim_state = self.cluster.state(victim)
         finally:
-            removed = self.cluster.lc.heal(victim)
+            removed = self.cluster.heal(victim)
         return {"victim": victim, "seconds_cut": CUT_SECONDS, "rules_removed": removed,
                 "leader_during": during["id"] if during else None,
                 "victim_role_during": victim_state.get("role") if victim_state else None}
 
     def _full_restart(self, lead):
         ids = self.cluster.ids()
-        pids = {ident: self.cluster.pid(ident) for ident in ids}
-        for pid in pids.values():          # all at once: no replica shuts down cleanly
-            if pid:
-                os.kill(pid, signal.SIGKILL)
-        for pid in pids.values():
-            if pid:
-                self.cluster.lc._reap(pid, 5)
-                self.cluster.wait_gone(pid)
+        self.cluster.kill_all()
         time.sleep(0.5)
         for ident in ids:
             self.cluster.restart(ident)
