@@ -43,6 +43,10 @@ class LocalClusterError(Exception):
     pass
 
 
+class PortsInUse(LocalClusterError):
+    """A port the new cluster would listen on is taken."""
+
+
 def port_free(port, host="127.0.0.1"):
     with socket.socket() as sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -111,7 +115,7 @@ class LocalCluster(cluster_tls.TlsLayout):
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
                 if not port_free(p)]
         if busy:
-            raise LocalClusterError("port(s) %s in use: pick another --base-port" % ", ".join(map(str, busy)))
+            raise PortsInUse("port(s) %s in use: pick another --base-port" % ", ".join(map(str, busy)))
         os.makedirs(self.dir, exist_ok=True)
         scheme = "https" if tls else "http"
         members = [{"id": "r%d" % i, "raft": "127.0.0.1:%d" % (base_port + RAFT_OFFSET + i),
@@ -151,9 +155,7 @@ class LocalCluster(cluster_tls.TlsLayout):
             try:
                 self.create(replicas, base, **options)
                 return base
-            except LocalClusterError as exc:
-                if "in use" not in str(exc):
-                    raise
+            except PortsInUse as exc:
                 last = exc
         raise last
 
