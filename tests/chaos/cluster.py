@@ -25,7 +25,65 @@ def have_root():
     return os.geteuid() == 0
 
 
-class ChaosCluster:
+class ReplicaView:
+    """What the harness reads of any cluster under test, over HTTP: each replica's own status,
+    the leader, metrics. A subclass gives ids(), urls() {id: API URL}, verify and where(id)."""
+
+    def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
+        try:
+            reply = requests.get(self.urls()[ident] + "/shepherd/v1/replica", verify=self.verify,
+                                 params={"digest": "1"} if digest else None, timeout=timeout,
+                                 headers=credentials.HEADERS)
+            return reply.json() if reply.status_code == 200 else None
+        except (requests.RequestException, ValueError):
+            return None
+
+    def states(self, digest=False, timeout=STATUS_TIMEOUT):
+        return {ident: self.state(ident, digest, timeout) for ident in self.ids()}
+
+    @staticmethod
+    def leader_of(states):
+        leaders = [s for s in states.values() if s and s.get("role") == "leader"]
+        return max(leaders, key=lambda s: s["term"]) if leaders else None
+
+    def leader(self, timeout=10.0):
+        """The leader's status (highest term), waiting up to `timeout` s for one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lead = self.leader_of(self.states())
+            if lead is not None or time.monotonic() >= deadline:
+                return lead
+            time.sleep(0.05)
+
+    def max_term(self):
+        return max((s["term"] for s in self.states().values() if s), default=None)
+
+    def brief_states(self):
+        """{id: "<where> role R term T commit C applied A"} for failure messages."""
+        out = {}
+        for ident, s in self.states(timeout=2.0).items():
+            said = "no answer" if not s else "%s term %s commit %s applied %s revision %s peers %s" % (
+                s["role"], s["term"], s["commitIndex"], s["appliedIndex"], s["revision"], s.get("connectedPeers"))
+            out[ident] = "%s, %s" % (self.where(ident), said)
+        return out
+
+    def metric(self, ident, name, timeout=2.0):
+        """The value of an unlabelled metric from a replica's /metrics, or None."""
+        try:
+            text = requests.get(self.urls()[ident] + "/metrics", timeout=timeout, verify=self.verify,
+                                headers=credentials.HEADERS).text
+        except requests.RequestException:
+            return None
+        for line in text.splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "_total "):
+                try:
+                    return float(line.split()[-1])
+                except ValueError:
+                    return None
+        return None
+
+
+class ChaosCluster(ReplicaView):
     """Owns the cluster's directory and processes; a context manager."""
 
     def __init__(self, replicas=3, netns=None, server_options=None, keep=False, say=print, logs_to=None):
@@ -225,16 +283,6 @@ class ChaosCluster:
                 shutil.copy(src, os.path.join(dest, rel.replace("/", "-")))
         return dest
 
-    def brief_states(self):
-        """{id: "pid P role R term T commit C applied A"} for failure messages."""
-        out = {}
-        for ident, s in self.states(timeout=2.0).items():
-            pid = self.lc.pid(ident)
-            out[ident] = "pid %s, %s" % (pid, "no answer" if not s else "%s term %s commit %s applied %s revision %s "
-                                          "peers %s" % (s["role"], s["term"], s["commitIndex"], s["appliedIndex"],
-                                                        s["revision"], s.get("connectedPeers")))
-        return out
-
     # ---- agents ----
 
     def add_hollow_agents(self, count):
@@ -259,50 +307,9 @@ class ChaosCluster:
     def pid(self, ident):
         return self.lc.pid(ident)
 
-    def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
-        try:
-            reply = requests.get(self.lc.replica(ident)["api"] + "/shepherd/v1/replica", verify=self.verify,
-                                 params={"digest": "1"} if digest else None, timeout=timeout,
-                                 headers=credentials.HEADERS)
-            return reply.json() if reply.status_code == 200 else None
-        except (requests.RequestException, ValueError):
-            return None
-
-    def states(self, digest=False, timeout=STATUS_TIMEOUT):
-        return {ident: self.state(ident, digest, timeout) for ident in self.ids()}
-
-    @staticmethod
-    def leader_of(states):
-        leaders = [s for s in states.values() if s and s.get("role") == "leader"]
-        return max(leaders, key=lambda s: s["term"]) if leaders else None
-
-    def leader(self, timeout=10.0):
-        """The leader's status (highest term), waiting up to `timeout` s for one."""
-        deadline = time.monotonic() + timeout
-        while True:
-            lead = self.leader_of(self.states())
-            if lead is not None or time.monotonic() >= deadline:
-                return lead
-            time.sleep(0.05)
-
-    def max_term(self):
-        return max((s["term"] for s in self.states().values() if s), default=None)
+    def where(self, ident):
+        return "pid %s" % self.lc.pid(ident)
 
     def wait_ready(self, timeout=60.0):
         """Every replica running and ready, and a leader. Raises LocalClusterError."""
         return self.lc.wait_ready(timeout, ids=self.ids())
-
-    def metric(self, ident, name, timeout=2.0):
-        """The value of an unlabelled metric from a replica's /metrics, or None."""
-        try:
-            text = requests.get(self.lc.replica(ident)["api"] + "/metrics", timeout=timeout, verify=self.verify,
-                                headers=credentials.HEADERS).text
-        except requests.RequestException:
-            return None
-        for line in text.splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "_total "):
-                try:
-                    return float(line.split()[-1])
-                except ValueError:
-                    return None
-        return None

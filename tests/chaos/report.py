@@ -36,6 +36,7 @@ def render(result):
     lines = ["# Chaos run: %s" % ("PASS" if result["passed"] else "FAIL"), ""]
     lines.append("%s UTC; %s; %d replicas %s; %d client processes on %d keys; seed %s; %.0f s of workload." % (
         datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M"), result["command"], result["replicas"],
+        "on the VMs of the Vagrant target" if result.get("target") == "vagrant" else
         "in network namespaces" if result["netns"] else "on loopback", result["clients"], result["keys"],
         result["seed"], f["duration"]))
     lines += ["", "Machine: " + result["machine"], "", "Code: commit " + result.get("revision", "unknown"),

@@ -10,6 +10,9 @@ kill-random, pause, cut, full-restart (--fault-count of each). They run one afte
 other in a seeded random order, --interval s apart; each heals before the next. The
 workload runs for at least --duration s. As root the replicas and agents each get a
 network namespace (a cut needs that); otherwise they run on loopback and a cut fails.
+With --target netns|vagrant the run goes against the failure drills' hosts instead
+(vagrant/drills/README.md: network namespaces, or the VMs of `make vagrant-up`), whose
+own workers are the agents; a kill is then a power-off.
 Exit status 0 when every check passed, 1 when one failed, 2 when the run could not be set up.
 """
 import argparse
@@ -25,6 +28,7 @@ from . import apps, credentials, faults, figures, quiescence, report
 from .cluster import ChaosCluster, ChaosSetupError, have_root
 from .probes import ControllerProbe, GapProbe
 from .recorder import Recorder
+from .target_cluster import TargetCluster, load_target
 from .workload import Workload
 
 
@@ -51,6 +55,9 @@ def parse_args(argv=None):
                    help="after the run, also measure the write gap over this many leader kills of Shepherd HA and "
                    "of a 3-member etcd side by side (bench/bench_failover_vs_etcd.py; needs scripts/setup-etcd.sh)")
     p.add_argument("--no-netns", action="store_true", help="run on loopback even as root (no cut faults)")
+    p.add_argument("--target", choices=("netns", "vagrant"), default=None,
+                   help="run against the drills' hosts (vagrant/drills/target.py) instead of a cluster of its own; "
+                   "--replicas, --agents and --no-netns are then the target's")
     p.add_argument("--out", default=None, help="directory for the history (default: a new temp dir)")
     p.add_argument("--report", default=None, help="write the markdown report here")
     p.add_argument("--keep", action="store_true", help="keep the cluster directory")
@@ -70,6 +77,10 @@ def parse_args(argv=None):
 
 def validate(args):
     """Refuse what cannot be run as asked, before starting anything."""
+    if args.target == "netns" and not have_root():
+        raise ChaosSetupError("the netns target puts every host in a network namespace, which needs root")
+    if args.target:
+        return
     if "cut" in args.fault_kinds and (args.no_netns or not have_root()):
         raise ChaosSetupError("the cut fault needs each replica in its own network namespace, which needs root%s: "
                               "run as root, or leave cut out of --faults"
@@ -115,6 +126,14 @@ def judge(history_path, quiescence_record, fault_records, expect_faults=True):
     return checks, text
 
 
+def open_cluster(args, out):
+    """The cluster under test, not entered yet: the drills' target, or one of its own."""
+    if args.target:
+        return TargetCluster(load_target(args.target), say=log)
+    return ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log,
+                        logs_to=os.path.join(out, "logs"))
+
+
 def run(args):
     """Run the chaos scenario; returns the result dict (also written as report/JSON)."""
     validate(args)
@@ -126,8 +145,7 @@ def run(args):
         args.seed, args.replicas, args.clients, args.keys,
         ", ".join("%s x%d" % (k, plan.count(k)) for k in args.fault_kinds) or "none"))
     log("history: %s" % history_path)
-    with ChaosCluster(args.replicas, netns=not args.no_netns and have_root(), keep=args.keep, say=log,
-                      logs_to=os.path.join(out, "logs")) as cluster:
+    with open_cluster(args, out) as cluster:
         urls = cluster.urls()
         admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
                        ca_file=cluster.ca_file, token=credentials.token())
@@ -135,7 +153,8 @@ def run(args):
         ctl_probe = ControllerProbe(cluster, admin, say=log)
         ctl_probe.setup()
         cluster.add_hollow_agents(args.agents)
-        log("namespaces, deployments and %d hollow agents set up" % args.agents)
+        log("namespaces, deployments and %s set up" % ("the target's workers" if args.target else
+                                                        "%d hollow agents" % args.agents))
         recorder = Recorder(history_path)
         workload = Workload(urls, recorder, clients=args.clients, keys=args.keys, seed=args.seed,
                             ca_file=cluster.ca_file)
@@ -198,7 +217,8 @@ def run(args):
     result = {"passed": all(c[1] for c in checks), "checks": checks, "checker_report": checker_text,
               "faults": nemesis.records, "quiescence": q, "final_term": final_term,
               "figures": figures.compute(nemesis.records, recorder.counts, duration),
-              "history": history_path, "replicas": args.replicas, "netns": cluster.netns,
+              "history": history_path, "replicas": len(cluster.ids()), "netns": cluster.netns,
+              "target": args.target,
               "clients": args.clients, "keys": args.keys, "seed": args.seed, "machine": report.machine(),
               "revision": report.revision(),
               "command": "python3 -m tests.chaos.run " + " ".join(sys.argv[1:]) if args.report else "tests.chaos"}

@@ -4,7 +4,7 @@ for at least 60 s, then every check.
 Needs root (network namespaces for the cut): without it the test fails and says so.
 
 Also: a history that breaks the promise (tampered after the run) makes the harness
-report FAIL."""
+report FAIL; and a shorter run passes over the failure drills' netns target."""
 import json
 import os
 import shutil
@@ -129,3 +129,27 @@ def test_a_broken_history_makes_the_harness_report_fail(short_run, tmp_path):
     report.write(failed, str(path))
     assert path.read_text().startswith("# Chaos run: FAIL")
     assert os.path.getsize(path) > 0
+
+
+def test_the_same_run_goes_over_the_drills_target():
+    """`--target netns`: the replicas and workers of the failure drills' target (each host its own
+    namespace), its faults the target's (power-off, SIGSTOP, iptables in the host), every check."""
+    assert have_root(), "the netns target needs root: run the suite as root"
+    out = tempfile.mkdtemp(prefix="shepherd-chaos-target-")
+    args = run.parse_args(["--target", "netns", "--leader-kills", "2",
+                           "--faults", "kill-leader,pause,cut,full-restart",
+                           "--clients", "2", "--keys", "4", "--interval", "0.5", "--seed", "7", "--out", out])
+    result = run.run(args)
+    run.print_summary(result)
+    failed = [(name, detail) for name, passed, detail in result["checks"] if not passed]
+    assert not failed, "failed checks: %s (history in %s)\n%s" % (failed, out, result["checker_report"])
+    shutil.rmtree(out, ignore_errors=True)
+    kinds = sorted(r["kind"] for r in result["faults"])
+    assert kinds == ["cut", "full-restart", "kill-leader", "kill-leader", "pause"], kinds
+    assert result["target"] == "netns" and result["netns"] and result["replicas"] == 3
+    for rec in result["faults"]:
+        assert rec["ready"], rec
+        if rec["kind"] in ("pause", "cut"):
+            assert rec["leader_during"] not in (None, rec["victim"]), rec
+        if rec["kind"] == "kill-leader":
+            assert rec["killed"] and rec["term_after"] > rec["term_before"], rec

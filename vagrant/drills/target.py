@@ -77,6 +77,19 @@ class Target:
         with concurrent.futures.ThreadPoolExecutor(max(1, len(hosts))) as pool:
             list(pool.map(self.power_on, hosts))
 
+    def pause(self, host):
+        """Freeze the host as a hung machine would be: its processes stop running, its sockets
+        stay open (SIGSTOP / `virsh suspend`). Used by the chaos harness (tests/chaos)."""
+        raise NotImplementedError
+
+    def resume(self, host):
+        """Undo pause()."""
+        raise NotImplementedError
+
+    def is_running(self, host):
+        """True when the host's process / VM runs (it may be paused)."""
+        raise NotImplementedError
+
     def restart(self, host):
         """Restart the host's service cleanly (SIGTERM / systemctl restart), for the rolling
         restart; returns once its process runs again. Default: power_off then power_on."""

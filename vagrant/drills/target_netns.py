@@ -5,7 +5,9 @@ pods, reported Running), each host in its own namespace with its own address (se
 shepherd_ha/cli/netns_cluster.py). The node lifecycle is short (lease 1 s, NotReady after
 3 s, pods evicted 2 s later) so the worker-loss drill takes seconds, not minutes.
 """
+import os
 import shutil
+import signal
 import tempfile
 import time
 
@@ -160,6 +162,27 @@ class NetnsTarget(Target):
             time.sleep(0.1)
         raise TargetError("%s: API %s not answering %.0fs after start (log %s/%s/server.log)"
                           % (host, url, self.boot_timeout, self.dir, self.replica_id(host)))
+
+    def pause(self, host):
+        self._signal(host, signal.SIGSTOP)
+
+    def resume(self, host):
+        self._signal(host, signal.SIGCONT)
+
+    def _signal(self, host, sig):
+        cluster = self._need_cluster()
+        if host in self.control_planes:
+            cluster.signal(self.replica_id(host), sig)
+        else:
+            pid = cluster.agent_pid(self.node_name(host))
+            if pid:
+                os.kill(pid, sig)
+
+    def is_running(self, host):
+        cluster = self._need_cluster()
+        if host in self.control_planes:
+            return cluster.pid(self.replica_id(host)) is not None
+        return cluster.agent_pid(self.node_name(host)) is not None
 
     def restart(self, host):
         if host in self.control_planes:

@@ -187,6 +187,14 @@ class VagrantTarget(Target):
     def is_running(self, host):
         return self.virsh("domstate", self.domain(host)).stdout.strip() == "running"
 
+    def pause(self, host):
+        self.log(f"  [vagrant] virsh suspend {host}")
+        self.virsh("suspend", self.domain(host))
+
+    def resume(self, host):
+        self.log(f"  [vagrant] virsh resume {host}")
+        self.virsh("resume", self.domain(host))
+
     def power_off(self, host):
         self.layout.address(host)  # names an unknown host clearly
         self.log(f"  [vagrant] virsh destroy {host} (hard power-off)")
