@@ -27,11 +27,15 @@ def have_root():
 
 class ReplicaView:
     """What the harness reads of any cluster under test, over HTTP: each replica's own status,
-    the leader, metrics. A subclass gives ids(), urls() {id: API URL}, verify and where(id)."""
+    the leader, metrics. A subclass gives ids(), url(id), verify and where(id)."""
+
+    def urls(self):
+        """{replica id: API URL}."""
+        return {ident: self.url(ident) for ident in self.ids()}
 
     def state(self, ident, digest=False, timeout=STATUS_TIMEOUT):
         try:
-            reply = requests.get(self.urls()[ident] + "/shepherd/v1/replica", verify=self.verify,
+            reply = requests.get(self.url(ident) + "/shepherd/v1/replica", verify=self.verify,
                                  params={"digest": "1"} if digest else None, timeout=timeout,
                                  headers=credentials.HEADERS)
             return reply.json() if reply.status_code == 200 else None
@@ -70,7 +74,7 @@ class ReplicaView:
     def metric(self, ident, name, timeout=2.0):
         """The value of an unlabelled metric from a replica's /metrics, or None."""
         try:
-            text = requests.get(self.urls()[ident] + "/metrics", timeout=timeout, verify=self.verify,
+            text = requests.get(self.url(ident) + "/metrics", timeout=timeout, verify=self.verify,
                                 headers=credentials.HEADERS).text
         except requests.RequestException:
             return None
@@ -300,9 +304,8 @@ class ChaosCluster(ReplicaView):
     def ids(self):
         return self.lc.ids()
 
-    def urls(self):
-        """{replica id: API URL}."""
-        return {ident: self.lc.replica(ident)["api"] for ident in self.ids()}
+    def url(self, ident):
+        return self.lc.replica(ident)["api"]
 
     def pid(self, ident):
         return self.lc.pid(ident)

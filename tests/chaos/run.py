@@ -147,6 +147,7 @@ def run(args):
     log("history: %s" % history_path)
     with open_cluster(args, out) as cluster:
         urls = cluster.urls()
+        replicas = len(urls)          # the target's, with --target (read here: the cluster is gone after)
         admin = Client(list(urls.values()), timeout=2.5, retry_deadline=30.0, user_agent="shepherd-chaos/admin",
                        ca_file=cluster.ca_file, token=credentials.token())
         apps.setup(admin)
@@ -217,7 +218,7 @@ def run(args):
     result = {"passed": all(c[1] for c in checks), "checks": checks, "checker_report": checker_text,
               "faults": nemesis.records, "quiescence": q, "final_term": final_term,
               "figures": figures.compute(nemesis.records, recorder.counts, duration),
-              "history": history_path, "replicas": len(cluster.ids()), "netns": cluster.netns,
+              "history": history_path, "replicas": replicas, "netns": cluster.netns,
               "target": args.target,
               "clients": args.clients, "keys": args.keys, "seed": args.seed, "machine": report.machine(),
               "revision": report.revision(),

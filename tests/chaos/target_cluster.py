@@ -70,8 +70,8 @@ class TargetCluster(ReplicaView):
     def ids(self):
         return list(self._ids)
 
-    def urls(self):
-        return {ident: self.target.api_url(host) for ident, host in self._ids.items()}
+    def url(self, ident):
+        return self.target.api_url(self._ids[ident])
 
     def where(self, ident):
         return "host %s" % self._ids[ident]
@@ -90,7 +90,7 @@ class TargetCluster(ReplicaView):
 
     def _ready(self, ident):
         try:
-            return requests.get(self.urls()[ident] + "/readyz", timeout=1.0, verify=self.verify).status_code == 200
+            return requests.get(self.url(ident) + "/readyz", timeout=1.0, verify=self.verify).status_code == 200
         except requests.RequestException:
             return False
 
