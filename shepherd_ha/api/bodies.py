@@ -27,15 +27,21 @@ def json_body(required=True):
             raise ApiError(400, "request body nests deeper than %d levels: flatten it" % MAX_DEPTH)
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, "request body is not valid JSON: %s" % exc)
-    problem = _unsupported_value(body)
-    if problem:
-        field, message = problem
-        if field is None:
-            raise ApiError(400, "request body %s" % message)
-        raise ApiError(422, "request body is invalid: %s: %s" % (field, message), "Invalid",
-                       details={"causes": [{"field": field, "message": message}]})
+    refuse_unsupported(_unsupported_value(body))
     g.duplicate_fields = duplicates      # for fieldValidation (api/write_options.py)
     return body
+
+
+def refuse_unsupported(problem):
+    """_unsupported_value's answer as an ApiError: 400 for the body as a whole, 422 naming
+    the field; nothing for None."""
+    if not problem:
+        return
+    field, message = problem
+    if field is None:
+        raise ApiError(400, "request body %s" % message)
+    raise ApiError(422, "request body is invalid: %s: %s" % (field, message), "Invalid",
+                   details={"causes": [{"field": field, "message": message}]})
 
 
 def _object(pairs, duplicates):

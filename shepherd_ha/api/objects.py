@@ -294,6 +294,14 @@ class ObjectApi:
                 raise ApiError(422, "the result must be an object with metadata", "Invalid")
             new = dict(new, kind=target.info.kind, apiVersion=target.info.api_version)
             new["metadata"] = dict(new["metadata"], name=target.name)
+            # The store's, as deletionTimestamp is (store/fsm.py keeps that one): a client that
+            # wrote it could lengthen a pod's grace period, or make it unreadable for the
+            # deletes and the agent that compare it.
+            grace = current["metadata"].get("deletionGracePeriodSeconds")
+            if grace is None:
+                new["metadata"].pop("deletionGracePeriodSeconds", None)
+            else:
+                new["metadata"]["deletionGracePeriodSeconds"] = grace
             if target.namespace:
                 new["metadata"]["namespace"] = target.namespace
             if target.sub == "status":

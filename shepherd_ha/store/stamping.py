@@ -4,7 +4,8 @@ import uuid
 
 from shepherd_ha.model.times import now_rfc3339
 
-SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp")
+SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+                 "deletionGracePeriodSeconds")
 
 
 def stamp_new(obj):
