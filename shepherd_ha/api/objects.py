@@ -140,7 +140,7 @@ class ObjectApi:
     def list(self, target):
         table = tables.requested()
         label_sel, field_sel = selectors(target)
-        wanted = paging.ListRequest()
+        wanted = paging.ListRequest(paging.list_scope(target.plural, target.namespace))
         items, revision = paging.snapshot(self.replica, target.plural, target.namespace, wanted,
                                           self._consistency(), (label_sel, field_sel))
         items = [o for o in items if label_sel.matches(o.get("metadata", {}).get("labels"))

@@ -10,9 +10,11 @@ it does not, the continue token has expired: 410 Expired with a fresh token in t
 Status' metadata.continue that lists the rest from the current state (the result
 is then inconsistent, as a client using Kubernetes' fresh token gets too).
 
-The continue token is base64url of JSON {"rv": R, "start": [namespace, name]}: the
-snapshot's revision and the last key returned. Items are ordered by (namespace,
-name), the order of every list.
+The continue token is base64url of JSON {"rv": R, "start": [namespace, name], "in":
+"plural/namespace"}: the snapshot's revision, the last key returned and the list it
+pages (as Kubernetes binds a token to its key prefix, a token of one list is refused by
+another; tokens without "in", from before it, are taken by any). Items are ordered by
+(namespace, name), the order of every list.
 
 resourceVersionMatch: NotOlderThan (a state at least as new as resourceVersion,
 the default meaning of a resourceVersion) and Exact (the state at exactly that
@@ -33,31 +35,42 @@ MATCHES = ("NotOlderThan", "Exact")
 MAX_TOKEN = 4096
 
 
-def encode_token(revision, start):
-    raw = json.dumps({"rv": revision, "start": list(start)}, separators=(",", ":")).encode()
+def list_scope(plural, namespace):
+    """What a continue token is bound to: the collection and namespace of its list."""
+    return "%s/%s" % (plural, namespace or "")
+
+
+def encode_token(revision, start, scope):
+    raw = json.dumps({"rv": revision, "start": list(start), "in": scope}, separators=(",", ":")).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
-def decode_token(token):
-    """(revision, (namespace, name)); ApiError 400 for a token this server did not make."""
+def decode_token(token, scope):
+    """(revision, (namespace, name)); ApiError 400 for a token this server did not make,
+    or made for another list than `scope`."""
     try:
         if len(token) > MAX_TOKEN:
             raise ValueError("too long")
         body = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
-        revision, start = body["rv"], body["start"]
+        revision, start, made_for = body["rv"], body["start"], body.get("in", scope)
         if type(revision) is not int or revision < 0 or not (isinstance(start, list) and len(start) == 2
                                                                and all(isinstance(s, str) for s in start)):
             raise ValueError("bad fields")
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, AttributeError):
         raise ApiError(400, "continue token %s is not one this server gave: pass the metadata.continue of the "
                        "previous page unchanged, or list again without continue" % params.shown(token))
+    if made_for != scope:
+        raise ApiError(400, "continue token %s is of another list (%s), not of this one (%s): pass a token only "
+                       "to the list that gave it, or list again without continue"
+                       % (params.shown(token), params.shown(str(made_for)), scope))
     return revision, tuple(start)
 
 
 class ListRequest:
     """The paging and consistency parameters of a list."""
 
-    def __init__(self):
+    def __init__(self, scope):
+        self.scope = scope          # list_scope() of the list: continue tokens are bound to it
         self.limit = params.query_int("limit", 0, params.INT64_MAX, 0) or None
         token = request.args.get("continue") or None
         self.rv = params.resource_version()
@@ -72,7 +85,7 @@ class ListRequest:
             if self.rv is not None or self.match is not None:
                 raise ApiError(400, "resourceVersion and resourceVersionMatch cannot be given with continue: "
                                "the token already names the list's revision")
-            self.revision, self.start = decode_token(token)
+            self.revision, self.start = decode_token(token, scope)
         elif self.match == "Exact":
             self.revision = self.rv
 
@@ -124,7 +137,7 @@ def snapshot(replica, plural, namespace, wanted, consistent, selection=None):
                        "%d: %s). List again without continue, or use the continue token in this Status' "
                        "metadata to get the rest from the current state, which may then show changes made "
                        "since the first page" % (wanted.revision, exc), "Expired",
-                       metadata={"continue": encode_token(revision, wanted.start)})
+                       metadata={"continue": encode_token(revision, wanted.start, wanted.scope)})
     return _state_at(items, changes, plural, namespace, revision), wanted.revision
 
 
@@ -135,5 +148,5 @@ def page(items, wanted, revision):
     if wanted.limit is None or len(items) <= wanted.limit:
         return items, {}
     shown = items[:wanted.limit]
-    return shown, {"continue": encode_token(revision, _key(shown[-1])),
+    return shown, {"continue": encode_token(revision, _key(shown[-1]), wanted.scope),
                    "remainingItemCount": len(items) - wanted.limit}

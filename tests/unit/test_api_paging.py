@@ -86,10 +86,16 @@ def test_tables_page_too(api):
 
 def test_bad_tokens_and_parameters_are_400(api):
     client, _ = api
-    for token in ("garbage!", paging.encode_token(1, ("a", "b"))[:-3], "eyJydiI6LTF9"):
+    for token in ("garbage!", paging.encode_token(1, ("a", "b"), "configmaps/" + NS)[:-3], "eyJydiI6LTF9"):
         resp = client.get(url("?limit=5&continue=" + token))
         assert resp.status_code == 400 and "continue token" in resp.get_json()["message"], resp.get_json()
     good = client.get(url("?limit=5")).get_json()["metadata"]["continue"]
+    # a token pages only the list that gave it: not another kind, namespace or all namespaces
+    for other in ("/api/v1/namespaces/%s/secrets" % NS, "/api/v1/namespaces/default/configmaps",
+                  "/api/v1/configmaps"):
+        resp = client.get(other + "?limit=5&continue=" + good)
+        assert resp.status_code == 400 and "of another list ('configmaps/%s')" % NS in resp.get_json()["message"]
+    assert client.get(url("?limit=5&continue=" + good)).status_code == 200
     assert client.get(url("?limit=5&resourceVersion=1&continue=" + good)).status_code == 400
     assert client.get(url("?resourceVersionMatch=Exact")).status_code == 400
     assert client.get(url("?resourceVersionMatch=Newest&resourceVersion=1")).status_code == 400
