@@ -5,13 +5,24 @@ from flask import g, request
 
 from . import protobuf_bodies
 from .errors import ApiError, dumps
+from .params import shown
 
 MAX_DEPTH = 100
 
 
+def raw_body():
+    """The request body's bytes (413 past MAX_CONTENT_LENGTH); 415 for a compressed one,
+    which would otherwise fail to parse with a message about bytes, not about gzip."""
+    encoding = (request.headers.get("Content-Encoding") or "identity").strip().lower()
+    if encoding != "identity":
+        raise ApiError(415, "request bodies with Content-Encoding %s are not supported: send the body "
+                       "uncompressed" % shown(encoding))
+    return request.get_data(cache=True)
+
+
 def json_body(required=True):
     """The request body as parsed JSON; 400 with the parser's position when malformed."""
-    raw = request.get_data(cache=True)   # raises 413 past MAX_CONTENT_LENGTH
+    raw = raw_body()
     if not raw.strip():
         if required:
             raise ApiError(400, "request body is empty: send a JSON object")

@@ -9,7 +9,7 @@ from shepherd_ha.model import server_side_apply as ssa
 from shepherd_ha.model.merge_patch import merge_patch
 from shepherd_ha.model.strategic_merge import PatchError, strategic_merge
 
-from .bodies import MAX_DEPTH, _unsupported_value, json_body, refuse_unsupported
+from .bodies import MAX_DEPTH, _unsupported_value, json_body, raw_body, refuse_unsupported
 from .errors import ApiError
 
 MERGE = "application/merge-patch+json"
@@ -55,7 +55,7 @@ class _NoAliasLoader(yaml.SafeLoader):
 
 
 def _yaml_object():
-    raw = request.get_data(cache=True)
+    raw = raw_body()
     if not raw.strip():
         raise ApiError(400, "request body is empty: send the object to apply (YAML or JSON)")
     try:

@@ -1,6 +1,7 @@
-"""Patches whose work is out of proportion to their size, and writes of what the store owns,
-through the real API app over a real FSM (tests/unit/real_api.py): each is refused with a
-4xx that says why, quickly, and the stored object is unchanged (a review's findings)."""
+"""Bodies whose work is out of proportion to their size, compressed bodies, and writes of
+what the store owns, through the real API app over a real FSM (tests/unit/real_api.py):
+each is refused with a 4xx that says why, quickly, and the stored object is unchanged
+(a review's findings)."""
 import json
 import time
 
@@ -96,3 +97,18 @@ def test_deletion_grace_period_is_the_stores_not_the_clients():
     shorter = api.delete(PODS + "/p?gracePeriodSeconds=3")      # a second delete still shortens it
     assert shorter.status_code == 200, shorter.get_json()
     assert shorter.get_json()["metadata"]["deletionGracePeriodSeconds"] == 3
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+def test_a_compressed_body_is_a_415_that_says_so(api, encoding):
+    import gzip
+    body = gzip.compress(json.dumps({"metadata": {"name": "z"}, "data": {"a": "b"}}).encode())
+    for resp in (api.post(CMS, data=body, content_type="application/json", headers={"Content-Encoding": encoding}),
+                 api.patch(CMS + "/c?fieldManager=m", data=body, content_type=APPLY,
+                           headers={"Content-Encoding": encoding})):
+        assert resp.status_code == 415, resp.get_json()
+        assert "Content-Encoding '%s' are not supported: send the body uncompressed" % encoding \
+            in resp.get_json()["message"]
+    assert api.get(CMS + "/z").status_code == 404
+    plain = api.post(CMS, json={"metadata": {"name": "z"}}, headers={"Content-Encoding": "identity"})
+    assert plain.status_code == 201
