@@ -11,6 +11,10 @@ import json
 import re
 
 NODE = "shepherd.io/node"
+# The cluster of the agent that made the container (--cluster-id), set by the Docker
+# runtime: two clusters on one engine may both have a node-1, and neither may adopt or
+# remove the other's containers (runtime/docker_runtime.py filters on it).
+CLUSTER = "shepherd.io/cluster-id"
 POD_UID = "shepherd.io/pod-uid"
 POD_NAMESPACE = "shepherd.io/pod-namespace"
 POD_NAME = "shepherd.io/pod-name"

@@ -48,7 +48,7 @@ class Agent:
     def __init__(self, settings, runtime=None, client=None):
         self.settings = s = settings
         self.stop_event = threading.Event()
-        self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url)
+        self.runtime = runtime or make_runtime(s.runtime, s.node_name, s.docker_url, s.cluster_id)
         self.client = client or Client(s.servers, timeout=5.0, retry_deadline=10.0, token=s.token, ca_file=s.ca_file,
                                        cluster_id=s.cluster_id, spread_key=s.node_name,
                                        user_agent="shepherd-agent/%s (%s)" % (__version__, s.node_name))

@@ -5,11 +5,12 @@ from .base import (ContainerConfig, ContainerGone, ContainerInfo, ContainerSumma
 RUNTIMES = ("docker", "hollow")
 
 
-def make_runtime(kind, node_name, docker_url=None):
-    """A Runtime by name; RuntimeFailure when Docker cannot be reached."""
+def make_runtime(kind, node_name, docker_url=None, cluster_id=None):
+    """A Runtime by name; RuntimeFailure when Docker cannot be reached. With `cluster_id`
+    the Docker runtime sees and labels only that cluster's containers."""
     if kind == "docker":
         from .docker_runtime import DockerRuntime
-        return DockerRuntime(docker_url)
+        return DockerRuntime(docker_url, cluster_id=cluster_id)
     if kind == "hollow":
         from .hollow_runtime import HollowRuntime
         return HollowRuntime(node_name)

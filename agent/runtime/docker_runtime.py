@@ -4,6 +4,7 @@
 `APIClient.create_container`; the rest is thin wrapping that turns Docker's errors
 into the runtime's exceptions with Docker's own message.
 """
+import dataclasses
 import logging
 import os
 import select
@@ -17,6 +18,7 @@ import docker.errors
 import docker.types
 import requests
 
+from ..labels import CLUSTER as CLUSTER_LABEL
 from . import cgroup_usage
 from .base import (ContainerConfig, ContainerGone, ContainerInfo, ContainerSummary, CreateError,
                    ExecTimeout, ImagePullError, Runtime, RuntimeFailure)
@@ -132,8 +134,11 @@ def info_from_inspect(data):
 class DockerRuntime(Runtime):
     name = "docker"
 
-    def __init__(self, base_url=None, timeout=DEFAULT_TIMEOUT, pull_timeout=300.0):
+    def __init__(self, base_url=None, timeout=DEFAULT_TIMEOUT, pull_timeout=300.0, cluster_id=None):
         self.url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        # Containers this runtime makes carry it; another cluster's are invisible to list()
+        # and events() (one made without the label, by an agent before it, counts as ours).
+        self.cluster_id = cluster_id
         try:
             self.api = docker.APIClient(base_url=self.url, version="auto", timeout=timeout)
         except (docker.errors.DockerException, requests.RequestException) as exc:
@@ -202,7 +207,14 @@ class DockerRuntime(Runtime):
 
     # ---- containers ----
 
+    def ours(self, labels):
+        """Whether a container with these labels belongs to this runtime's cluster."""
+        theirs = (labels or {}).get(CLUSTER_LABEL)
+        return not (self.cluster_id and theirs and theirs != self.cluster_id)
+
     def create(self, config):
+        if self.cluster_id:
+            config = dataclasses.replace(config, labels=dict(config.labels, **{CLUSTER_LABEL: self.cluster_id}))
         try:
             result = self.api.create_container(**create_kwargs(self.api, config))
         except docker.errors.ImageNotFound as exc:
@@ -265,6 +277,8 @@ class DockerRuntime(Runtime):
             raise RuntimeFailure("Docker engine: %s" % _explain(exc))
         out = []
         for row in rows:
+            if not self.ours(row.get("Labels")):
+                continue
             names = row.get("Names") or [""]
             out.append(ContainerSummary(id=row.get("Id") or "", name=names[0].lstrip("/"),
                                         labels=dict(row.get("Labels") or {}), state=row.get("State") or "",
@@ -324,6 +338,8 @@ class DockerRuntime(Runtime):
                     if stop.is_set():
                         return
                     actor = event.get("Actor") or {}
+                    if not self.ours(actor.get("Attributes")):
+                        continue
                     yield (event.get("id") or actor.get("ID") or "", event.get("Action") or event.get("status") or "",
                            dict(actor.get("Attributes") or {}))
             except Exception as exc:  # noqa: BLE001 - the stream breaks in many ways; reconnect

@@ -21,12 +21,13 @@ def add_parser(subparsers):
     up.add_argument("--base-port", type=int, default=8000,
                     help="replica N serves its API on BASE+N and Raft on BASE+100+N (default 8000)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a leader (default 60)")
-    up.add_argument("--agents", type=int, default=DEFAULT_AGENTS,
-                    help="node agents node-1..node-N on this machine's Docker engine (default %d); agents "
-                         "added earlier are started too" % DEFAULT_AGENTS)
+    up.add_argument("--agents", type=int, default=None,
+                    help="node agents PREFIX-1..PREFIX-N on this machine's Docker engine, added when missing "
+                         "(default: %d for a new cluster, none more for an existing one); the cluster's "
+                         "agents are started too" % DEFAULT_AGENTS)
     up.add_argument("--agent-prefix", default="node",
-                    help="agents are named PREFIX-1..PREFIX-N (default node); node names must be unique "
-                         "on a Docker engine, as an agent adopts the containers labelled with its name")
+                    help="agents are named PREFIX-1..PREFIX-N (default node); each cluster's containers "
+                         "carry its id, so two clusters on one Docker engine may both have a node-1")
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
                          "the admin's is in DIR/config, each agent's own in DIR/agents/NAME/token)")
@@ -90,6 +91,7 @@ def _say(line):
 
 @_guard
 def cmd_up(args, cluster):
+    existed = cluster.exists
     if args.netns and cluster.exists and not isinstance(cluster, NetnsCluster):
         raise LocalClusterError("%s holds a loopback cluster: drop --netns or use another --dir" % cluster.dir)
     if not cluster.exists and args.netns:
@@ -101,6 +103,10 @@ def cmd_up(args, cluster):
         cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls)
     elif cluster.add_raft_salt():
         print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
+    if args.agents is None:
+        # `up` again starts what the cluster has: a second cluster started with its own
+        # --agent-prefix does not grow node-1 and node-2 on the next plain `up`.
+        args.agents = 0 if existed else DEFAULT_AGENTS
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)

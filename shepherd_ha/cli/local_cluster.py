@@ -421,14 +421,19 @@ class LocalCluster(cluster_tls.TlsLayout):
             self.stop_agent(name, timeout)
 
     def purge_containers(self):
-        """Remove every container of this cluster's agents (by their node label).
-        Returns the number removed."""
+        """Remove every container of this cluster's agents: by their node label, and of this
+        cluster (another cluster on the engine may have a node of the same name; a container
+        without the cluster label was made before it, by one of ours). Returns the number removed."""
         import docker
         client = docker.from_env(timeout=30)
+        cluster_id = self.cluster_id()
         removed = 0
         try:
             for a in self.agents():
                 for c in client.api.containers(all=True, filters={"label": "shepherd.io/node=%s" % a["name"]}):
+                    theirs = (c.get("Labels") or {}).get("shepherd.io/cluster-id")
+                    if cluster_id and theirs and theirs != cluster_id:
+                        continue
                     client.api.remove_container(c["Id"], force=True, v=True)
                     removed += 1
         finally:

@@ -104,3 +104,38 @@ def test_docker_errors_are_kept(runtime):
                                        labels={"shepherd.io/node": runtime.node}))
     with pytest.raises(ImagePullError):
         runtime.pull_image("shepherd/nope:0")
+
+
+def test_two_clusters_on_one_engine_see_only_their_own_containers(runtime, docker_engine):
+    """Both have a node of the same name: neither lists (so neither adopts nor removes) the
+    other's containers, nor hears of their events; a container made before the cluster
+    label (none on it) is everyone's, as it was."""
+    a = DockerRuntime(cluster_id="cluster-a")
+    b = DockerRuntime(cluster_id="cluster-b")
+    try:
+        mine = a.create(config(runtime, "mine", ["sleep", "3600"]))
+        theirs = b.create(config(runtime, "theirs", ["sleep", "3600"]))
+        legacy = runtime.create(config(runtime, "legacy", ["sleep", "3600"]))     # no cluster id
+        node = {"shepherd.io/node": runtime.node}
+        assert docker_engine.api.inspect_container(mine)["Config"]["Labels"]["shepherd.io/cluster-id"] == "cluster-a"
+        assert {c.id for c in a.list(node)} == {mine, legacy}
+        assert {c.id for c in b.list(node)} == {theirs, legacy}
+        assert {c.id for c in runtime.list(node)} == {mine, theirs, legacy}
+        stop = threading.Event()
+        heard = []
+
+        def listen():
+            for cid, action, _ in a.events(node, stop):
+                heard.append(cid)
+        listener = threading.Thread(target=listen, daemon=True)
+        listener.start()
+        time.sleep(1.0)                      # the event stream is open
+        b.start(theirs)
+        a.start(mine)
+        wait_until(lambda: mine in heard, 20, "the start event of cluster a's container")
+        stop.set()
+        listener.join(10)
+        assert theirs not in heard, heard
+    finally:
+        a.close()
+        b.close()

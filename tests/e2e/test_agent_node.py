@@ -197,8 +197,12 @@ def test_local_up_starts_agents_and_down_keeps_or_purges_their_containers(tmp_pa
         assert code == 0, text
         running = docker_engine.api.containers(filters={"label": "shepherd.io/node=%s-1" % prefix})
         assert len(running) == 1
-        code, text = run("up", "--agents", "1", "--agent-prefix", prefix, "--timeout", "30")
+        # the container says which cluster it is of (another on this engine may have a node of its name)
+        assert running[0]["Labels"]["shepherd.io/cluster-id"] == settings["cluster_id"], running[0]["Labels"]
+        # `up` again, plainly: the cluster's own agent comes back, no node-1 or node-2 is added
+        code, text = run("up", "--timeout", "30")
         assert code == 0, text
+        assert "node %s-1 Ready" % prefix in text and "agent node-1 " not in text and "agent node-2 " not in text, text
         wait_until(lambda: (client.get("pods", "p").get("status") or {}).get("phase") == "Running", 20,
                    "the pod Running again")
         assert [c["Id"] for c in docker_engine.api.containers(
