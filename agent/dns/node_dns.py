@@ -81,6 +81,7 @@ class NodeDNS:
         self._lock = threading.Lock()
         self._started = False
         self._binder = None
+        self.waiting_for = None       # () -> why the pod network has no gateway yet (its own words)
         if self.port != DNS_PORT:
             log.warning("DNS: listening on port %d: pods ask port 53, so only clients told the port use it",
                         self.port)
@@ -98,7 +99,9 @@ class NodeDNS:
         is not known yet, so no pod starts with Docker's resolver meanwhile."""
         cluster = self.cluster_dns
         if cluster is None:
-            raise NotReadyYet("the node's cluster DNS waits for the pod network (its bridge's gateway)")
+            why = self.waiting_for() if self.waiting_for is not None else None
+            raise NotReadyYet("the node's cluster DNS waits for the pod network (its bridge's gateway)%s"
+                              % (": %s" % why if why else ""))
         return cluster
 
     def listen_on(self, host):
@@ -187,6 +190,7 @@ def build(settings, runtime, client, stop, gateway=None, network="bridge", pod_n
             return None
         dns = NodeDNS(client, None, settings.dns_port, stop, settings.cluster_domain, settings.dns_resolv_conf)
         pod_network.block_listeners.append(lambda cidr, bridge_gateway: dns.listen_on(bridge_gateway))
+        dns.waiting_for = lambda: pod_network.error     # e.g. its block is another network's on this engine
         return dns
     if host == "auto":
         host = gateway or docker_network_gateway(runtime, network)

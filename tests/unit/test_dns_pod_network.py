@@ -70,13 +70,15 @@ def test_auto_dns_waits_for_the_bridge_gateway_then_serves_there_and_follows_a_n
 
     class PodNetworkStandIn:
         block_listeners = []
+        error = "block 10.244.3.0/24 is already used on this Docker engine by pod network x"
 
     stop = threading.Event()
     dns = node_dns.build(Settings, runtime=None, client=client, stop=stop, pod_network=PodNetworkStandIn)
     assert dns is not None and dns.cluster_dns is None and len(PodNetworkStandIn.block_listeners) == 1
     dns.start()
     try:
-        with pytest.raises(CreateError, match="waits for the pod network"):
+        # the pod network's own reason, not only that it waits (a pod's event is all a user sees)
+        with pytest.raises(CreateError, match="waits for the pod network .*: block 10.244.3.0/24 is already"):
             dns.pod_cluster_dns()
         pod = {"metadata": {"namespace": "shop"}, "spec": {}}
         with pytest.raises(CreateError):
@@ -117,6 +119,7 @@ def test_with_the_pod_network_dns_off_or_an_explicit_address_keep_their_meaning(
 
     class PodNetworkStandIn:
         block_listeners = []
+        error = "block 10.244.3.0/24 is already used on this Docker engine by pod network x"
 
     assert node_dns.build(Settings, None, None, threading.Event(), pod_network=PodNetworkStandIn) is None
     Settings.dns_address = "127.0.0.1"
