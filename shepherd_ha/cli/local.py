@@ -28,6 +28,12 @@ def add_parser(subparsers):
     up.add_argument("--agent-prefix", default="node",
                     help="agents are named PREFIX-1..PREFIX-N (default node); each cluster's containers "
                          "carry its id, so two clusters on one Docker engine may both have a node-1")
+    up.add_argument("--cluster-cidr", default=None,
+                    help="a new cluster's pod network (default 10.244.0.0/16); a second cluster on this "
+                         "Docker engine needs one of its own, as its nodes' blocks become Docker networks")
+    up.add_argument("--service-cidr", default=None,
+                    help="a new cluster's Services' cluster IPs (default 10.96.0.0/12); one of its own for "
+                         "a second cluster on this machine, whose agents route it")
     up.add_argument("--no-auth", dest="auth", action="store_false",
                     help="a new cluster's API answers without a token (default: bearer tokens required; "
                          "the admin's is in DIR/config, each agent's own in DIR/agents/NAME/token)")
@@ -100,7 +106,8 @@ def cmd_up(args, cluster):
         cluster.create(args.replicas, auth=args.auth, tls=args.tls)
     elif not cluster.exists:
         print("creating a %d-replica cluster in %s" % (args.replicas, cluster.dir), flush=True)
-        cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls)
+        cluster.create(args.replicas, args.base_port, auth=args.auth, tls=args.tls,
+                       networks=_networks(args))
     elif cluster.add_raft_salt():
         print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
     if args.agents is None:
@@ -130,6 +137,24 @@ def cmd_up(args, cluster):
                            runtime="hollow" if isinstance(cluster, NetnsCluster) else "docker")
     print("use it:  sheepctl --config %s cluster status   (or export SHEPHERD_CONFIG=%s)" % (config, config))
     return 1 if failed else 0
+
+
+def _networks(args):
+    """The pod and service CIDRs asked for (a new cluster's), checked; {} for the defaults."""
+    from shepherd_ha.model import network
+    from shepherd_ha.model.service_network import parse_service_cidr
+    out = {}
+    if args.cluster_cidr:
+        try:
+            out["cluster_cidr"] = str(network.parse_plan(args.cluster_cidr)[0])
+        except network.NetworkError as exc:
+            raise LocalClusterError("--cluster-cidr: %s" % exc)
+    if args.service_cidr:
+        try:
+            out["service_cidr"] = str(parse_service_cidr(args.service_cidr))
+        except ValueError as exc:
+            raise LocalClusterError("--service-cidr: %s" % exc)
+    return out
 
 
 def _start_agents(cluster, count, prefix="node", runtime="docker"):

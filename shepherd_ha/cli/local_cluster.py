@@ -103,13 +103,16 @@ class LocalCluster(cluster_tls.TlsLayout):
         spec = self.spec()
         return spec.get("cluster_id") or cluster_identity.derived_cluster_id(spec["raft_password"])
 
-    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True, cluster_id=None):
+    def create(self, replicas=3, base_port=8000, server_options=None, auth=False, tls=True, cluster_id=None,
+               networks=None):
         """Write the layout for a new cluster (processes are started separately). With
         `auth`, the API requires bearer tokens: an admin token for the client config is
         generated (DIR/tokens.csv), and each agent gets its own node token when added
         (DIR/agents/NAME/token: user system:node:NAME, group system:nodes). With `tls`
         (the default) a cluster CA and every certificate are made and the API serves
-        HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks)."""
+        HTTPS; tls=False serves plain HTTP (--insecure-http: tests, benchmarks). `networks`:
+        {"cluster_cidr", "service_cidr"} other than the defaults, for the replicas and the
+        agents alike (a second cluster on one Docker engine needs a pod network of its own)."""
         if replicas < 1:
             raise LocalClusterError("--replicas must be at least 1 (3 or 5 survive failures)")
         busy = [p for i in range(1, replicas + 1) for p in (base_port + API_OFFSET + i, base_port + RAFT_OFFSET + i)
@@ -122,7 +125,7 @@ class LocalCluster(cluster_tls.TlsLayout):
                     "api": "%s://127.0.0.1:%d" % (scheme, base_port + API_OFFSET + i)} for i in range(1, replicas + 1)]
         spec = {"replicas": members, "raft_password": raft_secrets.new_password(),
                 "raft_salt": raft_secrets.new_salt(), "base_port": base_port, "tls": tls,
-                "cluster_id": cluster_id or cluster_identity.new_cluster_id()}
+                "cluster_id": cluster_id or cluster_identity.new_cluster_id(), "networks": dict(networks or {})}
         if auth:
             spec.update(self._new_tokens())
         if tls:
@@ -138,6 +141,7 @@ class LocalCluster(cluster_tls.TlsLayout):
             if auth:
                 server["token_file"] = self.token_file
             server.update(self._tls_server_options(tls, member, "127.0.0.1"))
+            server.update(spec["networks"])
             server.update(server_options or {})
             with open(os.path.join(rdir, "server.yaml"), "w") as fh:
                 yaml.safe_dump(server, fh, sort_keys=False)
@@ -360,6 +364,7 @@ class LocalCluster(cluster_tls.TlsLayout):
         # Volumes live under the cluster directory, not /var/lib (no root needed; `down --purge` removes them).
         config = {"servers": ",".join(self.api_urls()), "node_name": name, "runtime": runtime,
                   "state_dir": os.path.join(adir, "state"), "cluster_id": self.cluster_id()}
+        config.update(spec.get("networks") or {})      # the agents' --cluster-cidr and --service-cidr
         if spec.get("admin_token"):
             self.node_token(name)
             config["token_file"] = self.node_token_file(name)

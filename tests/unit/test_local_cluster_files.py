@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from shepherd_ha.cli.local_cluster import LocalCluster, find_base_port, write_private
+from shepherd_ha.cli.local_cluster import LocalCluster, LocalClusterError, find_base_port, write_private
 from shepherd_ha.store import raft_secrets
 
 
@@ -200,3 +200,27 @@ def test_create_on_free_ports_moves_on_when_a_port_was_taken_meanwhile(tmp_path,
             LocalCluster(str(tmp_path / "bad")).create_on_free_ports(0)
     finally:
         holder.close()
+
+
+def test_a_cluster_of_its_own_networks_gives_them_to_replicas_and_agents(tmp_path):
+    """`local up --cluster-cidr --service-cidr`: a second cluster on one Docker engine."""
+    import argparse
+
+    import yaml
+
+    from shepherd_ha.cli.local import _networks
+    args = argparse.Namespace(cluster_cidr="10.232.0.0/16", service_cidr="10.112.0.0/12")
+    cluster = LocalCluster(str(tmp_path / "c"))
+    cluster.create_on_free_ports(2, tls=False, networks=_networks(args))
+    cluster.add_agent("b-1", runtime="hollow")
+    for path in (tmp_path / "c" / "r1" / "server.yaml", tmp_path / "c" / "agents" / "b-1" / "agent.yaml"):
+        config = yaml.safe_load(path.read_text())
+        assert config["cluster_cidr"] == "10.232.0.0/16" and config["service_cidr"] == "10.112.0.0/12", path
+    plain = LocalCluster(str(tmp_path / "plain"))
+    plain.create_on_free_ports(1, tls=False, networks=_networks(argparse.Namespace(cluster_cidr=None,
+                                                                                   service_cidr=None)))
+    assert "cluster_cidr" not in yaml.safe_load((tmp_path / "plain" / "r1" / "server.yaml").read_text())
+    for bad, flag in ((dict(cluster_cidr="10.232.0.1/16", service_cidr=None), "--cluster-cidr"),
+                      (dict(cluster_cidr=None, service_cidr="fd00::/64"), "--service-cidr")):
+        with pytest.raises(LocalClusterError, match=flag):
+            _networks(argparse.Namespace(**bad))
