@@ -146,13 +146,36 @@ def service_ports(svc):
     return ",".join(out) or "<none>"
 
 
+def external_ips(svc):
+    """kubectl's EXTERNAL-IP: externalIPs, a LoadBalancer's ingress or <pending>, else <none>."""
+    addresses = [a for a in spec(svc).get("externalIPs") or [] if isinstance(a, str)]
+    if spec(svc).get("type") == "LoadBalancer":
+        ingress = (status(svc).get("loadBalancer") or {}).get("ingress") or []
+        addresses += [i.get("ip") or i.get("hostname") for i in ingress if isinstance(i, dict)]
+        return ",".join(a for a in addresses if a) or "<pending>"
+    return ",".join(addresses) or "<none>"
+
+
 def _svc_row(s, now):
-    return [meta(s).get("name"), spec(s).get("type") or "ClusterIP", service_ports(s),
-            kv(spec(s).get("selector")), age(meta(s).get("creationTimestamp"), now)]
+    # kubectl's columns, in its order (SELECTOR with -o wide)
+    return [meta(s).get("name"), spec(s).get("type") or "ClusterIP", spec(s).get("clusterIP") or "<none>",
+            external_ips(s), service_ports(s), age(meta(s).get("creationTimestamp"), now)]
 
 
 def _svc_wide(s, now):
-    return _svc_row(s, now) + [spec(s).get("clusterIP") or "<none>"]
+    return _svc_row(s, now) + [kv(spec(s).get("selector"))]
+
+
+def _rs_row(r, now):
+    return [meta(r).get("name"), str(spec(r).get("replicas", 1) or 0), str(status(r).get("replicas") or 0),
+            str(status(r).get("readyReplicas") or 0), age(meta(r).get("creationTimestamp"), now)]
+
+
+def _rs_wide(r, now):
+    containers = (spec(spec(r).get("template")).get("containers")) or []
+    sel = (spec(r).get("selector") or {}).get("matchLabels") or {}
+    return _rs_row(r, now) + [",".join(c.get("name", "") for c in containers) or "<none>",
+                              ",".join(c.get("image", "") for c in containers) or "<none>", kv(sel)]
 
 
 def node_ready(node):
@@ -268,7 +291,9 @@ COLUMNS = {
     "pods": (["NAME", "READY", "STATUS", "RESTARTS", "AGE"], _pod_row, ["IP", "NODE"], _pod_wide),
     "deployments": (["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"], _deploy_row,
                     ["CONTAINERS", "IMAGES", "SELECTOR"], _deploy_wide),
-    "services": (["NAME", "TYPE", "PORT(S)", "SELECTOR", "AGE"], _svc_row, ["CLUSTER-IP"], _svc_wide),
+    "replicasets": (["NAME", "DESIRED", "CURRENT", "READY", "AGE"], _rs_row,
+                    ["CONTAINERS", "IMAGES", "SELECTOR"], _rs_wide),
+    "services": (["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"], _svc_row, ["SELECTOR"], _svc_wide),
     "nodes": (["NAME", "STATUS", "ROLES", "AGE", "VERSION"], _node_row,
               ["INTERNAL-IP", "CPU", "MEMORY"], _node_wide),
     "namespaces": (["NAME", "STATUS", "AGE"], _ns_row, [], None),

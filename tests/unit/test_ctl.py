@@ -156,9 +156,11 @@ def test_get_other_kinds(ctl, store):
     assert table(ctl("get", "deploy")[1]) == [["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
                                               ["web", "2/3", "3", "2", "30m"]]
     assert table(ctl("get", "deploy", "-o", "wide")[1])[1][-3:] == ["c", "nginx:1", "app=web"]
-    assert table(ctl("get", "svc")[1]) == [["NAME", "TYPE", "PORT(S)", "SELECTOR", "AGE"],
-                                           ["web", "NodePort", "80:30080/TCP,53:%d/UDP" % allocated, "app=web",
-                                            "3d"]]
+    # kubectl's columns (test_kubectl_read checks kubectl's own against the same objects)
+    assert table(ctl("get", "svc")[1]) == [["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"],
+                                           ["web", "NodePort", svc["spec"]["clusterIP"], "<none>",
+                                            "80:30080/TCP,53:%d/UDP" % allocated, "3d"]]
+    assert table(ctl("get", "svc", "-o", "wide")[1])[1][-1] == "app=web"
     assert table(ctl("get", "no")[1]) == [["NAME", "STATUS", "ROLES", "AGE", "VERSION"],
                                           ["n1", "Ready,SchedulingDisabled", "worker", "3d", "0.1.0"],
                                           ["n2", "NotReady", "<none>", "3d", "<unknown>"]]

@@ -59,3 +59,22 @@ def test_config_map_row_counts_keys():
     r = RESOURCES["configmaps"]
     assert printers.table_headers(r) == ["NAME", "DATA", "AGE"]
     assert printers.table_row(r, cm, now=now) == ["web-config", "3", "5m"]
+
+
+def test_replica_sets_and_services_have_kubectls_columns():
+    rs = {"metadata": {"name": "web-1"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                                                 "template": {"spec": {"containers": [{"name": "c", "image": "i:1"}]}}},
+          "status": {"replicas": 3, "readyReplicas": 2}}
+    r = RESOURCES["replicasets"]
+    assert printers.table_headers(r) == ["NAME", "DESIRED", "CURRENT", "READY", "AGE"]
+    assert printers.table_row(r, rs)[:4] == ["web-1", "3", "3", "2"]
+    assert printers.table_row(r, rs, wide=True)[-3:] == ["c", "i:1", "app=web"]
+    s = RESOURCES["services"]
+    assert printers.table_headers(s) == ["NAME", "TYPE", "CLUSTER-IP", "EXTERNAL-IP", "PORT(S)", "AGE"]
+    lb = {"metadata": {"name": "lb"}, "spec": {"type": "LoadBalancer", "clusterIP": "10.96.0.9",
+                                                "ports": [{"port": 80, "nodePort": 30001}]}}
+    assert printers.table_row(s, lb)[:5] == ["lb", "LoadBalancer", "10.96.0.9", "<pending>", "80:30001/TCP"]
+    lb["status"] = {"loadBalancer": {"ingress": [{"ip": "192.0.2.7"}]}}
+    assert printers.table_row(s, lb)[3] == "192.0.2.7"
+    plain = {"metadata": {"name": "p"}, "spec": {"clusterIP": "None", "externalIPs": ["192.0.2.8"]}}
+    assert printers.table_row(s, plain)[1:4] == ["ClusterIP", "None", "192.0.2.8"]
