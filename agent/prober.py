@@ -22,10 +22,7 @@ log = logging.getLogger(__name__)
 
 TICK = 0.1
 
-try:
-    from agent.probes import ProbeState, run_probe
-except ImportError:  # pragma: no cover - agent/probes.py is part of the agent
-    ProbeState = run_probe = None
+from agent.probes import ProbeState, needs_pod_ip, run_probe
 
 
 class Prober:
@@ -39,12 +36,10 @@ class Prober:
         self._inflight = set()
         self._lock = threading.Lock()
         self._thread = None
-        if ProbeState is None:
-            log.warning("agent/probes.py is missing: probes are not run (containers count as ready)")
 
     def state_for(self, spec, kind):
         """A started ProbeState for a new container instance, or None without a probe."""
-        if not spec or ProbeState is None:
+        if not spec:
             return None
         state = ProbeState(spec, kind)
         state.start(time.monotonic())
@@ -90,6 +85,8 @@ class Prober:
     def _probe(self, pod_state, cs, probe, container_id):
         try:
             spec = probe.spec or {}
+            if not pod_state.pod_ip and needs_pod_ip(spec):
+                return      # not yet: the next tick, once the pod has its address (no Unhealthy event)
             if self.runtime.simulated and not isinstance(spec.get("exec"), dict):
                 ok, message = True, "not run on a hollow node"
             else:

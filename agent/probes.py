@@ -91,6 +91,15 @@ def run_probe(probe_spec, runtime, pod_ip, container_id, container=None, resolve
         return False, "probe error: %s: %s" % (type(exc).__name__, _short(str(exc)))
 
 
+def needs_pod_ip(spec):
+    """True for an httpGet or tcpSocket probe without its own host: it cannot run (nor
+    fail) before the pod has an address."""
+    spec = spec if isinstance(spec, dict) else {}
+    if isinstance(spec.get("exec"), dict):
+        return False
+    return any(isinstance(spec.get(kind), dict) and not spec[kind].get("host") for kind in ("httpGet", "tcpSocket"))
+
+
 def _run(spec, runtime, pod_ip, container_id, container, resolver):
     timeout = _number(spec, "timeoutSeconds") or DEFAULTS["timeoutSeconds"]
     if isinstance(spec.get("exec"), dict):

@@ -254,3 +254,43 @@ def test_check_runs_only_when_due_and_records():
 def test_defaults_for_missing_or_bad_fields():
     s = ProbeState({"periodSeconds": "often", "failureThreshold": None}, "readiness")
     assert (s.period, s.failure_threshold, s.success_threshold, s.initial_delay, s.timeout) == (10, 3, 1, 0, 1)
+
+
+# ---------------------------------------------------------------- the prober before the pod has an address
+
+def test_a_network_probe_waits_for_the_pod_ip_without_an_unhealthy_event(http_server):
+    """Before the pod has its address an httpGet probe is not run (nor failed, nor reported):
+    each pod start emitted 'Readiness probe failed: ... no IP address yet' (a review)."""
+    import types
+
+    from agent.probes import needs_pod_ip
+    from agent.prober import Prober
+
+    class Events:
+        def __init__(self):
+            self.emitted = []
+
+        def emit(self, pod, reason, message, type_, container):
+            self.emitted.append((reason, message))
+
+    class Table:
+        queue = types.SimpleNamespace(add=lambda uid: None)
+
+    spec = {"httpGet": {"path": "/ok", "port": http_server.server_address[1]}, "failureThreshold": 1,
+            "periodSeconds": 1}
+    assert needs_pod_ip(spec) and not needs_pod_ip({"exec": {"command": ["true"]}})
+    assert not needs_pod_ip({"httpGet": {"host": LOCAL, "port": 80}})
+    events, stop = Events(), threading.Event()
+    prober = Prober(Table(), events, types.SimpleNamespace(simulated=False), stop, workers=1)
+    try:
+        probe = prober.state_for(spec, "readiness")
+        cs = types.SimpleNamespace(name="c", probe_instance="cid")
+        pod_state = types.SimpleNamespace(pod={"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}},
+                                          pod_ip="", key="default/p", uid="u")
+        prober._probe(pod_state, cs, probe, "cid")
+        assert events.emitted == [] and probe.result is False      # not run: still its initial result
+        pod_state.pod_ip = LOCAL
+        prober._probe(pod_state, cs, probe, "cid")
+        assert events.emitted == [] and probe.result is True
+    finally:
+        stop.set()
