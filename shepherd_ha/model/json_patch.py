@@ -92,12 +92,22 @@ def _apply_one(document, i, op):
     except jsonpatch.InvalidJsonPatch as exc:
         raise JsonPatchError(400, "%s is malformed: %s" % (where, exc), op["path"])
     except (jsonpatch.JsonPatchConflict, jsonpointer.JsonPointerException) as exc:
-        raise JsonPatchError(422, "%s does not apply: %s" % (where, exc), op["path"])
+        raise JsonPatchError(422, "%s does not apply: %s" % (where, _brief(exc)), op["path"])
     except (TypeError, ValueError, KeyError, IndexError) as exc:
-        raise JsonPatchError(422, "%s does not apply: %s" % (where, exc), op["path"])
+        raise JsonPatchError(422, "%s does not apply: %s" % (where, _brief(exc)), op["path"])
     except RecursionError:
         raise JsonPatchError(422, "%s does not apply: the document nests too deeply" % where, op["path"])
 
 
 class _Absent:
     pass
+
+
+def _brief(exc):
+    """The library's reason without the document it quotes ("member 'x' not found in {...the
+    whole spec...}", in Python's notation): the path is what the person needs."""
+    text = str(exc)
+    cut = text.find(" not found in ")
+    if cut >= 0:
+        text = text[:cut] + " not found"
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -43,3 +43,12 @@ def test_bad_patches(patch, code):
         apply_json_patch(DOC, patch)
     assert err.value.code == code
     assert str(err.value)
+
+
+def test_a_missing_path_is_named_without_quoting_the_document():
+    big = {"spec": {"replicas": 1, "template": {"x": "y" * 2000}}}
+    with pytest.raises(JsonPatchError) as err:
+        apply_json_patch(big, [{"op": "replace", "path": "/spec/nonexistent/x", "value": 3}])
+    assert err.value.code == 422
+    assert str(err.value) == ("operation 0 (replace /spec/nonexistent/x) does not apply: member 'nonexistent' "
+                              "not found")
