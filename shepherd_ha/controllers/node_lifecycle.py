@@ -47,8 +47,13 @@ def with_ready_condition(obj, status, reason, message, now):
     conditions = [c for c in new_status.get("conditions") or [] if not (isinstance(c, dict) and c.get("type") == "Ready")]
     old = ready_condition(obj)
     transition = old.get("lastTransitionTime") if old and old.get("status") == status else now
-    conditions.append({"type": "Ready", "status": status, "reason": reason, "message": message,
-                       "lastTransitionTime": transition or now})
+    cond = {"type": "Ready", "status": status, "reason": reason, "message": message,
+            "lastTransitionTime": transition or now}
+    # The agent's last heartbeat stays (as Kubernetes keeps it): `kubectl describe node` shows
+    # when the node was last heard from, and an unchanged time is no new post (heartbeat_of).
+    if heartbeat_of(old):
+        cond["lastHeartbeatTime"] = old["lastHeartbeatTime"]
+    conditions.append(cond)
     new_status["conditions"] = conditions
     return new_status
 
@@ -59,7 +64,7 @@ def _seconds(value):
 
 def heartbeat_of(cond):
     """The Ready condition's lastHeartbeatTime, compared for change only (None: absent).
-    This controller's own writes of the condition leave it out."""
+    This controller's own writes of the condition keep the one it had, so they are no post."""
     value = cond.get("lastHeartbeatTime") if cond is not None else None
     return value if isinstance(value, str) and value else None
 

@@ -193,7 +193,9 @@ def test_status_posts_are_heartbeats_too_when_the_lease_stops():
     post_status(h, "n2", "2026-01-01T00:00:40Z")
     h.advance(GRACE - 8, renewing=("n1",), step=1.0)
     assert h.ready("n2") == "Unknown"
-    assert "no status posted" in ready_condition(h.store.get("nodes", None, "n2"))["message"]
+    unknown = ready_condition(h.store.get("nodes", None, "n2"))
+    assert "no status posted" in unknown["message"]
+    assert unknown["lastHeartbeatTime"] == "2026-01-01T00:00:40Z", "when it was last heard from stays"
     h.advance(5, renewing=("n1",), step=1.0)
     assert h.ready("n2") == "Unknown", "marking it Unknown did not count as a heartbeat"
     # A post after that brings it back, and it stays: no flapping back to Unknown at the next look.
