@@ -98,9 +98,17 @@ def _containers(t, containers, statuses=None, indent=0):
         if c.get("args"):
             t.field("Args", " ".join(map(str, c["args"])), indent + 2)
         t.field("Resources", _resources_text(c.get("resources")), indent + 2)
-        env = ["%s=%s" % (e.get("name"), e.get("value", "")) for e in c.get("env") or []]
+        env = ["%s=%s" % (e.get("name"), _env_value(e)) for e in c.get("env") or [] if isinstance(e, dict)]
         if env:
             t.field("Environment", env, indent + 2)
+        sources = [_env_source(s) for s in c.get("envFrom") or [] if isinstance(s, dict)]
+        if sources:
+            t.field("Environment Variables from", sources, indent + 2)
+        mounts = ["%s from %s (%s)%s" % (m.get("mountPath"), m.get("name"), "ro" if m.get("readOnly") else "rw",
+                                         " subpath %s" % m["subPath"] if m.get("subPath") else "")
+                  for m in c.get("volumeMounts") or [] if isinstance(m, dict)]
+        if mounts:
+            t.field("Mounts", mounts, indent + 2)
         for probe in ("livenessProbe", "readinessProbe"):
             if c.get(probe):
                 t.field(probe[0].upper() + probe[1:-5] + " probe", _probe(c[probe]), indent + 2)
@@ -118,6 +126,46 @@ def _containers(t, containers, statuses=None, indent=0):
             t.field("Restart Count", str(s.get("restartCount") or 0), indent + 2)
             if s.get("containerID"):
                 t.field("Container ID", s["containerID"], indent + 2)
+
+
+def _env_value(e):
+    """An env var's value as kubectl describe shows it: where a reference points, not what it holds."""
+    source = e.get("valueFrom")
+    if not isinstance(source, dict):
+        return e.get("value", "")
+    for key, what in (("secretKeyRef", "in secret"), ("configMapKeyRef", "of config map")):
+        ref = source.get(key)
+        if isinstance(ref, dict):
+            return "<set to the key '%s' %s '%s'>%s" % (ref.get("key"), what, ref.get("name"),
+                                                        " (optional)" if ref.get("optional") else "")
+    ref = source.get("fieldRef")
+    if isinstance(ref, dict):
+        return "(%s:%s)" % (ref.get("apiVersion") or "v1", ref.get("fieldPath"))
+    ref = source.get("resourceFieldRef")
+    if isinstance(ref, dict):
+        return "%s (%s)" % (ref.get("resource"), ref.get("containerName") or "this container")
+    return "<set from %s>" % ", ".join(sorted(source))
+
+
+def _env_source(s):
+    for key, kind in (("configMapRef", "ConfigMap"), ("secretRef", "Secret")):
+        ref = s.get(key)
+        if isinstance(ref, dict):
+            return "%s %s%s%s" % (ref.get("name"), kind, " (optional)" if ref.get("optional") else "",
+                                  " with prefix %s" % s["prefix"] if s.get("prefix") else "")
+    return "<unknown source>"
+
+
+def _volume_source(v):
+    for key, show in (("configMap", lambda s: "ConfigMap %s" % s.get("name")),
+                      ("secret", lambda s: "Secret %s" % s.get("secretName")),
+                      ("emptyDir", lambda s: "EmptyDir%s" % (" (%s)" % s["medium"] if s.get("medium") else "")),
+                      ("hostPath", lambda s: "HostPath %s%s" % (s.get("path"), " (%s)" % s["type"] if s.get("type")
+                                                              else "")),
+                      ("projected", lambda s: "Projected")):
+        if isinstance(v.get(key), dict):
+            return show(v[key])
+    return "<unknown source>"
 
 
 def _probe(p):
@@ -150,6 +198,10 @@ def _describe_pod(t, pod):
     t.field("Controlled By", owners)
     _containers(t, sp.get("containers") or [], st.get("containerStatuses"))
     _conditions(t, pod)
+    volumes = [v for v in sp.get("volumes") or [] if isinstance(v, dict)]
+    if volumes:
+        t.heading("Volumes")
+        t.table(["Name", "Source"], [[v.get("name") or "", _volume_source(v)] for v in volumes])
     if sp.get("nodeSelector"):
         t.field("Node-Selectors", _pairs(sp["nodeSelector"]))
 

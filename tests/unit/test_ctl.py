@@ -254,6 +254,30 @@ def test_describe_pod_with_events(ctl, store, server):
     assert rc == 1 and err == 'Error from server (NotFound): pods "ghost" in namespace default not found\n'
 
 
+def test_describe_pod_shows_where_env_and_volumes_come_from_not_what_they_hold(ctl, store):
+    container = {"name": "c", "image": "nginx",
+                 "env": [{"name": "PLAIN", "value": "1"},
+                         {"name": "PASS", "valueFrom": {"secretKeyRef": {"name": "web-sec", "key": "password"}}},
+                         {"name": "GREETING", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "hello",
+                                                                                "optional": True}}},
+                         {"name": "ME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                 "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}, {"secretRef": {"name": "s2"}}],
+                 "volumeMounts": [{"name": "conf", "mountPath": "/etc/app", "readOnly": True},
+                                  {"name": "scratch", "mountPath": "/scratch", "subPath": "a"}]}
+    store.put("pods", {"metadata": {"name": "mnt"}, "spec": {
+        "containers": [container], "volumes": [{"name": "conf", "configMap": {"name": "cfg"}},
+                                               {"name": "scratch", "emptyDir": {}},
+                                               {"name": "pw", "secret": {"secretName": "web-sec"}}]}})
+    rc, out, err = ctl("describe", "pod", "mnt")
+    assert rc == 0, err
+    for text in ("PLAIN=1", "PASS=<set to the key 'password' in secret 'web-sec'>",
+                 "GREETING=<set to the key 'hello' of config map 'cfg'> (optional)", "ME=(v1:metadata.name)",
+                 "cfg ConfigMap with prefix CFG_", "s2 Secret",
+                 "/etc/app from conf (ro)", "/scratch from scratch (rw) subpath a",
+                 "ConfigMap cfg", "EmptyDir", "Secret web-sec"):
+        assert text in out, (text, out)
+
+
 def test_describe_other_kinds(ctl, store):
     store.put("deployments", {"metadata": {"name": "web"},
                               "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
