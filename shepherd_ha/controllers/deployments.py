@@ -6,9 +6,12 @@ Ownership, as Kubernetes: a deployment owns one ReplicaSet per distinct template
 and each ReplicaSet owns its pods (replica_sets.py keeps their count). This controller
 only sets the ReplicaSets' `spec.replicas` (deployment_plan.py): the template's
 ReplicaSet grows within maxSurge, older ones shrink within maxUnavailable, judged on
-their pods' availability (ready for minReadySeconds). Nothing is adopted because its
-labels match; ControllerRevisions and directly owned pods of older servers are
-migrated (deployment_history.migrate) without restarting a pod.
+their pods' availability (ready for minReadySeconds). A ReplicaSet of the namespace
+without a controller whose labels the deployment selects is adopted first, as
+Kubernetes' controller-ref manager does (a deployment deleted with --cascade=orphan
+and created again takes its ReplicaSets back instead of doubling their pods).
+ControllerRevisions and directly owned pods of older servers are migrated
+(deployment_history.migrate) without restarting a pod.
 
 One pass (`reconcile`) reads the deployment, its ReplicaSets and their pods from the
 leader's store, records the template's ReplicaSet if it is new (with the revision
@@ -26,13 +29,15 @@ import logging
 import threading
 import time
 
+from shepherd_ha.model.selectors import LabelSelector, SelectorError
+from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 
 from .controller import Controller, Retry, key_of
 from .deployment_history import migrate
 from .deployment_pass import DeploymentPass
 from .deployment_status import DEADLINE_EXCEEDED, NEW_PODS_AVAILABLE, PAUSED, PODS_UPDATING, find_condition
-from .deployment_util import controller_ref, pod_change_matters
+from .deployment_util import controller_ref, owner_reference, pod_change_matters
 
 log = logging.getLogger("shepherd_ha.controllers")
 
@@ -50,6 +55,14 @@ def _progressed(before, after):
     updated0, ready0, available0, old0 = before
     updated1, ready1, available1, old1 = after
     return updated1 > updated0 or ready1 > ready0 or available1 > available0 or old1 < old0
+
+
+def _selector(deployment):
+    """The deployment's selector, or None when it cannot be read (validation keeps that out)."""
+    try:
+        return LabelSelector.from_spec((deployment.get("spec") or {}).get("selector"))
+    except SelectorError:
+        return None
 
 
 class DeploymentController(Controller):
@@ -72,6 +85,8 @@ class DeploymentController(Controller):
     def keys_for(self, change):
         if change.resource == "deployments":
             return [key_of(change.object or change.previous)]
+        if change.resource == "replicasets" and change.object is not None and controller_ref(change.object) is None:
+            return self._selecting(change.object)       # an orphan: the deployments that would adopt it
         if change.resource == "pods" and not pod_change_matters(change.object, change.previous):
             return []       # e.g. a binding: nothing this controller counts or reports changed
         keys = []
@@ -96,6 +111,10 @@ class DeploymentController(Controller):
                 self._trackers.pop(key, None)
             return None
         uid = deployment["metadata"]["uid"]
+        adopted = self._adopt_orphans(deployment)
+        if adopted:
+            self.queue.add(key)          # the next pass counts them as its own
+            return "deployment %s/%s: adopted replica set(s) %s" % (namespace, name, ", ".join(adopted))
         live = lambda o: not o["metadata"].get("deletionTimestamp")      # noqa: E731
         replica_sets = [r for r in self.owned("replicasets", namespace, uid, "Deployment") if live(r)]
         # Terminating pods (deletionTimestamp: their agent is stopping them) no longer count.
@@ -109,6 +128,41 @@ class DeploymentController(Controller):
             self.queue.add(key)          # the next pass starts from the migrated state
             return "deployment %s/%s: migrated: %s" % (namespace, name, done) if done else None
         return DeploymentPass(self, key, deployment, replica_sets, by_uid).run()
+
+    # ---- adoption ----
+
+    def _adopt_orphans(self, deployment):
+        """Take the namespace's ReplicaSets that have no controller and carry labels the
+        deployment's selector matches (not while either is being deleted); their names."""
+        selector = _selector(deployment)
+        if selector is None or selector.empty:
+            return []
+        namespace = deployment["metadata"].get("namespace")
+        orphans = [rs for rs in self.store.list("replicasets", namespace)
+                   if controller_ref(rs) is None and not rs["metadata"].get("deletionTimestamp")
+                   and selector.matches(rs["metadata"].get("labels"))]
+        if not orphans:
+            return []
+        ref = owner_reference(dict(deployment, kind="Deployment"))
+        ops = []
+        for rs in orphans:
+            meta = rs["metadata"]
+            refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)] + [ref]
+            ops.append(commands.update("replicasets", meta.get("namespace"), meta["name"],
+                                       dict(rs, metadata=dict(meta, ownerReferences=refs)),
+                                       precondition={"resourceVersion": meta["resourceVersion"]}))
+        self.write(ops)
+        return [rs["metadata"]["name"] for rs in orphans]
+
+    def _selecting(self, rs):
+        """Keys of the deployments of `rs`'s namespace whose selector matches its labels."""
+        namespace = rs["metadata"].get("namespace")
+        keys = []
+        for d in self.store.list("deployments", namespace):
+            selector = _selector(d)
+            if selector is not None and not selector.empty and selector.matches(rs["metadata"].get("labels")):
+                keys.append(key_of(d))
+        return keys
 
     # ---- helpers for _Pass ----
 

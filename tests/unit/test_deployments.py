@@ -271,6 +271,35 @@ def test_never_adopts_label_matching_strangers(env):
     assert d["metadata"]["uid"] != "a-deleted-deployment"
 
 
+def test_a_deployment_created_again_adopts_its_orphaned_replica_set(env):
+    """`kubectl delete deploy web --cascade=orphan`, then the same deployment again: it takes
+    the ReplicaSet back (and its pods), as Kubernetes does, instead of doubling the pods."""
+    env.create_deployment(replicas=2)
+    env.settle()
+    [rs] = env.replica_sets()
+    pods = {p["metadata"]["uid"] for p in env.pods()}
+    assert len(pods) == 2
+    env.apply([{"op": "delete", "resource": "deployments", "namespace": "default", "name": "web",
+                "propagationPolicy": "Orphan"}])
+    env.settle()
+    orphan = env.store.get("replicasets", "default", rs["metadata"]["name"])
+    assert not orphan["metadata"].get("ownerReferences"), "the delete orphaned it"
+    again = env.create_deployment(replicas=2)
+    env.settle()
+    [adopted] = env.replica_sets()
+    assert adopted["metadata"]["uid"] == rs["metadata"]["uid"]
+    assert adopted["metadata"]["ownerReferences"][0]["uid"] == again["metadata"]["uid"]
+    assert {p["metadata"]["uid"] for p in env.pods()} == pods, "the same pods, none added"
+    assert len(env.store.list("replicasets", "default")) == 1
+    # another deployment's selector that does not match it leaves an orphan alone
+    env.apply([{"op": "delete", "resource": "deployments", "namespace": "default", "name": "web",
+                "propagationPolicy": "Orphan"}])
+    env.settle()
+    env.create_deployment(name="other", replicas=1)
+    env.settle()
+    assert not env.store.get("replicasets", "default", rs["metadata"]["name"])["metadata"].get("ownerReferences")
+
+
 def test_releases_a_pod_relabelled_out_of_the_selector_and_replaces_it(env):
     env.create_deployment(replicas=2)
     env.settle()
