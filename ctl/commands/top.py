@@ -1,12 +1,14 @@
 """sheepctl top nodes [NAME...] [-l SELECTOR] [--sort-by cpu|memory|disk|load|pods]
+sheepctl top pods [NAME...] [-n NS | -A] [-l SELECTOR] [--containers] [--sort-by cpu|memory]
 
-Usage as the agents post it in each Node's status.usage (psutil samples, every 30 s by
-default or on a large change); AGE is how old the sample is.  Per-pod usage is not
-collected, so `top pods` says so.
+Nodes: usage as the agents post it in each Node's status.usage (psutil samples, every
+30 s by default or on a large change); AGE is how old the sample is. Pods: the
+metrics.k8s.io PodMetrics the API asks the pods' agents for (api/pod_metrics.py), in
+kubectl's columns: CPU in millicores, memory (the working set) in Mi.
 """
 from datetime import datetime, timezone
 
-from shepherd_ha.model.quantity import QuantityError, parse_memory
+from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
 
 from .. import printers
 from ..context import UserError
@@ -19,10 +21,11 @@ SORT_KEYS = ("cpu", "memory", "disk", "load", "pods", "name")
 
 def register(sub, common):
     p = sub.add_parser("top", parents=[common], help="resource usage of nodes (from their agents)")
-    p.add_argument("what", metavar="nodes|pods", help="nodes (pods: not collected)")
+    p.add_argument("what", metavar="nodes|pods", help="nodes, or pods (their containers' usage, from their agents)")
     p.add_argument("names", nargs="*", metavar="NAME")
-    p.add_argument("-l", "--selector", help="label selector of the nodes")
-    p.add_argument("--sort-by", choices=SORT_KEYS, help="sort by this column (largest first)")
+    p.add_argument("-l", "--selector", help="label selector of the nodes or pods")
+    p.add_argument("--sort-by", choices=SORT_KEYS, help="sort by this column (largest first; pods: cpu or memory)")
+    p.add_argument("--containers", action="store_true", help="pods: one row per container")
     p.set_defaults(func=run)
 
 
@@ -110,11 +113,80 @@ def top_nodes(client, names=(), selector=None, sort_by=None, now=None):
     return rows, missing
 
 
+def _millicores(value):
+    """A metrics-server CPU quantity ("12345678n", "5m", "1") in millicores, or None."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        if value.endswith("n"):
+            return int(value[:-1]) // 1_000_000
+        if value.endswith("u"):
+            return int(value[:-1]) // 1_000
+        return parse_cpu(value)
+    except (ValueError, QuantityError):
+        return None
+
+
+def _memory_bytes(value):
+    try:
+        return parse_memory(value)
+    except (TypeError, QuantityError):
+        return None
+
+
+def pod_rows(items, containers=False, all_namespaces=False, sort_by=None):
+    """Rows of `kubectl top pods` from PodMetrics items: per pod, or per container."""
+    entries = []
+    for item in items:
+        meta = item.get("metadata") or {}
+        for c in item.get("containers") or []:
+            usage = c.get("usage") or {}
+            entries.append((meta.get("namespace") or "", meta.get("name") or "", c.get("name") or "",
+                            _millicores(usage.get("cpu")), _memory_bytes(usage.get("memory"))))
+    if not containers:      # summed per pod
+        summed = {}
+        for ns, pod, _c, cpu, mem in entries:       # one unreadable figure makes the pod's unknown
+            total = summed.setdefault((ns, pod), [0, 0])
+            total[0] = None if cpu is None or total[0] is None else total[0] + cpu
+            total[1] = None if mem is None or total[1] is None else total[1] + mem
+        entries = [(ns, pod, None, cpu, mem) for (ns, pod), (cpu, mem) in summed.items()]
+    entries.sort(key=lambda e: (e[0], e[1], e[2] or ""))
+    if sort_by in ("cpu", "memory"):
+        entries.sort(key=lambda e: -((e[3] if sort_by == "cpu" else e[4]) or 0))
+    rows = []
+    for ns, pod, container, cpu, mem in entries:
+        row = ([ns] if all_namespaces else []) + [pod] + ([container] if containers else [])
+        rows.append(row + [UNKNOWN if cpu is None else "%dm" % cpu,
+                           UNKNOWN if mem is None else _mebibytes(mem)])
+    headers = (["NAMESPACE"] if all_namespaces else []) + (["POD", "NAME"] if containers else ["NAME"]) \
+        + ["CPU(cores)", "MEMORY(bytes)"]
+    return headers, rows
+
+
+def top_pods(args, ctx):
+    base = "/apis/metrics.k8s.io/v1beta1"
+    params = {"labelSelector": args.selector} if args.selector else None
+    if args.all_namespaces:
+        items = (ctx.client.request("GET", base + "/pods", params=params) or {}).get("items") or []
+    elif args.names:
+        items = [ctx.client.request("GET", "%s/namespaces/%s/pods/%s" % (base, ctx.namespace, name))
+                 for name in args.names]
+    else:
+        items = (ctx.client.request("GET", "%s/namespaces/%s/pods" % (base, ctx.namespace), params=params)
+                 or {}).get("items") or []
+    if not items:
+        ctx.error("No resources found" + ("" if args.all_namespaces else " in %s namespace." % ctx.namespace))
+        return 0
+    headers, rows = pod_rows(items, args.containers, args.all_namespaces, args.sort_by)
+    for line in printers.format_table(headers, rows):
+        ctx.print(line)
+    return 0
+
+
 def run(args, ctx):
     what = args.what.lower()
     if what in ("pod", "pods", "po"):
-        raise UserError("per-pod usage is not collected by the agents; `sheepctl top nodes` shows each node's "
-                        "usage and `sheepctl describe node NAME` its pods")
+        return top_pods(args, ctx)
     if what not in ("node", "nodes", "no"):
         raise UserError("top takes nodes (got %r)" % args.what)
     rows, missing = top_nodes(ctx.client, args.names, args.selector, args.sort_by)

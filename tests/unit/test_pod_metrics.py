@@ -356,3 +356,40 @@ def test_odd_answers_from_an_agent_are_left_out_and_the_rest_is_shown():
     assert [p["name"] for p in pods] == ["web"]
     shown = pod_metrics.pod_metrics(pod_obj("web", "n1"), pods[0])
     assert shown["containers"] == [{"name": "app", "usage": {"cpu": "5n", "memory": "4Ki"}}]
+
+
+def test_sheepctl_top_pods_as_kubectl_prints_it(world, capsys, ctl_isolated):
+    from ctl.main import main
+    from real_api import token_for
+
+    def top(*argv):
+        capsys.readouterr()
+        rc = main(["--server", world, "--token", token_for("admin"), "top", "pods"] + list(argv))
+        cap = capsys.readouterr()
+        return rc, [line.split() for line in cap.out.strip().splitlines()], cap.err
+    rc, rows, err = top("-l", "app")             # the hung and the dead node's pods are not selected
+    assert rc == 0, err
+    assert rows == [["NAME", "CPU(cores)", "MEMORY(bytes)"], ["db", "0m", "0Mi"], ["web", "0m", "0Mi"]]
+    rc, rows, _ = top("web", "--containers")
+    assert rows == [["POD", "NAME", "CPU(cores)", "MEMORY(bytes)"], ["web", "app", "0m", "0Mi"],
+                    ["web", "side", "0m", "0Mi"]]
+    rc, rows, _ = top("-A", "-l", "app!=nothing")
+    assert [r[:2] for r in rows] == [["NAMESPACE", "NAME"], ["default", "db"], ["default", "web"], ["team", "other"]]
+    rc, _, err = top("-n", "team", "-l", "app=none")
+    assert rc == 0 and err.strip() == "No resources found in team namespace."
+
+
+def test_top_pods_rows_sum_a_pods_containers_and_sort():
+    from ctl.commands.top import pod_rows
+    items = [{"metadata": {"namespace": "a", "name": "p1"},
+              "containers": [{"name": "x", "usage": {"cpu": "250000000n", "memory": "10240Ki"}},
+                             {"name": "y", "usage": {"cpu": "5m", "memory": "2Mi"}}]},
+             {"metadata": {"namespace": "a", "name": "p2"},
+              "containers": [{"name": "z", "usage": {"cpu": "1", "memory": "nonsense"}}]}]
+    headers, rows = pod_rows(items)
+    assert headers == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
+    assert rows == [["p1", "255m", "12Mi"], ["p2", "1000m", "<unknown>"]]
+    _, rows = pod_rows(items, sort_by="cpu")
+    assert [r[0] for r in rows] == ["p2", "p1"]
+    _, rows = pod_rows(items, containers=True, all_namespaces=True)
+    assert rows[0] == ["a", "p1", "x", "250m", "10Mi"] and rows[2] == ["a", "p2", "z", "1000m", "<unknown>"]
