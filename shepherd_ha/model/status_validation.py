@@ -5,10 +5,12 @@ controllers, and a wrong type stored there (a number where a list of conditions
 goes) would make every reader of it raise. Unknown fields are left alone.
 """
 import ipaddress
+import re
 
 from ._checks import is_int, join
 from .names import show
 from .quantity import QuantityError, parse_cpu, parse_memory
+from .times import parse_datetime
 
 CONDITION_STATUSES = ("True", "False", "Unknown")
 _CONDITION_TIMES = ("lastTransitionTime", "lastHeartbeatTime", "lastProbeTime", "lastUpdateTime")
@@ -40,6 +42,26 @@ def strings(causes, prefix, obj, keys):
         causes.string(join(prefix, key), obj.get(key))
 
 
+# RFC 3339 as Go's time.RFC3339 parses it (what Kubernetes' typed clients read back).
+_RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})\Z")
+
+
+def times(causes, prefix, obj, keys):
+    """RFC 3339 times (null or absent allowed): a typed client reading a list back fails
+    on one it cannot parse, for every object of it."""
+    for key in keys:
+        field = join(prefix, key)
+        value = causes.string(field, obj.get(key))
+        if not value:
+            continue
+        try:
+            if not _RFC3339.match(value):
+                raise ValueError(value)
+            parse_datetime(value)
+        except ValueError:
+            causes.add(field, "must be an RFC 3339 time such as 2026-11-29T17:00:00Z, got %s" % show(value))
+
+
 def conditions(causes, field, value):
     """[{type, status: True|False|Unknown, reason, message, last*Time}]"""
     for i, cond in object_list(causes, field, value, '{"type": "Ready", "status": "True"}'):
@@ -51,7 +73,8 @@ def conditions(causes, field, value):
                        % show(state))
         else:
             causes.enum(f + ".status", state, CONDITION_STATUSES, required=True)
-        strings(causes, f, cond, ("reason", "message") + _CONDITION_TIMES)
+        strings(causes, f, cond, ("reason", "message"))
+        times(causes, f, cond, _CONDITION_TIMES)
 
 
 def _resource_list(causes, field, value):
@@ -83,7 +106,8 @@ def pod_status(causes, status):
     host = causes.string("status.hostIP", status.get("hostIP"))
     if host:
         _ip(causes, "status.hostIP", host)
-    strings(causes, "status", status, ("startTime", "reason", "message", "nominatedNodeName", "qosClass"))
+    strings(causes, "status", status, ("reason", "message", "nominatedNodeName", "qosClass"))
+    times(causes, "status", status, ("startTime",))
     for group in ("containerStatuses", "initContainerStatuses"):
         for i, cs in object_list(causes, "status." + group, status.get(group)):
             f = "status.%s[%d]" % (group, i)
@@ -94,7 +118,8 @@ def pod_status(causes, status):
             causes.integer(f + ".restartCount", cs.get("restartCount"), 0)
             for key in ("state", "lastState"):
                 for kind, detail in (causes.dict("%s.%s" % (f, key), cs.get(key)) or {}).items():
-                    causes.dict("%s.%s.%s" % (f, key, kind), detail)
+                    if causes.dict("%s.%s.%s" % (f, key, kind), detail):
+                        times(causes, "%s.%s.%s" % (f, key, kind), detail, ("startedAt", "finishedAt"))
 
 
 def _ip(causes, field, text):

@@ -57,6 +57,14 @@ def fields(resource, status):
      "true or false"),
     ("pods", {"containerStatuses": [{"name": "c", "state": {"running": 1}}]},
      "status.containerStatuses[0].state.running", "must be an object"),
+    ("pods", {"startTime": "garbage"}, "status.startTime", "RFC 3339 time"),
+    ("pods", {"startTime": "2026-01-01"}, "status.startTime", "RFC 3339 time"),
+    ("pods", {"containerStatuses": [{"name": "c", "state": {"terminated": {"finishedAt": "yesterday"}}}]},
+     "status.containerStatuses[0].state.terminated.finishedAt", "RFC 3339 time"),
+    ("nodes", {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "garbage"}]},
+     "status.conditions[0].lastHeartbeatTime", "RFC 3339 time"),
+    ("nodes", {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": "2026-13-45T00:00:00Z"}]},
+     "status.conditions[0].lastHeartbeatTime", "RFC 3339 time"),
     ("deployments", {"replicas": "3"}, "status.replicas", "integer"),
     ("deployments", {"availableReplicas": -1}, "status.availableReplicas", "integer of 0 or more"),
     ("deployments", {"conditions": 1}, "status.conditions", "must be a list of objects"),
@@ -75,25 +83,28 @@ def test_what_agents_write_passes():
                           cpu_millicores=2000, memory_bytes=4 << 30)
     node = manager.node_object(usage={"cpuPercent": 1.0, "timestamp": "2026-01-01T00:00:00Z", "containers": 2})
     assert validate_object("nodes", node) == []
-    statuses = [S.container_status("c", "i", S.running("T0"), ready=True, restart_count=2,
-                                   last_state=S.terminated(1, "T", "T2", container_id="abc"), container_id="abc")]
+    t0, t1, t2, now = ("2026-01-01T00:00:0%dZ" % i for i in range(4))     # times as the agents write them
+    statuses = [S.container_status("c", "i", S.running(t0), ready=True, restart_count=2,
+                                   last_state=S.terminated(1, t1, t2, container_id="abc"), container_id="abc")]
     status = S.build_pod_status({"status": {"phase": "Pending"}}, statuses, "Running", "172.17.0.2", "10.0.0.7",
-                                "T0", "NOW")
+                                t0, now)
     assert fields("pods", status) == {}
 
 
 def test_what_controllers_write_passes():
     node = obj("nodes", {"conditions": [{"type": "Ready", "status": "True"}]})
-    assert fields("nodes", with_ready_condition(node, "Unknown", "NodeStatusUnknown", "lease not renewed", "T")) == {}
+    assert fields("nodes", with_ready_condition(node, "Unknown", "NodeStatusUnknown", "lease not renewed",
+                                                "2026-01-01T00:00:00Z")) == {}
     deployment_status = {"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3, "readyReplicas": 1,
                          "availableReplicas": 1, "unavailableReplicas": 2,
                          "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
-                                         "message": "m", "lastUpdateTime": "T", "lastTransitionTime": "T"}]}
+                                         "message": "m", "lastUpdateTime": "2026-01-01T00:00:00Z",
+                                         "lastTransitionTime": "2026-01-01T00:00:00.123456Z"}]}
     assert fields("deployments", deployment_status) == {}
     assert fields("namespaces", {"phase": "Terminating"}) == {}
     assert fields("pods", {"phase": "Pending", "conditions": [
         {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/1 nodes",
-         "lastTransitionTime": "T", "lastProbeTime": None}]}) == {}
+         "lastTransitionTime": "2026-01-01T01:00:00+01:00", "lastProbeTime": None}]}) == {}
 
 
 def test_other_fields_controllers_read_are_typed():
