@@ -226,6 +226,19 @@ def _service(causes, obj):
     if cluster_ip not in (None, "", "None") and parse_ipv4(cluster_ip) is None:
         causes.add("spec.clusterIP", "%s is not an IPv4 address: leave it out to get one allocated, or use None "
                    "for a headless service" % show(cluster_ip))
+    # Enums and shapes Kubernetes checks: a typed client or the agent's proxy reads them back.
+    causes.enum("spec.sessionAffinity", spec.get("sessionAffinity"), ("None", "ClientIP"))
+    affinity = causes.dict("spec.sessionAffinityConfig", spec.get("sessionAffinityConfig"))
+    client_ip = causes.dict("spec.sessionAffinityConfig.clientIP", (affinity or {}).get("clientIP"))
+    causes.integer("spec.sessionAffinityConfig.clientIP.timeoutSeconds", (client_ip or {}).get("timeoutSeconds"),
+                   1, 86400)
+    for policy in ("externalTrafficPolicy", "internalTrafficPolicy"):
+        causes.enum("spec." + policy, spec.get(policy), ("Cluster", "Local"))
+    causes.enum("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy"), ("SingleStack", "PreferDualStack",
+                                                                    "RequireDualStack"))
+    for i, address in enumerate(causes.list("spec.externalIPs", spec.get("externalIPs")) or []):
+        if not isinstance(address, str) or parse_ipv4(address) is None:
+            causes.add("spec.externalIPs[%d]" % i, "%s is not an IPv4 address" % show(address))
     headless = spec.get("clusterIP") == "None"
     ports = causes.list("spec.ports", spec.get("ports"), required=not headless,
                         non_empty=not headless)
@@ -239,6 +252,7 @@ def _service(causes, obj):
         port_ref(causes, f + ".targetPort", port.get("targetPort"))
         causes.integer(f + ".nodePort", port.get("nodePort"), 1, 65535)
         protocol = causes.enum(f + ".protocol", port.get("protocol"), PROTOCOLS) or "TCP"
+        causes.string(f + ".appProtocol", port.get("appProtocol"))
         if number is not None:
             if (number, protocol) in seen:
                 causes.add(f + ".port", "duplicate port %d/%s" % (number, protocol))

@@ -528,6 +528,15 @@ def service_causes(mutate):
     (lambda s: set_(s["ports"][1], "port", 80) or set_(s["ports"][1], "protocol", "TCP"),
      "spec.ports[1].port", "duplicate port 80/TCP"),
     (lambda s: set_(s, "type", "Internal"), "spec.type", "ClusterIP"),
+    (lambda s: set_(s, "sessionAffinity", "Bogus"), "spec.sessionAffinity", "ClientIP"),
+    (lambda s: set_(s, "sessionAffinityConfig", {"clientIP": {"timeoutSeconds": 10 ** 10}}),
+     "spec.sessionAffinityConfig.clientIP.timeoutSeconds", "86400"),
+    (lambda s: set_(s, "externalTrafficPolicy", "Bogus"), "spec.externalTrafficPolicy", "Local"),
+    (lambda s: set_(s, "internalTrafficPolicy", "Everywhere"), "spec.internalTrafficPolicy", "Cluster"),
+    (lambda s: set_(s, "ipFamilyPolicy", "Triple"), "spec.ipFamilyPolicy", "SingleStack"),
+    (lambda s: set_(s, "externalIPs", ["not-an-ip"]), "spec.externalIPs[0]", "not an IPv4 address"),
+    (lambda s: set_(s, "externalIPs", "192.0.2.1"), "spec.externalIPs", "must be a list"),
+    (lambda s: set_(s["ports"][0], "appProtocol", 5), "spec.ports[0].appProtocol", "must be a string"),
 ])
 def test_service_causes(mutate, field, text):
     assert text in cause_for(service_causes(mutate), field)
@@ -912,3 +921,12 @@ def test_rbac_objects_are_checked(plural, change, field):
     obj = sample(plural)
     change(obj)
     assert field in fields(validate_object(plural, obj))
+
+
+def test_service_policies_kubernetes_accepts_pass():
+    def every_policy(s):
+        s.update(sessionAffinity="ClientIP", sessionAffinityConfig={"clientIP": {"timeoutSeconds": 10800}},
+                 externalTrafficPolicy="Local", internalTrafficPolicy="Cluster", ipFamilyPolicy="SingleStack",
+                 externalIPs=["192.0.2.1"])
+        s["ports"][0]["appProtocol"] = "http"
+    assert service_causes(every_policy) == []
