@@ -211,7 +211,17 @@ class ObjectApi:
         mode, change = field_validation(), patches.applier(ptype, target.plural, patch)
 
         def patched(current):
-            return known_fields_only(target.plural, change(current), baseline=current, mode=mode)
+            new = change(current)
+            meta = new.get("metadata") if isinstance(new, dict) else None
+            if isinstance(meta, dict):
+                # As Kubernetes' patch handler: a patch cannot rename or move the object.
+                if meta.get("name") != target.name:
+                    raise ApiError(400, "metadata.name %r does not match the name in the URL %r"
+                                   % (meta.get("name"), target.name))
+                if target.namespace and meta.get("namespace") not in (None, target.namespace):
+                    raise ApiError(400, "metadata.namespace %r does not match the namespace in the URL %r"
+                                   % (meta.get("namespace"), target.namespace))
+            return known_fields_only(target.plural, new, baseline=current, mode=mode)
         return json_response(*self._read_modify_write(target, patched, patches.resource_version_of(ptype, patch)))
 
     def _apply(self, target, applied):
@@ -395,6 +405,9 @@ class ObjectApi:
         causes = validate_scale(scale)
         if causes:
             raise invalid(target, causes)
+        named = (scale.get("metadata") or {}).get("name") if isinstance(scale.get("metadata"), dict) else None
+        if named not in (None, target.name):
+            raise ApiError(400, "metadata.name %r does not match the name in the URL %r" % (named, target.name))
         replicas = scale["spec"]["replicas"]
         if client_rv is False:      # a PUT: the body's resourceVersion, if any
             client_rv = (scale.get("metadata") or {}).get("resourceVersion") \

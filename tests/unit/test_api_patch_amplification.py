@@ -112,3 +112,23 @@ def test_a_compressed_body_is_a_415_that_says_so(api, encoding):
     assert api.get(CMS + "/z").status_code == 404
     plain = api.post(CMS, json={"metadata": {"name": "z"}}, headers={"Content-Encoding": "identity"})
     assert plain.status_code == 201
+
+
+def test_a_patch_or_scale_cannot_rename_or_move_the_object(api):
+    before = stored(api)
+    for ops in ([{"op": "replace", "path": "/metadata/name", "value": "other"}],
+                [{"op": "add", "path": "/metadata/namespace", "value": "kube-system"}]):
+        resp = api.patch(CMS + "/c", data=json.dumps(ops), content_type=JSON_PATCH)
+        assert resp.status_code == 400 and "does not match" in resp.get_json()["message"], resp.get_json()
+    resp = api.patch(CMS + "/c", json={"metadata": {"name": "other"}}, content_type="application/merge-patch+json")
+    assert resp.status_code == 400
+    assert stored(api) == before
+    deployments = "/apis/apps/v1/namespaces/default/deployments"
+    assert api.post(deployments, json={"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    ).status_code == 201
+    resp = api.put(deployments + "/d/scale", json={"metadata": {"name": "other"}, "spec": {"replicas": 3}})
+    assert resp.status_code == 400 and "does not match" in resp.get_json()["message"]
+    ok = api.put(deployments + "/d/scale", json={"metadata": {"name": "d"}, "spec": {"replicas": 3}})
+    assert ok.status_code == 200 and ok.get_json()["spec"]["replicas"] == 3
