@@ -13,7 +13,7 @@ from .pod_security import level_label_problem
 from .pod_validation import PROTOCOLS, port_ref, validate_pod_spec
 from .rbac_validation import VALIDATORS as RBAC_VALIDATORS
 from .resources import RESOURCES
-from .secret_validation import validate_secret
+from .secret_validation import decode as decode_base64, validate_secret
 from .selectors import LabelSelector, SelectorError
 from .service_network import parse_ipv4
 from .status_validation import validate_status
@@ -368,7 +368,13 @@ def _config_map(causes, obj):
         for key, value in (data or {}).items():
             if not (len(key) <= 253 and _CONFIG_KEY.fullmatch(key)) or key in (".", ".."):
                 causes.add(join(field, key), "%s is not a valid key: %s" % (show(key), _CONFIG_KEY_RULE))
-            causes.string(join(field, key), value, required=True)
+            text = causes.string(join(field, key), value, required=True)
+            if field == "binaryData" and text is not None:
+                try:
+                    decode_base64(text)
+                except ValueError:
+                    causes.add(join(field, key), "is not base64: encode the bytes (base64 -w0), or put text "
+                               "in data instead")
     seen = set(obj.get("data") or {}) if isinstance(obj.get("data"), dict) else set()
     if isinstance(obj.get("binaryData"), dict):
         for key in sorted(seen & set(obj["binaryData"])):

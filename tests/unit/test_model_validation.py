@@ -872,6 +872,7 @@ def test_config_map_rules():
     assert fields(dict(base, data={"k": 5})) == ["data.k"]
     assert fields(dict(base, data=["k"])) == ["data"]
     assert fields(dict(base, data={"k": "1"}, binaryData={"k": "MQ=="})) == ["binaryData.k"]
+    assert fields(dict(base, binaryData={"a": "!!!", "b": "MQ", "c": "MQ=="})) == ["binaryData.a", "binaryData.b"]
     assert fields(dict(base, immutable="yes")) == ["immutable"]
     assert "letters, digits" in describe_causes(validate_object("configmaps", dict(base, data={"a/b": ""})))
 
