@@ -33,7 +33,7 @@ from shepherd_ha.model.selectors import LabelSelector, SelectorError
 from shepherd_ha.store import commands
 from shepherd_ha.store.raft_node import Unavailable
 
-from .controller import Controller, Retry, key_of
+from .controller import Controller, Retry, WriteFailed, key_of
 from .deployment_history import migrate
 from .deployment_pass import DeploymentPass
 from .deployment_status import DEADLINE_EXCEEDED, NEW_PODS_AVAILABLE, PAUSED, PODS_UPDATING, find_condition
@@ -79,6 +79,10 @@ class DeploymentController(Controller):
         self.max_pods_per_entry = max_pods_per_entry    # None: a whole pass in one write_many
         self._lock = threading.Lock()
         self._trackers = {}                   # key -> _Tracker
+        # Namespaces where a ReplicaSet without a controller was seen (its change, or the scan
+        # at resync): only their deployments look for one to adopt, so a pass never lists
+        # every ReplicaSet of its namespace (the owner index spares that).
+        self._orphans_in = set()
 
     # ---- keys ----
 
@@ -86,6 +90,8 @@ class DeploymentController(Controller):
         if change.resource == "deployments":
             return [key_of(change.object or change.previous)]
         if change.resource == "replicasets" and change.object is not None and controller_ref(change.object) is None:
+            with self._lock:
+                self._orphans_in.add(change.object["metadata"].get("namespace"))
             return self._selecting(change.object)       # an orphan: the deployments that would adopt it
         if change.resource == "pods" and not pod_change_matters(change.object, change.previous):
             return []       # e.g. a binding: nothing this controller counts or reports changed
@@ -111,7 +117,7 @@ class DeploymentController(Controller):
                 self._trackers.pop(key, None)
             return None
         uid = deployment["metadata"]["uid"]
-        adopted = self._adopt_orphans(deployment)
+        adopted = self._adopt_orphans(deployment) if namespace in self._orphans_in else []
         if adopted:
             self.queue.add(key)          # the next pass counts them as its own
             return "deployment %s/%s: adopted replica set(s) %s" % (namespace, name, ", ".join(adopted))
@@ -131,28 +137,45 @@ class DeploymentController(Controller):
 
     # ---- adoption ----
 
+    def resync(self):
+        # Orphans from before this leader (or missed): one scan per resync period.
+        found = {rs["metadata"].get("namespace") for rs in self.store.list("replicasets")
+                 if controller_ref(rs) is None and not rs["metadata"].get("deletionTimestamp")}
+        with self._lock:
+            self._orphans_in |= found
+        super().resync()
+
     def _adopt_orphans(self, deployment):
         """Take the namespace's ReplicaSets that have no controller and carry labels the
-        deployment's selector matches (not while either is being deleted); their names."""
+        deployment's selector matches (not while either is being deleted), each in a write
+        of its own: one the store refuses is reported and skipped, never blocking the
+        rollout. Returns the names adopted."""
         selector = _selector(deployment)
         if selector is None or selector.empty:
             return []
         namespace = deployment["metadata"].get("namespace")
-        orphans = [rs for rs in self.store.list("replicasets", namespace)
-                   if controller_ref(rs) is None and not rs["metadata"].get("deletionTimestamp")
-                   and selector.matches(rs["metadata"].get("labels"))]
-        if not orphans:
+        uncontrolled = [rs for rs in self.store.list("replicasets", namespace)
+                        if controller_ref(rs) is None and not rs["metadata"].get("deletionTimestamp")]
+        if not uncontrolled:
+            with self._lock:
+                self._orphans_in.discard(namespace)
             return []
         ref = owner_reference(dict(deployment, kind="Deployment"))
-        ops = []
-        for rs in orphans:
+        adopted = []
+        for rs in uncontrolled:
             meta = rs["metadata"]
+            if not selector.matches(meta.get("labels")):
+                continue
             refs = [r for r in meta.get("ownerReferences") or [] if isinstance(r, dict)] + [ref]
-            ops.append(commands.update("replicasets", meta.get("namespace"), meta["name"],
-                                       dict(rs, metadata=dict(meta, ownerReferences=refs)),
-                                       precondition={"resourceVersion": meta["resourceVersion"]}))
-        self.write(ops)
-        return [rs["metadata"]["name"] for rs in orphans]
+            try:
+                self.write([commands.update("replicasets", meta.get("namespace"), meta["name"],
+                                            dict(rs, metadata=dict(meta, ownerReferences=refs)),
+                                            precondition={"resourceVersion": meta["resourceVersion"]})])
+            except WriteFailed as exc:
+                self.object_failed("adopt", "replicasets", rs, exc)
+                continue
+            adopted.append(meta["name"])
+        return adopted
 
     def _selecting(self, rs):
         """Keys of the deployments of `rs`'s namespace whose selector matches its labels."""

@@ -298,6 +298,15 @@ def test_a_deployment_created_again_adopts_its_orphaned_replica_set(env):
     env.create_deployment(name="other", replicas=1)
     env.settle()
     assert not env.store.get("replicasets", "default", rs["metadata"]["name"])["metadata"].get("ownerReferences")
+    # a new leader knows of no orphan until its first resync's scan finds it
+    env.ctl._orphans_in.clear()
+    env.ctl.resync()
+    env.create_deployment(replicas=2)
+    env.settle()
+    assert env.store.get("replicasets", "default", rs["metadata"]["name"])["metadata"]["ownerReferences"]
+    assert len(env.pods()) == 2
+    # and a namespace left without orphans is not looked at again
+    assert "default" not in env.ctl._orphans_in
 
 
 def test_releases_a_pod_relabelled_out_of_the_selector_and_replaces_it(env):
