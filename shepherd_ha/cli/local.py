@@ -26,8 +26,9 @@ def add_parser(subparsers):
                          "(default: %d for a new cluster, none more for an existing one); the cluster's "
                          "agents are started too" % DEFAULT_AGENTS)
     up.add_argument("--agent-prefix", default="node",
-                    help="agents are named PREFIX-1..PREFIX-N (default node); each cluster's containers "
-                         "carry its id, so two clusters on one Docker engine may both have a node-1")
+                    help="agents are named PREFIX-1..PREFIX-N (default node); node names must be unique "
+                         "on a Docker engine: a second cluster there takes its own prefix (and "
+                         "--cluster-cidr, --service-cidr)")
     up.add_argument("--cluster-cidr", default=None,
                     help="a new cluster's pod network (default 10.244.0.0/16); a second cluster on this "
                          "Docker engine needs one of its own, as its nodes' blocks become Docker networks")
@@ -102,6 +103,9 @@ def cmd_up(args, cluster):
         raise LocalClusterError("%s holds a loopback cluster: drop --netns or use another --dir" % cluster.dir)
     if not cluster.exists and args.netns:
         cluster = NetnsCluster(args.dir)
+        if args.cluster_cidr or args.service_cidr:
+            print("shepherd-ha local: --cluster-cidr and --service-cidr are ignored with --netns (hollow agents "
+                  "have no pod network)", file=sys.stderr)
         print("creating a %d-replica cluster in network namespaces in %s" % (args.replicas, cluster.dir), flush=True)
         cluster.create(args.replicas, auth=args.auth, tls=args.tls)
     elif not cluster.exists:
@@ -112,8 +116,12 @@ def cmd_up(args, cluster):
         print("gave %s a Raft salt (--raft-salt, required since issue 14)" % cluster.dir, flush=True)
     if args.agents is None:
         # `up` again starts what the cluster has: a second cluster started with its own
-        # --agent-prefix does not grow node-1 and node-2 on the next plain `up`.
-        args.agents = 0 if existed else DEFAULT_AGENTS
+        # --agent-prefix does not grow node-1 and node-2 on the next plain `up` (one whose
+        # first `up` failed before its agents were added gets them now).
+        args.agents = 0 if cluster.agents() else DEFAULT_AGENTS
+    if existed and (args.cluster_cidr or args.service_cidr):
+        print("shepherd-ha local: --cluster-cidr and --service-cidr are ignored: %s exists, and its networks "
+              "were set when it was created" % cluster.dir, file=sys.stderr)
     for ident, pid in cluster.start_all().items():
         print("  %s running (pid %d)" % (ident, pid), flush=True)
     leader = cluster.wait_ready(args.timeout, progress=_say)
