@@ -307,11 +307,13 @@ class ObjectApi:
             # The store's, as deletionTimestamp is (store/fsm.py keeps that one): a client that
             # wrote it could lengthen a pod's grace period, or make it unreadable for the
             # deletes and the agent that compare it.
+            # (One a client stored before, not a whole number or on an object not being
+            # deleted, goes: the store's deletes compare it.)
             grace = current["metadata"].get("deletionGracePeriodSeconds")
-            if grace is None:
-                new["metadata"].pop("deletionGracePeriodSeconds", None)
-            else:
+            if current["metadata"].get("deletionTimestamp") and type(grace) is int and grace >= 0:
                 new["metadata"]["deletionGracePeriodSeconds"] = grace
+            else:
+                new["metadata"].pop("deletionGracePeriodSeconds", None)
             if target.namespace:
                 new["metadata"]["namespace"] = target.namespace
             if target.sub == "status":
@@ -321,10 +323,11 @@ class ObjectApi:
                 merged["status"] = new.get("status")
                 new = merged
                 causes = [c for c in validate_object(target.plural, new) if c[0].startswith("status")]
+                causes = _new_causes(target, causes, current)
                 if causes:
                     raise invalid(target, causes, new)
             else:
-                new = self._defaulted_valid(target, new)
+                new = self._defaulted_valid(target, new, current)
                 causes = validate_update(target.plural, current, new)
                 if causes:
                     raise invalid(target, causes)
@@ -449,13 +452,23 @@ class ObjectApi:
         obj["metadata"] = meta
         return obj
 
-    def _defaulted_valid(self, target, obj):
-        causes = validate_object(target.plural, obj)
+    def _defaulted_valid(self, target, obj, current=None):
+        causes = _new_causes(target, validate_object(target.plural, obj), current)
         if causes:
             raise invalid(target, causes, obj)
         # Defaults only fill in valid values (tests/unit/test_model_validation checks that
         # defaulted objects stay valid), so one validation pass is enough.
         return apply_defaults(target.plural, obj)
+
+
+def _new_causes(target, causes, current):
+    """`causes` less those the stored object `current` has already (a rule newer than what
+    it stores): an update that leaves such a value as it is goes through, as Kubernetes
+    ratchets validation, instead of freezing the object (an agent's every status post)."""
+    if not causes or current is None:
+        return causes
+    known = set(validate_object(target.plural, current))
+    return [c for c in causes if c not in known]
 
 
 def _managed_as(obj, applied):

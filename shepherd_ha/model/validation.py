@@ -227,15 +227,16 @@ def _service(causes, obj):
         causes.add("spec.clusterIP", "%s is not an IPv4 address: leave it out to get one allocated, or use None "
                    "for a headless service" % show(cluster_ip))
     # Enums and shapes Kubernetes checks: a typed client or the agent's proxy reads them back.
-    causes.enum("spec.sessionAffinity", spec.get("sessionAffinity"), ("None", "ClientIP"))
+    # "" is unset, as Kubernetes reads it (charts render empty values)
+    causes.enum("spec.sessionAffinity", spec.get("sessionAffinity") or None, ("None", "ClientIP"))
     affinity = causes.dict("spec.sessionAffinityConfig", spec.get("sessionAffinityConfig"))
     client_ip = causes.dict("spec.sessionAffinityConfig.clientIP", (affinity or {}).get("clientIP"))
     causes.integer("spec.sessionAffinityConfig.clientIP.timeoutSeconds", (client_ip or {}).get("timeoutSeconds"),
                    1, 86400)
     for policy in ("externalTrafficPolicy", "internalTrafficPolicy"):
-        causes.enum("spec." + policy, spec.get(policy), ("Cluster", "Local"))
-    causes.enum("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy"), ("SingleStack", "PreferDualStack",
-                                                                    "RequireDualStack"))
+        causes.enum("spec." + policy, spec.get(policy) or None, ("Cluster", "Local"))
+    causes.enum("spec.ipFamilyPolicy", spec.get("ipFamilyPolicy") or None, ("SingleStack", "PreferDualStack",
+                                                                            "RequireDualStack"))
     for i, address in enumerate(causes.list("spec.externalIPs", spec.get("externalIPs")) or []):
         if not isinstance(address, str) or parse_ipv4(address) is None:
             causes.add("spec.externalIPs[%d]" % i, "%s is not an IPv4 address" % show(address))
