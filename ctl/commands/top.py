@@ -8,7 +8,7 @@ kubectl's columns: CPU in millicores, memory (the working set) in Mi.
 """
 from datetime import datetime, timezone
 
-from shepherd_ha.model.quantity import QuantityError, parse_cpu, parse_memory
+from shepherd_ha.model.quantity import QuantityError, parse_memory, usage_millicores
 
 from .. import printers
 from ..context import UserError
@@ -114,16 +114,11 @@ def top_nodes(client, names=(), selector=None, sort_by=None, now=None):
 
 
 def _millicores(value):
-    """A metrics-server CPU quantity ("12345678n", "5m", "1") in millicores, or None."""
-    if not isinstance(value, str) or not value:
-        return None
+    """A metrics-server CPU quantity ("12345678n", "5m", "1") in millicores (rounded up, as
+    kubectl prints it), or None."""
     try:
-        if value.endswith("n"):
-            return int(value[:-1]) // 1_000_000
-        if value.endswith("u"):
-            return int(value[:-1]) // 1_000
-        return parse_cpu(value)
-    except (ValueError, QuantityError):
+        return usage_millicores(value)
+    except ValueError:
         return None
 
 
@@ -164,6 +159,10 @@ def pod_rows(items, containers=False, all_namespaces=False, sort_by=None):
 
 
 def top_pods(args, ctx):
+    if args.sort_by not in (None, "cpu", "memory"):
+        raise UserError("top pods sorts by cpu or memory, not %s" % args.sort_by)
+    if args.names and args.all_namespaces:
+        raise UserError("a pod cannot be named across all namespaces: give -n NAMESPACE instead of -A")
     base = "/apis/metrics.k8s.io/v1beta1"
     params = {"labelSelector": args.selector} if args.selector else None
     if args.all_namespaces:

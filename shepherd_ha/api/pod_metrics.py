@@ -19,6 +19,7 @@ Authorization is RBAC's, by path: resource `pods` in group `metrics.k8s.io`
 """
 from flask import Response, request
 
+from shepherd_ha.model.quantity import usage_millicores
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.resources import Resource
 from shepherd_ha.model.times import now_rfc3339
@@ -90,12 +91,6 @@ def pod_metrics(pod, usage):
             "timestamp": usage.get("timestamp"), "window": window, "containers": containers}
 
 
-def _millicores(quantity):
-    return int(quantity[:-1]) // 10 ** 6 if quantity.endswith("n") else \
-        int(quantity[:-1]) // 1000 if quantity.endswith("u") else \
-        int(quantity[:-1]) if quantity.endswith("m") else int(quantity) * 1000
-
-
 def _table(table_request, items, revision):
     columns = [("Name", "string", "Name must be unique within a namespace."),
                ("CPU", "string", "CPU in use, all containers (millicores)"),
@@ -103,7 +98,7 @@ def _table(table_request, items, revision):
                ("Window", "string", "what the CPU figure averages over")]
     rows = []
     for m in items:
-        cpu = sum(_millicores(c["usage"]["cpu"]) for c in m["containers"])
+        cpu = sum(usage_millicores(c["usage"]["cpu"]) for c in m["containers"])
         mem = sum(int(c["usage"]["memory"][:-2]) for c in m["containers"]) // 1024
         row = {"cells": [m["metadata"]["name"], "%dm" % cpu, "%dMi" % mem, m["window"]]}
         if table_request.include == "Metadata":

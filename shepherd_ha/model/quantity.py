@@ -91,6 +91,19 @@ def _check_count(n, what):
                             % (show(n), what))
 
 
+def usage_millicores(text):
+    """A CPU usage quantity as metrics-server writes it (nanocores "3128545n", "250u", "5m" or
+    whole cores) in millicores, rounded up as Kubernetes' MilliValue (what kubectl top
+    prints); ValueError for anything else."""
+    if not isinstance(text, str) or not text:
+        raise ValueError("%s is not a CPU usage quantity" % show(text))
+    scale = {"n": 10 ** 6, "u": 10 ** 3, "m": 1}.get(text[-1])
+    digits = text[:-1] if scale else text
+    if not (digits.isascii() and digits.isdigit()):
+        raise ValueError("%s is not a CPU usage quantity" % show(text))
+    return -(-int(digits) // scale) if scale else int(digits) * 1000
+
+
 def format_cpu(millicores):
     _check_count(millicores, "CPU")
     if millicores % 1000 == 0:

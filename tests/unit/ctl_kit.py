@@ -1,13 +1,16 @@
 """sheepctl in unit tests: ctl.main.main([...]) against real API servers (real_api.py), with
 nothing of the machine's own configuration let in (conftest's `ctl_isolated` and `ctl`)."""
+import os
+
 from ctl.main import main
 
 
 def isolate(monkeypatch, home):
-    """No SHEPHERD_SERVERS or SHEPHERD_CONFIG from the environment, and HOME at `home` (so no
-    ~/.shepherd/config of the machine's user is read)."""
-    monkeypatch.delenv("SHEPHERD_SERVERS", raising=False)
-    monkeypatch.delenv("SHEPHERD_CONFIG", raising=False)
+    """No SHEPHERD_* setting from the environment (servers, config, token, ...), and HOME at
+    `home` (so no ~/.shepherd/config of the machine's user is read)."""
+    # (SHEPHERD_VERIFY_SHARING is the suite's own check, tests/conftest.py: kept)
+    for name in [n for n in os.environ if n.startswith("SHEPHERD_") and n != "SHEPHERD_VERIFY_SHARING"]:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOME", str(home))
 
 

@@ -377,6 +377,10 @@ def test_sheepctl_top_pods_as_kubectl_prints_it(world, capsys, ctl_isolated):
     assert [r[:2] for r in rows] == [["NAMESPACE", "NAME"], ["default", "db"], ["default", "web"], ["team", "other"]]
     rc, _, err = top("-n", "team", "-l", "app=none")
     assert rc == 0 and err.strip() == "No resources found in team namespace."
+    rc, _, err = top("web", "-A")
+    assert rc == 1 and "give -n NAMESPACE" in err
+    rc, _, err = top("--sort-by", "disk")
+    assert rc == 1 and "sorts by cpu or memory" in err
 
 
 def test_top_pods_rows_sum_a_pods_containers_and_sort():
@@ -389,6 +393,8 @@ def test_top_pods_rows_sum_a_pods_containers_and_sort():
     headers, rows = pod_rows(items)
     assert headers == ["NAME", "CPU(cores)", "MEMORY(bytes)"]
     assert rows == [["p1", "255m", "12Mi"], ["p2", "1000m", "<unknown>"]]
+    _, rows = pod_rows([{"metadata": {"name": "tiny"}, "containers": [{"usage": {"cpu": "500000n", "memory": "0"}}]}])
+    assert rows == [["tiny", "1m", "0Mi"]]          # rounded up, as kubectl prints it
     _, rows = pod_rows(items, sort_by="cpu")
     assert [r[0] for r in rows] == ["p2", "p1"]
     _, rows = pod_rows(items, containers=True, all_namespaces=True)

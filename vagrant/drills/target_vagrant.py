@@ -185,7 +185,8 @@ class VagrantTarget(Target):
         return _run(["virsh", "-c", LIBVIRT_URI, *args], timeout=timeout, check=check)
 
     def is_running(self, host):
-        return self.virsh("domstate", self.domain(host)).stdout.strip() == "running"
+        """Running, or suspended by pause() (the Target contract): neither needs a start."""
+        return self.virsh("domstate", self.domain(host)).stdout.strip() in ("running", "paused")
 
     def pause(self, host):
         self.log(f"  [vagrant] virsh suspend {host}")
