@@ -464,10 +464,12 @@ class ObjectApi:
 def _new_causes(target, causes, current):
     """`causes` less those the stored object `current` has already (a rule newer than what
     it stores): an update that leaves such a value as it is goes through, as Kubernetes
-    ratchets validation, instead of freezing the object (an agent's every status post)."""
+    ratchets validation, instead of freezing the object (an agent's every status post).
+    Not for the name: a name the rules refuse is one no update may keep (the built-in
+    ClusterRoles, served but never stored, are read-only through it)."""
     if not causes or current is None:
         return causes
-    known = set(validate_object(target.plural, current))
+    known = {c for c in validate_object(target.plural, current) if c.field != "metadata.name"}
     return [c for c in causes if c not in known]
 
 
