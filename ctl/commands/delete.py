@@ -1,4 +1,6 @@
-"""sheepctl delete RESOURCE NAME... | delete -f PATH | delete RESOURCE -l SEL | --all"""
+"""sheepctl delete RESOURCE NAME... | delete -f PATH | delete RESOURCE -l SEL | --all [--wait]"""
+import time
+
 from shepherd_ha.client import ApiError
 
 from .. import manifests, printers
@@ -26,7 +28,14 @@ def register(sub, common):
                         "terminationGracePeriodSeconds); 0 needs --force")
     p.add_argument("--force", action="store_true",
                    help="with --grace-period=0: delete at once, without waiting for the agent to stop the pod")
+    p.add_argument("--wait", action="store_true",
+                   help="return only once the objects are gone: pods stopped by their agents, namespaces "
+                        "emptied, finalizers done (kubectl's default)")
+    p.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                   help="with --wait: give up (exit 1) after this long (default 300)")
     p.set_defaults(func=run)
+
+POLL = 0.5       # seconds between two looks at an object being deleted
 
 
 def _targets(args, ctx):
@@ -77,9 +86,10 @@ def run(args, ctx):
     if args.force and grace is None:
         grace = 0
     failed = False
+    deleted = []
     for r, name, namespace in _targets(args, ctx):
         try:
-            ctx.client.delete(r, name, namespace, propagation_policy=policy, grace_period_seconds=grace)
+            obj = ctx.client.delete(r, name, namespace, propagation_policy=policy, grace_period_seconds=grace)
         except ApiError as exc:
             if exc.code == 404 and args.ignore_not_found:
                 continue
@@ -87,4 +97,50 @@ def run(args, ctx):
             failed = True
             continue
         ctx.print('%s "%s" deleted' % (printers.type_name(r), name))
+        deleted.append((r, name, namespace, printers.meta(obj or {}).get("uid")))
+    if args.wait:
+        deadline = time.monotonic() + args.timeout
+        for r, name, namespace, uid in deleted:
+            if not _wait_gone(ctx, r, name, namespace, uid, deadline):
+                ctx.error('error: timed out waiting for %s "%s" to be deleted (--timeout %gs)'
+                          % (printers.type_name(r), name, args.timeout))
+                return 1
     return 1 if failed else 0
+
+
+def _wait_gone(ctx, r, name, namespace, uid, deadline):
+    """Poll until the object is gone (or replaced by a namesake); print what it waits
+    for when that changes. False when `deadline` passes first."""
+    said = None
+    while True:
+        try:
+            obj = ctx.client.get(r, name, namespace)
+        except ApiError as exc:
+            if exc.code == 404:
+                return True
+            raise
+        if uid and printers.meta(obj).get("uid") != uid:
+            return True
+        why = _waiting_for(r, name, obj)
+        if why != said:
+            ctx.error(why)
+            said = why
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(POLL)
+
+
+def _waiting_for(r, name, obj):
+    """One line on what the deletion of `obj` waits for."""
+    what = '%s "%s"' % (printers.type_name(r), name)
+    meta = printers.meta(obj)
+    if r.plural == "namespaces":
+        conditions = {c.get("type"): c for c in printers.status(obj).get("conditions") or [] if isinstance(c, dict)}
+        for kind in ("NamespaceFinalizersRemaining", "NamespaceContentRemaining"):
+            if (conditions.get(kind) or {}).get("status") == "True":
+                return "waiting for %s: %s" % (what, conditions[kind].get("message"))
+    if r.plural == "pods" and meta.get("deletionGracePeriodSeconds") is not None:
+        return "waiting for %s: its agent is stopping it (grace period %ss)" % (what, meta["deletionGracePeriodSeconds"])
+    if meta.get("finalizers"):
+        return "waiting for %s: finalizers %s" % (what, ", ".join(map(str, meta["finalizers"])))
+    return "waiting for %s to be deleted" % what

@@ -59,6 +59,9 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
             ("/<plural>/<name>/<sub>", item),
         ):
             app.add_url_rule(prefix + rule, endpoint=(prefix + rule), view_func=bind(fn), methods=_VERBS)
+    # A namespace's own subresource: more specific than a collection in namespace <name>.
+    app.add_url_rule("/api/v1/namespaces/<name>/finalize", endpoint="namespace-finalize", methods=_VERBS,
+                     view_func=lambda name: item("v1", "namespaces", name, sub="finalize"))
 
     @app.before_request
     def start_timer():

@@ -20,7 +20,7 @@ from .media import accepts
 # GET, PUT, PATCH and DELETE. There is no DELETE on a collection (deletecollection).
 RESOURCE_VERBS = ("create", "delete", "get", "list", "patch", "update", "watch")
 SUBRESOURCE_VERBS = {"status": ("get", "patch", "update"), "scale": ("get", "patch", "update"),
-                     "log": ("get",), "eviction": ("create",)}
+                     "log": ("get",), "eviction": ("create",), "finalize": ("update",)}
 # The kind a subresource answers with, when it is not the resource's own kind.
 SUBRESOURCE_KINDS = {"scale": ("autoscaling", "v1", "Scale"), "eviction": ("policy", "v1", "Eviction")}
 

@@ -73,7 +73,8 @@ def _simulate(replica, op):
             if ns is None:
                 raise ApiError(404, 'namespace "%s" not found: create it first' % meta["namespace"])
             if ns["metadata"].get("deletionTimestamp"):
-                raise ApiError(409, 'namespace "%s" is being deleted' % meta["namespace"])
+                raise ApiError(403, '%s "%s" is forbidden: unable to create new content in namespace %s because '
+                               'it is being terminated' % (resource, meta["name"], meta["namespace"]))
         if _get(replica, resource, meta.get("namespace"), meta["name"]) is not None:
             raise ApiError(409, '%s "%s" already exists' % (resource, meta["name"]), "AlreadyExists")
         meta["generation"] = 1
@@ -89,6 +90,9 @@ def _simulate(replica, op):
         if (op.get("graceful") and resource == "pods" and (obj.get("spec") or {}).get("nodeName")) \
                 or obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
+        if op.get("terminate"):      # a namespace: marked, as the store would (store/fsm.py)
+            obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
+            obj["status"] = dict(obj.get("status") or {}, phase="Terminating")
         return {"code": 200, "object": obj}
     updated = _updated(info, op, current)
     if op.get("subresource") != "status":
@@ -132,6 +136,11 @@ def _updated(info, op, current):
     if op.get("subresource") == "status":
         obj = copy.deepcopy(current)
         obj["status"] = incoming.get("status")
+        return obj
+    if op.get("subresource") == "finalize":
+        obj = copy.deepcopy(current)
+        obj["spec"] = dict(obj.get("spec") if isinstance(obj.get("spec"), dict) else {},
+                           finalizers=incoming["spec"]["finalizers"])
         return obj
     meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in _SERVER_METADATA}
     meta.update({k: current["metadata"][k] for k in _SERVER_METADATA if k in current["metadata"]})

@@ -19,6 +19,7 @@ from shepherd_ha.model.validation import validate_object, validate_scale, valida
 from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.replica import IMMORTAL_NAMESPACES
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store.stamping import stamp_new
@@ -106,7 +107,8 @@ class ObjectApi:
                     "scale": {"GET": self.get_scale, "PUT": self.replace_scale, "PATCH": self.patch_scale},
                     "log": {"GET": lambda t: pod_logs.pod_log(self.replica, t, self.log_grants,
                                                                   self.outbound)},
-                    "eviction": {"POST": lambda t: json_response(eviction.evict(self, t), 201)}}
+                    "eviction": {"POST": lambda t: json_response(eviction.evict(self, t), 201)},
+                    "finalize": {"PUT": self.finalize}}
         handler = handlers[target.sub].get(request.method)
         if handler is None:
             raise ApiError(405, "%s is not supported on %s" % (request.method, request.path))
@@ -171,7 +173,7 @@ class ObjectApi:
         except CommandTooLarge as exc:      # refused before submitting: nothing was written
             raise ApiError(413, str(exc))
         if not result.get("ok"):
-            raise ApiError(result["code"], result["message"], result.get("reason"))
+            raise ApiError(result["code"], result["message"], result.get("reason"), result.get("details"))
         return result["results"][0]
 
     def create(self, target, obj=None, managed=None):
@@ -359,6 +361,9 @@ class ObjectApi:
 
     def delete_with(self, target, options):
         """Delete with DeleteOptions (a DELETE's body, an Eviction's deleteOptions); the object as it was."""
+        if target.plural == "namespaces" and target.name in IMMORTAL_NAMESPACES:
+            raise ApiError(403, 'namespaces "%s" is forbidden: this namespace may not be deleted' % target.name,
+                           details={"name": target.name, "kind": "namespaces"})
         dry_run.from_options(options)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):
@@ -375,6 +380,27 @@ class ObjectApi:
         result = self._submit([op])
         # A pod on a node is only marked terminating: its agent stops it, then deletes it.
         return result["object"]
+
+    # ---- namespaces/finalize ----
+
+    def finalize(self, target):
+        """PUT of a Namespace to /finalize: only its spec.finalizers are taken (Kubernetes'
+        way to finish, or force, a Terminating namespace's deletion)."""
+        body = self._checked_body(target, json_object_body())
+        name = body["metadata"].get("name")
+        if name not in (None, target.name):
+            raise ApiError(400, "metadata.name %r does not match the name in the URL %r" % (name, target.name))
+        spec = body.get("spec") if body.get("spec") is not None else {}
+        if not isinstance(spec, dict):
+            raise invalid(target, [("spec", "must be an object")])
+        causes = [c for c in validate_object("namespaces", {"metadata": {"name": target.name}, "spec": spec})
+                  if c[0].startswith("spec")]
+        if causes:
+            raise invalid(target, causes)
+        rv = body["metadata"].get("resourceVersion")
+        result = self._submit([commands.finalize(target.name, spec.get("finalizers") or [],
+                                                 {"resourceVersion": str(rv)} if rv else None)])
+        return json_response(result["object"], 200)
 
     # ---- scale subresource ----
 

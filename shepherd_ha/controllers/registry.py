@@ -12,7 +12,7 @@ from .settings import ControllerSettings
 log = logging.getLogger("shepherd_ha.controllers")
 
 CONTROLLER_MODULES = ("scheduler", "deployments", "replica_sets", "endpoints", "node_lifecycle", "pod_gc", "garbage_collector",
-                      "event_pruner", "node_ipam", "service_network")
+                      "event_pruner", "node_ipam", "service_network", "namespaces")
 
 
 COMPONENT = "shepherd-controller-manager"

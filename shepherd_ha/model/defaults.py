@@ -129,6 +129,9 @@ def _node(obj):
 
 
 def _namespace(obj):
+    spec = _dict_at(obj, "spec")
+    if spec is not None and spec.get("finalizers") is None:
+        spec["finalizers"] = ["kubernetes"]     # the namespace controller's (controllers/namespaces.py)
     status = _dict_at(obj, "status")
     if status is not None and status.get("phase") is None:
         status["phase"] = "Active"

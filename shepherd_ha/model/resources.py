@@ -47,7 +47,7 @@ class Resource:
 
 
 RESOURCES = {r.plural: r for r in (
-    Resource("namespaces", "Namespace", "v1", False, (), ("ns",)),
+    Resource("namespaces", "Namespace", "v1", False, ("finalize",), ("ns",)),
     Resource("nodes", "Node", "v1", False, ("status",), ("no",)),
     Resource("pods", "Pod", "v1", True, ("status", "log", "eviction"), ("po",), ("all",)),
     Resource("services", "Service", "v1", True, (), ("svc",), ("all",)),

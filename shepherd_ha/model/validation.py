@@ -85,10 +85,7 @@ def _metadata(causes, resource, meta):
                                 values_are_labels=False)
     if annotations and sum(len(k) + len(v) for k, v in annotations.items()) > _MAX_ANNOTATIONS:
         causes.add("metadata.annotations", "total size must be at most 256 KiB")
-    for i, item in enumerate(causes.list("metadata.finalizers", meta.get("finalizers")) or []):
-        if not (isinstance(item, str) and _FINALIZER.fullmatch(item)):
-            causes.add("metadata.finalizers[%d]" % i, "%s is not a valid finalizer: use a name like "
-                       "example.com/cleanup (letters, digits, '-', '_', '.', one optional '/')" % show(item))
+    _finalizers(causes, "metadata.finalizers", meta.get("finalizers"))
     for i, ref in enumerate(causes.list("metadata.ownerReferences",
                                         meta.get("ownerReferences")) or []):
         f = "metadata.ownerReferences[%d]" % i
@@ -347,11 +344,21 @@ def _endpoints(causes, obj):
                 causes.add(fp, "must be an object with a port, got %s" % show(port))
 
 
+def _finalizers(causes, field, value):
+    for i, item in enumerate(causes.list(field, value) or []):
+        if not (isinstance(item, str) and _FINALIZER.fullmatch(item)):
+            causes.add("%s[%d]" % (field, i), "%s is not a valid finalizer: use a name like "
+                       "example.com/cleanup (letters, digits, '-', '_', '.', one optional '/')" % show(item))
+
+
 def _namespace(causes, obj):
     problem = level_label_problem((obj.get("metadata") or {}).get("labels")
                                   if isinstance(obj.get("metadata"), dict) else None)
     if problem:
         causes.add("metadata.labels[%s]" % problem[0], problem[1])
+    spec = causes.dict("spec", obj.get("spec"))
+    if spec is not None:
+        _finalizers(causes, "spec.finalizers", spec.get("finalizers"))
 
 
 def _lease(causes, obj):

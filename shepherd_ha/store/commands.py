@@ -24,18 +24,25 @@ Ops:
            "binding" (pods, version 2): `object` is {"spec": {"nodeName": node}, "status": status};
            one change sets both, as Kubernetes' pods/binding subresource does (bind(); the
            scheduler's op inside the store: the API serves no pods/binding)
+           "finalize" (namespaces, version 3): `object` is {"spec": {"finalizers": [str, ...]}};
+           sets only spec.finalizers, as Kubernetes' namespaces/finalize; a Terminating
+           namespace left without finalizers of either kind is deleted with what is left in it
   delete   {"op": "delete", "resource": plural, "namespace": ns, "name": name,
-            "precondition"?, "propagationPolicy"?, "deletionTimestamp"?, "graceful"?}
+            "precondition"?, "propagationPolicy"?, "deletionTimestamp"?, "graceful"?, "terminate"?}
+           "terminate" (namespaces, version 3): mark the namespace Terminating and leave its
+           contents to the namespace controller; a namespace delete without it (logged by
+           versions 1 and 2) deletes everything in the namespace at once, as it did then
 Optional fields are left out when unset (the FSM reads them with .get). A command
 logged before the version field existed has none: it is version 1. Version 2 added the
-binding update; the FSM applies both (a log written by version 1 replays as it did).
+binding update, version 3 the namespace lifecycle (finalize, terminate); the FSM applies
+all three (a log written by an older version replays as it did).
 """
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import parse_service_cidr
 
-VERSION = 2            # the newest command format: what this code writes
-APPLIED_VERSIONS = (1, 2)      # what it applies (version 1: a log written before the binding update)
-SUBRESOURCES = ("status", "binding")
+VERSION = 3            # the newest command format: what this code writes
+APPLIED_VERSIONS = (1, 2, 3)   # what it applies (1: before the binding update, 2: before namespace lifecycle)
+SUBRESOURCES = ("status", "binding", "finalize")
 
 
 # ---- commands ----
@@ -96,6 +103,12 @@ def bind(namespace, name, node_name, status, precondition=None):
     in one change: refused (409) if the pod is bound already or being deleted."""
     return update("pods", namespace, name, {"spec": {"nodeName": node_name}, "status": status},
                   precondition=precondition, subresource="binding")
+
+
+def finalize(name, finalizers, precondition=None):
+    """Namespace `name` with spec.finalizers set to `finalizers` (and nothing else changed)."""
+    return update("namespaces", None, name, {"spec": {"finalizers": list(finalizers)}},
+                  precondition=precondition, subresource="finalize")
 
 
 def delete(resource, namespace, name, precondition=None, propagation_policy=None, **extra):
@@ -172,6 +185,14 @@ def _op_error(op):
             if resource != "pods" or not isinstance(spec, dict) or not isinstance(spec.get("nodeName"), str) \
                     or not spec["nodeName"] or not isinstance(status, (dict, type(None))):
                 return "a binding is a pods update of {spec: {nodeName: str}, status: mapping or null}"
+        if sub == "finalize":
+            spec = op["object"].get("spec")
+            finalizers = spec.get("finalizers") if isinstance(spec, dict) else None
+            if resource != "namespaces" or not isinstance(finalizers, list) \
+                    or not all(isinstance(f, str) and f for f in finalizers):
+                return "a finalize is a namespaces update of {spec: {finalizers: [non-empty str, ...]}}"
+    if kind == "delete" and "terminate" in op and (op["terminate"] is not True or resource != "namespaces"):
+        return "terminate is only true, and only on a namespaces delete"
     for field in ("precondition", "graceful"):
         if op.get(field) is not None and not isinstance(op[field], dict):
             return "%s is a mapping, not %s" % (field, type(op[field]).__name__)

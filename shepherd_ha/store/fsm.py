@@ -35,6 +35,8 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 # Fields a client may not set on the main resource: the store owns them.
 FOREGROUND_FINALIZER = "foregroundDeletion"
+NAMESPACE_FINALIZER = "kubernetes"     # spec.finalizers: the namespace controller's, removed once it is empty
+NAMESPACE_TERMINATING = "NamespaceTerminating"     # the cause Kubernetes' clients look for in a 403
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
@@ -45,13 +47,17 @@ class Change(collections.namedtuple("Change", "revision type resource object pre
 class _Failure(Exception):
     """A business outcome that aborts the current atomic write."""
 
-    def __init__(self, code, reason, message, index=None):
+    def __init__(self, code, reason, message, index=None, details=None):
         super().__init__(message)
         self.code, self.reason, self.message, self.index = code, reason, message, index
+        self.details = details
 
 
-def _failure(code, reason, message, index=None):
-    return {"ok": False, "code": code, "reason": reason, "message": message, "index": index}
+def _failure(code, reason, message, index=None, details=None):
+    failure = {"ok": False, "code": code, "reason": reason, "message": message, "index": index}
+    if details:
+        failure["details"] = details
+    return failure
 
 
 def _key(namespace, name):
@@ -192,7 +198,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             if self._frees_a_block(planned):
                 self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
-            return _failure(f.code, f.reason, f.message, f.index)
+            return _failure(f.code, f.reason, f.message, f.index, f.details)
         self._commit(planned, changes)
         return {"ok": True, "results": results, "revision": self.revision}
 
@@ -306,7 +312,10 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 raise _Failure(404, "NotFound", 'namespace "%s" not found: create it first '
                                '(sheepctl create namespace %s)' % (namespace, namespace), index)
             if ns["metadata"].get("deletionTimestamp"):
-                raise _Failure(409, "Conflict", 'namespace "%s" is being deleted' % namespace, index)
+                why = "unable to create new content in namespace %s because it is being terminated" % namespace
+                raise _Failure(403, "Forbidden", '%s "%s" is forbidden: %s' % (resource, name, why), index,
+                               {"name": name, "kind": resource, "causes": [
+                                   {"reason": NAMESPACE_TERMINATING, "message": why, "field": "metadata.namespace"}]})
         else:
             meta.pop("namespace", None)
         if self._current(staged, resource, namespace, name) is not None:
@@ -342,6 +351,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             obj["status"] = incoming.get("status")
         elif op.get("subresource") == "binding":
             obj = self._checked(_bound(current, incoming, namespace, name), index)
+        elif op.get("subresource") == "finalize":
+            obj = dict(current, spec=dict(_mapping(current.get("spec")),
+                                          finalizers=list(incoming["spec"]["finalizers"])))
         else:
             obj = dict(incoming)
             meta = dict(obj.get("metadata") or {})
@@ -358,6 +370,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                     obj["status"] = current["status"]
                 else:
                     obj.pop("status", None)
+            if resource == "namespaces":       # only finalize sets them (Kubernetes' update strategy)
+                obj = _with_spec_finalizers(obj, current)
         if resource == "nodes" and op.get("subresource") != "status":
             obj = self._checked(self._pod_cidr_for_update(obj, current, staged), index)
         if resource == "services" and op.get("subresource") != "status":
@@ -365,13 +379,20 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
         if current["metadata"].get("deletionTimestamp"):
-            before = list(current["metadata"].get("finalizers") or [])
-            after = (obj.get("metadata") or {}).get("finalizers") or []
-            added = sorted(set(after) - set(before))
-            if added:
-                raise _Failure(422, "Invalid", "metadata.finalizers: %s cannot be added: %s is being deleted"
-                               % (", ".join(added), _describe(resource, namespace, name)), index)
-            if before and not after:       # the last finalizer is gone: the deletion completes now
+            lists = [("metadata.finalizers", (current["metadata"].get("finalizers") or []),
+                      ((obj.get("metadata") or {}).get("finalizers") or []))]
+            if resource == "namespaces":
+                lists.append(("spec.finalizers", _spec_finalizers(current), _spec_finalizers(obj)))
+            for field, before, after in lists:
+                added = sorted(set(after) - set(before))
+                if added:
+                    raise _Failure(422, "Invalid", "%s: %s cannot be added: %s is being deleted"
+                                   % (field, ", ".join(added), _describe(resource, namespace, name)), index)
+            # The last finalizer is gone: the deletion completes now (a namespace's with
+            # whatever is still in it, so no object outlives its namespace).
+            if any(before for _, before, _ in lists) and not any(after for _, _, after in lists):
+                if resource == "namespaces":
+                    self._delete_namespace_contents(name, staged, planned)
                 return {"code": 200, "resource": resource,
                         "object": self._plan_delete(resource, current, staged, planned), "deleted": True}
         obj["metadata"] = dict(obj["metadata"])
@@ -424,7 +445,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 return self._mark_terminating(current, graceful["deletionTimestamp"], int(seconds),
                                               staged, planned)
         if resource == "namespaces":
-            self._delete_namespace_contents(name, staged, planned)
+            if op.get("terminate"):
+                return self._mark_namespace_terminating(current, op, staged, planned)
+            self._delete_namespace_contents(name, staged, planned)      # logged by version 1 or 2
         elif op.get("propagationPolicy") == "Orphan":
             self._orphan_dependents(current, staged, planned)
         finalizers = list(current["metadata"].get("finalizers") or [])
@@ -452,6 +475,25 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                                           finalizers=finalizers))
         self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
         return {"code": 200, "resource": resource, "object": obj, "finalizing": True}
+
+    def _mark_namespace_terminating(self, current, op, staged, planned):
+        """Kubernetes' namespace lifecycle: the namespace is marked (deletionTimestamp,
+        phase Terminating, the `kubernetes` spec finalizer), refuses new content, and the
+        namespace controller deletes what is in it as single deletes would, pods with
+        their grace periods, then removes its finalizer (controllers/namespaces.py)."""
+        meta = current["metadata"]
+        if meta.get("deletionTimestamp"):
+            return {"code": 200, "resource": "namespaces", "object": current, "unchanged": True}
+        finalizers = _spec_finalizers(current)
+        if NAMESPACE_FINALIZER not in finalizers:
+            finalizers.append(NAMESPACE_FINALIZER)
+        revision = self._next_revision(planned)
+        obj = dict(current, metadata=dict(meta, resourceVersion=str(revision),
+                                          deletionTimestamp=op.get("deletionTimestamp") or meta.get("creationTimestamp")),
+                   spec=dict(_mapping(current.get("spec")), finalizers=finalizers),
+                   status=dict(_mapping(current.get("status")), phase="Terminating"))
+        self._stage(staged, planned, Change(revision, MODIFIED, "namespaces", obj, current))
+        return {"code": 200, "resource": "namespaces", "object": obj, "terminating": True}
 
     def _plan_delete(self, resource, current, staged, planned):
         revision = self._next_revision(planned)
@@ -528,6 +570,27 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 current = self._current(staged, plural, namespace, name)
                 if current is not None:
                     self._plan_delete(plural, current, staged, planned)
+
+
+def _mapping(value):
+    return value if isinstance(value, dict) else {}
+
+
+def _spec_finalizers(namespace):
+    """A namespace's spec.finalizers as a new list (what is not a string list counts as none)."""
+    finalizers = _mapping(namespace.get("spec")).get("finalizers")
+    return [f for f in finalizers if isinstance(f, str)] if isinstance(finalizers, list) else []
+
+
+def _with_spec_finalizers(obj, current):
+    """`obj` (a namespace update) with the spec.finalizers of `current`, the stored one."""
+    if "finalizers" not in _mapping(obj.get("spec")) and "finalizers" not in _mapping(current.get("spec")):
+        return obj
+    spec = dict(_mapping(obj.get("spec")))
+    spec.pop("finalizers", None)
+    if "finalizers" in _mapping(current.get("spec")):
+        spec["finalizers"] = current["spec"]["finalizers"]
+    return dict(obj, spec=spec)
 
 
 def _same_content(a, b):

@@ -19,6 +19,9 @@ from .fsm import MODIFIED
 from .watch_log import DecodedWatchLog, WatchLog
 
 BOOTSTRAP_NAMESPACES = ("default", LEASE_NAMESPACE)
+# Namespaces a delete is refused for (403), as Kubernetes' NamespaceLifecycle refuses its
+# three; the node leases' too, since every agent's heartbeat lives there.
+IMMORTAL_NAMESPACES = BOOTSTRAP_NAMESPACES + ("kube-system", "kube-public")
 WRITE_TIMEOUT = 2.0      # seconds a write or linearizable read may wait for Raft before 503
 
 

@@ -24,6 +24,8 @@ def test_request_attributes_follow_kubernetes_request_info():
         ("GET", "/api/v1/namespaces/default/pods/web/log", ""): ("get", "pods", "log", "default", "web"),
         ("PATCH", "/api/v1/nodes/n1/status", ""): ("patch", "nodes", "status", "", "n1"),
         ("DELETE", "/api/v1/namespaces/default", ""): ("delete", "namespaces", "", "default", "default"),
+        ("PUT", "/api/v1/namespaces/team/finalize", ""): ("update", "namespaces", "finalize", "team", "team"),
+        ("GET", "/api/v1/namespaces/team/configmaps", ""): ("list", "configmaps", "", "team", ""),
         ("PUT", "/apis/apps/v1/namespaces/ns/deployments/d/scale", ""): ("update", "deployments", "scale", "ns", "d"),
         ("DELETE", "/api/v1/namespaces/default/configmaps", ""): ("deletecollection", "configmaps", "", "default", ""),
     }

@@ -13,6 +13,10 @@ import yaml
 from ctl.main import main
 from real_api import free_port
 
+from shepherd_ha.controllers.controller import Retry
+from shepherd_ha.controllers.namespaces import NamespaceController
+from shepherd_ha.store import commands
+
 
 pytestmark = pytest.mark.usefixtures("ctl_isolated")      # conftest.py
 
@@ -591,3 +595,42 @@ def test_usage_errors_exit_2_without_traceback(capsys):
     assert main(["get"]) == 2
     assert main([]) == 2
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_delete_wait_follows_a_namespace_until_it_is_gone(ctl, store):
+    store.put("namespaces", {"metadata": {"name": "team"}, "spec": {"finalizers": ["kubernetes"]}})
+    store.put("pods", dict(running_pod("web"), metadata={"name": "web", "namespace": "team"}))
+    store.put("configmaps", {"metadata": {"name": "c", "namespace": "team"}})
+    controller = NamespaceController(store)
+    stop = threading.Event()
+
+    def leader():           # the namespace controller, and the agent stopping its pod a little later
+        started = time.monotonic()
+        while not stop.is_set():
+            if time.monotonic() - started > 1.0 and store.get_obj("pods", "web", "team") is not None:
+                store.apply(commands.write([commands.delete("pods", "team", "web")]))
+            try:
+                controller.reconcile("team")
+            except Retry:
+                pass
+            stop.wait(0.1)
+    thread = threading.Thread(target=leader, daemon=True)
+    thread.start()
+    try:
+        rc, out, err = ctl("delete", "namespace", "team", "--wait", "--timeout", "20")
+    finally:
+        stop.set()
+        thread.join(5)
+    assert (rc, out) == (0, 'namespace "team" deleted\n'), err
+    assert "waiting for namespace \"team\": Some resources are remaining: pods has 1 resource instances" in err
+    assert store.get_obj("namespaces", "team") is None and store.get_obj("pods", "web", "team") is None
+
+
+def test_delete_wait_gives_up_after_its_timeout_and_says_on_what(ctl, store):
+    store.put("pods", running_pod("web"))
+    rc, out, err = ctl("delete", "pod", "web", "--wait", "--timeout", "0.6")
+    assert rc == 1 and out == 'pod "web" deleted\n'
+    assert err == ('waiting for pod "web": its agent is stopping it (grace period 30s)\n'
+                   'error: timed out waiting for pod "web" to be deleted (--timeout 0.6s)\n')
+    rc, out, err = ctl("delete", "pod", "web", "--wait", "--grace-period=0", "--force")
+    assert (rc, out, err) == (0, 'pod "web" deleted\n', "")

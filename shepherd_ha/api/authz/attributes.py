@@ -41,7 +41,8 @@ def from_request(method, path, args):
     if not rest:
         return Attributes(verb=method.lower(), path=path)     # discovery of a group version
     namespace = ""
-    if rest[0] == "namespaces" and len(rest) >= 3:
+    # namespaces/NAME/finalize is a namespace's subresource, not a collection in NAME
+    if rest[0] == "namespaces" and len(rest) >= 3 and not (group == "" and rest[2:] == ["finalize"]):
         namespace, rest = rest[1], rest[2:]
     resource, name, sub = rest[0], (rest[1] if len(rest) > 1 else ""), "/".join(rest[2:])
     if resource == "namespaces" and name and not namespace:
