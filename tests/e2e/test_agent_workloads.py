@@ -4,6 +4,8 @@ import time
 
 import pytest
 
+from shepherd_ha.client import ApiError
+
 from .helpers import IMAGE, condition, container_status, free_port, http_get, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -131,6 +133,38 @@ def test_graceful_deletion_sends_sigterm_then_sigkill_after_the_grace_period(age
     took = time.monotonic() - started
     assert 2.0 <= took <= 10, "a container ignoring SIGTERM was killed after %.1fs (grace 3 s)" % took
     assert agents.containers(node, "stubborn") == []
+
+
+def test_deleting_a_namespace_stops_its_pods_within_their_grace_period(agents):
+    """Kubernetes' namespace lifecycle with a real agent: the namespace stays Terminating
+    while its agent stops the pod (SIGTERM honoured, so well before the 20 s grace), then
+    goes; its container is removed first."""
+    node = agents.start("a")
+    ns = "nsdel-%s" % agents.tag
+    agents.client.create("namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    polite = {"name": "c", "image": IMAGE, "imagePullPolicy": "Never",
+              "command": ["sh", "-c", "trap 'echo got TERM; exit 0' TERM; while true; do sleep 0.1; done"]}
+    agents.create_pod("polite", [polite], node=node, namespace=ns, terminationGracePeriodSeconds=20)
+    agents.wait_running("polite", namespace=ns)
+    assert len(agents.container_ids(node, "polite")) == 1
+
+    started = time.monotonic()
+    marked = agents.client.delete("namespaces", ns)
+    assert marked["status"]["phase"] == "Terminating"
+    pod = wait_until(lambda: (lambda p: p if p["metadata"].get("deletionTimestamp") else None)(
+        agents.pod("polite", ns)), 10, "the pod marked for graceful deletion", agents.log_tails)
+    assert pod["metadata"]["deletionGracePeriodSeconds"] == 20
+
+    def gone():
+        try:
+            agents.client.get("namespaces", ns)
+        except ApiError as exc:
+            return exc.code == 404
+        return False
+    wait_until(gone, 20, "namespace %s gone" % ns, agents.log_tails)
+    took = time.monotonic() - started
+    assert took < 10, "the namespace took %.1fs: its pod's SIGTERM was not honoured (grace 20 s)" % took
+    assert agents.containers(node, "polite") == []
 
 
 def test_a_multi_container_pod_shares_one_network_and_publishes_host_ports(agents):

@@ -182,6 +182,7 @@ def test_deleting_a_namespace_deletes_everything_in_it(url):
     expect(call("POST", url + PODS.format(ns=ns), json=owned_pod("owned", [owner])), 201)
     expect(call("POST", url + PODS.format(ns=ns), json=owned_pod("plain", [])), 201)
     expect(call("DELETE", url + "/api/v1/namespaces/" + ns), 200)
+    wait_for("namespace %s gone" % ns, lambda: call("GET", url + "/api/v1/namespaces/" + ns).status_code == 404, 20)
     assert call("GET", url + PODS.format(ns=ns)).json().get("items", []) == []
     assert call("GET", url + SERVICES.format(ns=ns)).json().get("items", []) == []
 

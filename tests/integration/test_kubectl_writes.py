@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from .helpers import expect
+from .helpers import expect, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -142,3 +142,42 @@ def test_an_unknown_field_is_refused_and_nothing_stored(kubectl):
     refused = kubectl("apply", "-f", "-", input=bad, check=False)
     assert refused.returncode != 0 and 'unknown field "spec.replicaz"' in refused.stderr, refused.stderr
     assert kubectl.kube.api("GET", "/apis/apps/v1/namespaces/%s/deployments/typo" % NS).status_code == 404
+
+
+def test_namespace_deletion_waits_for_its_contents(kubectl):
+    """kubectl delete namespace: Terminating while a finalizer holds content, nothing new
+    gets in (kubectl prints the server's reason), and the default wait returns once the
+    namespace is gone; the built-in namespaces cannot be deleted."""
+    kube = kubectl.kube
+    ns = "kubectl-ns-lifecycle"
+    kube.ensure_namespace(ns)
+    run = kube.kubectl_for(ns)
+    run("create", "deployment", "web", "--image", "nginx:1.25", "--replicas", "2")
+    held = {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "data": {"a": "b"}}
+    run("apply", "-f", "-", input=json.dumps(held))
+
+    out = kube.kubectl("delete", "namespace", ns, "--wait=false").stdout
+    assert out.strip() == 'namespace "%s" deleted' % ns
+    assert kube.kubectl("get", "namespace", ns, "-o", "jsonpath={.status.phase}").stdout == "Terminating"
+    refused = run("create", "configmap", "late", "--from-literal=a=b", check=False)
+    assert refused.returncode != 0
+    assert "unable to create new content in namespace %s because it is being terminated" % ns in refused.stderr
+
+    def finalizers_reported():
+        ns_obj = json.loads(kube.kubectl("get", "namespace", ns, "-o", "json").stdout)
+        conditions = {c["type"]: c for c in ns_obj["status"].get("conditions") or []}
+        return conditions.get("NamespaceFinalizersRemaining", {}).get("status") == "True" and conditions
+    conditions = wait_for("the namespace's conditions name the finalizer", finalizers_reported, 30)
+    assert "example.com/hold in 1 resource instances" in conditions["NamespaceFinalizersRemaining"]["message"]
+    assert run("get", "deployments", "-o", "name").stdout == "", "the rest went at once"
+
+    waiting = kube.popen("delete", "namespace", ns)     # kubectl waits by default
+    run("patch", "configmap", "held", "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
+    out, err = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, err
+    expect(kube.api("GET", "/api/v1/namespaces/" + ns), 404)
+
+    refused = kube.kubectl("delete", "namespace", "default", check=False)
+    assert refused.returncode != 0 and 'namespaces "default" is forbidden: this namespace may not be deleted' \
+        in refused.stderr

@@ -6,7 +6,7 @@ import uuid
 import pytest
 
 from .helpers import (POD, PODS, assert_no_internal_errors, assert_status, call, deployment, describe,
-                      ensure_namespace, expect, pod, service, unique)
+                      ensure_namespace, expect, pod, service, unique, wait_for)
 
 pytestmark = pytest.mark.integration
 
@@ -292,8 +292,17 @@ def test_deleting_a_namespace_deletes_its_objects_and_names_can_be_reused(urls):
         made[(path, body["metadata"]["name"])] = expect(call("POST", urls[1] + path, json=body), 201)
     survivor = expect(call("POST", urls[1] + PODS.format(ns=keep), json=pod("a")), 201)
 
-    expect(call("DELETE", urls[2] + "/api/v1/namespaces/" + ns), 200)
-    assert_status(call("GET", urls[0] + "/api/v1/namespaces/" + ns), 404, "NotFound")
+    # Kubernetes' lifecycle: marked Terminating at once, emptied by the leader's namespace
+    # controller, gone once empty; meanwhile nothing new gets in.
+    marked = expect(call("DELETE", urls[2] + "/api/v1/namespaces/" + ns), 200)
+    assert marked["status"]["phase"] == "Terminating" and marked["metadata"]["deletionTimestamp"]
+    late = call("POST", urls[0] + PODS.format(ns=ns), json=pod("late"))
+    if late.status_code != 404:          # (or already gone)
+        assert_status(late, 403, "Forbidden")
+        assert late.json()["details"]["causes"][0]["reason"] == "NamespaceTerminating"
+    for url in urls:
+        wait_for("namespace %s gone on %s" % (ns, url),
+                 lambda url=url: call("GET", url + "/api/v1/namespaces/" + ns).status_code == 404, 20)
     for (path, name) in made:
         assert_status(call("GET", urls[0] + path + "/" + name), 404, "NotFound")
         assert expect(call("GET", urls[1] + path), 200)["items"] == []
