@@ -4,7 +4,7 @@ A list of steps, each `(name, step(context) -> [what it removed])`, run in order
 one failing is reported and the others still run. The Services and DNS parts add
 their own with `add_step` (before "pod networks" if their rules point at pods).
 
-    shepherd-agent network cleanup [--node NAME] [--docker-url URL] [--dry-run]
+    shepherd-agent network cleanup [--node NAME] [--cluster-cidr CIDR] [--docker-url URL] [--dry-run]
 
 Pods still running on a pod network keep it (Docker refuses to remove a network
 with containers): stop the agent's pods first (`sheepctl drain`, then stop the
@@ -27,6 +27,7 @@ class CleanupContext:
     docker_api: object = None      # docker.APIClient, made on first use
     docker_url: str = None
     node: str = None               # only this node's networks (None: every one of ours)
+    cluster_cidr: str = None       # only this cluster's pod network chains (None: every cluster's)
     dry_run: bool = False
     command_prefix: tuple = ()     # run ip/iptables through this (tests: nsenter into a node namespace)
 
@@ -41,9 +42,10 @@ class CleanupContext:
 def _iptables(context):
     ipt = rules.Iptables(prefix=context.command_prefix)
     if context.dry_run:
-        return ["would remove %s chain %s and its jump" % (table, chain) for table, _, chain in rules.JUMPS
+        targets = rules.jumps(rules.chains(context.cluster_cidr)) if context.cluster_cidr else rules.ours(ipt)
+        return ["would remove %s chain %s and its jump" % (table, chain) for table, _, chain in targets
                 if ipt.chain_exists(table, chain)]
-    return rules.remove(ipt)
+    return rules.remove(ipt, context.cluster_cidr)
 
 
 def _routes(context):
@@ -110,10 +112,13 @@ def main(argv):
                                      description="Remove what the agent added to this machine's network.")
     parser.add_argument("action", choices=["cleanup"])
     parser.add_argument("--node", help="only this node's pod network (default: every one the agent made)")
+    parser.add_argument("--cluster-cidr", help="only the pod network chains of the cluster with this CIDR "
+                        "(default: every cluster's on this host)")
     parser.add_argument("--docker-url", help="Docker engine URL (default unix:///var/run/docker.sock)")
     parser.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     args = parser.parse_args(argv)
-    removed, failures = run(CleanupContext(docker_url=args.docker_url, node=args.node, dry_run=args.dry_run))
+    removed, failures = run(CleanupContext(docker_url=args.docker_url, node=args.node,
+                                           cluster_cidr=args.cluster_cidr, dry_run=args.dry_run))
     for line in removed:
         print("removed %s" % line if not args.dry_run else line)
     for line in failures:

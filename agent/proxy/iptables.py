@@ -50,6 +50,13 @@ class Iptables:
             found[table] = set(re.findall(r"^:(%s\S+)" % re.escape(PREFIX), out, re.M))
         return found
 
+    def cluster_ips(self):
+        """The cluster IPs the kernel's SHEP-SERVICES (nat) sends to a Service chain, whoever
+        rendered them: how a proxy sees that another cluster's proxy owns this host's rules."""
+        proc = self.run(["iptables", "-w", "-t", "nat", "-S", SERVICES], check=False)
+        return set(re.findall(r"^-A %s -d (\S+)/32 .*-j %s" % (re.escape(SERVICES), re.escape(PREFIX + "SVC-")),
+                              proc.stdout if proc.returncode == 0 else "", re.M))
+
     def ensure_jumps(self):
         """The jumps into our chains, each once (inserted first, so Docker's own
         rules in the same chains cannot shadow them). Returns how many were added."""

@@ -12,6 +12,7 @@ time, never with iptables-save's text.
 After the restore, conntrack entries of removed UDP endpoints are deleted.
 A failed sync is logged and retried (next time in full); the loop never dies.
 """
+import ipaddress
 import logging
 import threading
 import time
@@ -28,6 +29,23 @@ MIN_INTERVAL = 1.0       # seconds between two syncs at least
 FULL_INTERVAL = 30.0     # seconds between full syncs (jumps, chain set)
 REWRITE_INTERVAL = 600.0  # seconds between full syncs that rewrite every chain (7 s for 11,000 chains)
 RETRY = 2.0              # seconds after a failed sync
+
+
+class ProxyConflict(Exception):
+    """Another cluster's proxy owns this host's Service rules: this one stands down."""
+
+
+def foreign_cluster_ip(iptables, service_cidr):
+    """A cluster IP in this host's rules outside `service_cidr` (another cluster's), or None.
+    Clusters sharing a host have service CIDRs of their own (docs/networking.md)."""
+    network = ipaddress.ip_network(service_cidr, strict=False)
+    for ip in sorted(iptables.cluster_ips()):
+        try:
+            if ipaddress.ip_address(ip) not in network:
+                return ip
+        except ValueError:
+            return ip
+    return None
 
 
 def _without_missing(applied, present):
@@ -111,12 +129,14 @@ def watch_into(client, resource, state, stop, on_synced=None):
 
 class Proxier:
     def __init__(self, state, iptables, node_ips=(), cluster_cidr=None, min_interval=MIN_INTERVAL,
-                 full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic):
+                 full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic,
+                 service_cidr=None):
         self.state = state
         self.iptables = iptables
         self.conntrack = Conntrack(iptables)
         self.node_ips = tuple(node_ips)
         self.cluster_cidr = cluster_cidr
+        self.service_cidr = service_cidr    # set: stand down if the host's rules are another cluster's
         self.min_interval = min_interval
         self.full_interval = full_interval
         self.rewrite_interval = rewrite_interval
@@ -138,6 +158,8 @@ class Proxier:
         ports = rules.service_ports(services, endpoints)
         ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr)
         rendered = self.clock()
+        if self.applied is None and self.service_cidr:
+            self._check_owner()
         full = full or self.applied is None
         rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval
         present, before = None, self.applied
@@ -169,6 +191,20 @@ class Proxier:
             self.applied_version = version
             self.synced.notify_all()
         return self.last
+
+    def _check_owner(self):
+        """One Service proxy per host, as one kube-proxy per node: this host's SHEP-* chains
+        are shared by name, so a second cluster's proxy would rewrite the first one's
+        rules at every sync. A proxy finding another cluster's Services there before its
+        first sync (or after a failed one) stands down (each retry looks again), and
+        whichever came first keeps working."""
+        ip = foreign_cluster_ip(self.iptables, self.service_cidr)
+        if ip is not None:
+            raise ProxyConflict(
+                "this host's Service rules (the SHEP-* chains) belong to another cluster: cluster IP %s is outside "
+                "this agent's --service-cidr %s. One Service proxy runs per host: start this agent with "
+                "--proxy-mode none, or, if that cluster is gone, remove its rules with `shepherd-agent network "
+                "cleanup`" % (ip, self.service_cidr))
 
     def _node_setup(self):
         if self.setup is None:
@@ -219,10 +255,10 @@ class Proxier:
 class ServiceProxy:
     """The proxy's threads: two watches and the sync loop."""
 
-    def __init__(self, client, iptables, stop, node_ips=(), cluster_cidr=None, **intervals):
+    def __init__(self, client, iptables, stop, node_ips=(), cluster_cidr=None, **options):
         self.client, self.stop = client, stop
         self.state = ProxyState()
-        self.proxier = Proxier(self.state, iptables, node_ips, cluster_cidr, **intervals)
+        self.proxier = Proxier(self.state, iptables, node_ips, cluster_cidr, **options)
         self.listed = set()
         self.threads = []
 

@@ -46,7 +46,7 @@ JUMPS = (
     ("filter", "OUTPUT", "-m conntrack --ctstate NEW %s -j %s" % (_COMMENT, SERVICES)),
 )
 # Docker puts its DOCKER-USER jump back at the top of FORWARD whenever it makes a
-# network, and the pod network's SHEPHERD-PODNET there accepts all pod traffic: a pod's
+# network, and the pod network's SHEPHERD-PODNET-<hash> there accepts all pod traffic: a pod's
 # packet for a cluster IP without endpoints would be accepted before our REJECT (and
 # then time out on ARP). So the REJECTs are also jumped to first in DOCKER-USER, when
 # Docker is there (agent/proxy/iptables.py keeps it first).

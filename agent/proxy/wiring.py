@@ -24,4 +24,5 @@ def build_proxy(settings, client, stop, iptables=None):
     node_ips = () if ipaddress.ip_address(settings.address).is_loopback else (settings.address,)
     log.info("service proxy: iptables, service CIDR %s, node ports on %s", settings.service_cidr,
              ", ".join(node_ips) or "every local address")
-    return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None, setup=setup)
+    return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None, setup=setup,
+                        service_cidr=settings.service_cidr)

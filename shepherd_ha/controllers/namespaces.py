@@ -24,7 +24,7 @@ from .controller import Controller, Retry, WriteFailed
 
 NAMESPACED = tuple(plural for plural, info in RESOURCES.items() if info.namespaced)
 LOOK_AGAIN = 5.0     # seconds: a safety net; changes in the namespace wake it sooner
-CONTENT_BATCH = 0.5   # seconds a burst of changes in a Terminating namespace is gathered for
+CONTENT_BATCH = 1.0   # seconds a burst of changes in a Terminating namespace is gathered for (each look lists it)
 
 
 def _terminating(namespace):

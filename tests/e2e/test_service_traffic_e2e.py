@@ -8,7 +8,7 @@ NodePort answers on the node's address; after scaling to zero the client is refu
 
 The servers allocate blocks from 10.244.192.0/18 (other tests' pod networks on this engine
 use the start of 10.244.0.0/16) while the agents keep --cluster-cidr 10.244.0.0/16: every
-agent on a host renders the same SHEPHERD-PODNET chains. At the end the nodes' networks,
+agent of the cluster on a host renders the same SHEPHERD-PODNET-<hash> chains. At the end the nodes' networks,
 the SHEP-* chains and the service route go (`shepherd-agent network cleanup --node`)."""
 import subprocess
 import sys

@@ -90,7 +90,7 @@ def our_routes(node):
 
 
 def masq_packets(node):
-    out = node.run("iptables", "-w", "-t", "nat", "-L", rules.MASQ_CHAIN, "-v", "-x", "-n").stdout
+    out = node.run("iptables", "-w", "-t", "nat", "-L", rules.chains(CLUSTER).masq, "-v", "-x", "-n").stdout
     line = [ln for ln in out.splitlines() if "MASQUERADE" in ln][0]
     return int(line.split()[0])
 
@@ -194,9 +194,10 @@ def _exercise(pair, url, client, agents, state):
                                                            command_prefix=tuple(n1.prefix)))
     assert failures == [], failures
     assert our_routes(n1) == {}
-    assert n1.run("iptables", "-w", "-t", "nat", "-S", rules.MASQ_CHAIN, check=False).returncode != 0
-    assert n1.run("iptables", "-w", "-S", rules.FORWARD_CHAIN, check=False).returncode != 0
-    assert rules.FORWARD_CHAIN not in n1.run("iptables", "-w", "-S", "DOCKER-USER").stdout
+    names = rules.chains(CLUSTER)
+    assert n1.run("iptables", "-w", "-t", "nat", "-S", names.masq, check=False).returncode != 0
+    assert n1.run("iptables", "-w", "-S", names.forward, check=False).returncode != 0
+    assert names.forward not in n1.run("iptables", "-w", "-S", "DOCKER-USER").stdout
     left = n1.run("docker", "-H", n1.docker_url, "network", "ls", "-q", "--filter",
                   "label=" + LABEL_NETWORK).stdout.split()
     assert left == []

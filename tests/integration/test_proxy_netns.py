@@ -21,7 +21,7 @@ from agent.proxy import rules
 from agent.proxy.cleanup import cleanup_services
 from agent.proxy.iptables import Iptables
 from agent.proxy.node_setup import ensure_service_route, hairpin_all, prepare_node
-from agent.proxy.proxier import Proxier, ProxyState
+from agent.proxy.proxier import Proxier, ProxyConflict, ProxyState
 
 NODE, EXT, CLIENT = "svnode", "svext", "svpodc"
 PODS = {"svpod1": "10.244.1.2", "svpod2": "10.244.1.3", CLIENT: "10.244.1.4"}
@@ -223,6 +223,29 @@ def test_a_full_sync_removes_chains_nobody_rendered_and_keeps_one_jump_each(clus
         assert sh("iptables-save", "-t", table, ns=NODE).count("-A %s " % chain) >= 1
         assert sum(1 for line in sh("iptables-save", "-t", table, ns=NODE).splitlines()
                    if line.startswith("-A %s " % chain) and line.endswith("-j " + target)) == 1
+
+
+def test_a_second_clusters_proxy_on_the_host_stands_down_and_changes_nothing(cluster):
+    state, proxier, run = cluster
+    publish(state, proxier, service("owned", "10.96.0.30", 80, 8080), endpoints("owned", [PODS["svpod1"]], 8080))
+    before = sh("iptables-save", "-t", "nat", ns=NODE)
+    other_state = ProxyState()
+    other_state.put("services", service("theirs", "10.112.0.30", 80, 8080))
+    other_state.put("endpoints", endpoints("theirs", [PODS["svpod2"]], 8080))
+    other = Proxier(other_state, run, node_ips=[NODE_IP], cluster_cidr="10.232.0.0/16",
+                    service_cidr="10.112.0.0/12")
+    with pytest.raises(ProxyConflict) as refused:
+        other.sync()
+    message = str(refused.value)
+    assert "cluster IP 10.96.0." in message and "is outside this agent's --service-cidr 10.112.0.0/12" in message
+    assert "--proxy-mode none" in str(refused.value)
+    after = sh("iptables-save", "-t", "nat", ns=NODE)
+    assert [ln for ln in after.splitlines() if ln.startswith("-A")] == \
+        [ln for ln in before.splitlines() if ln.startswith("-A")], "the first cluster's rules are untouched"
+    assert ask(CLIENT, "tcp", "10.96.0.30", 80) == ["svpod1"]
+    # The cluster that owns the rules passes the same check at its own (re)start.
+    mine = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", service_cidr="10.96.0.0/12")
+    assert mine.sync()["rewrite"]
 
 
 def test_cleanup_twice_is_harmless(cluster):

@@ -87,6 +87,14 @@ def test_route_diff_replaces_changed_gateways_adds_new_and_deletes_gone_ones():
 
 def test_the_rendered_chains_accept_the_cluster_cidr_and_masquerade_only_what_leaves_it():
     text = rules.render("10.244.0.0/16")
+    forward, masq = rules.chains("10.244.0.0/16")
+    assert (forward, masq) == ("SHEPHERD-PODNET-12240718", "SHEPHERD-MASQ-12240718"), \
+        "a name that changed would orphan the chains agents made before"
+    assert rules.chains("10.244.0.0/16") != rules.chains("10.232.0.0/16"), "each cluster has its own pair"
+    assert rules.chains("10.244.7.0/16") == rules.chains("10.244.0.0/16"), "however the CIDR is written"
+    text = {table: t.replace(forward, "SHEPHERD-PODNET").replace(masq, "SHEPHERD-PODNET-MASQ")
+            for table, t in text.items()}
+    assert text == rules.render("10.244.0.0/16", rules.LEGACY_CHAINS)
     assert text["filter"] == (
         "*filter\n:SHEPHERD-PODNET - [0:0]\n"
         "-A SHEPHERD-PODNET -s 10.244.0.0/16 -m comment --comment \"shepherd pod network: from pods\" -j ACCEPT\n"
@@ -236,11 +244,11 @@ def test_rules_are_loaded_once_and_left_alone_while_they_hold_so_counters_surviv
     ipt = FakeIptables()
     rules.apply("10.244.0.0/16", ipt)
     assert len(ipt.restores) == 2
-    assert sorted(ipt.inserts) == [("filter", "DOCKER-USER", rules.FORWARD_CHAIN),
-                                   ("nat", "POSTROUTING", rules.MASQ_CHAIN)]
+    names = rules.chains("10.244.0.0/16")
+    assert sorted(ipt.inserts) == [("filter", "DOCKER-USER", names.forward), ("nat", "POSTROUTING", names.masq)]
     rules.apply("10.244.0.0/16", ipt)
     assert len(ipt.restores) == 2 and len(ipt.inserts) == 2
-    ipt.chains[("nat", rules.MASQ_CHAIN)] = []          # someone flushed our chain
+    ipt.chains[("nat", names.masq)] = []          # someone flushed our chain
     rules.apply("10.244.0.0/16", ipt)
     assert len(ipt.restores) == 3 and ipt.restores[-1].startswith("*nat")
 

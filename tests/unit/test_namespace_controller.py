@@ -5,6 +5,7 @@ from controller_kit import ControllerHarness, create, write
 
 from shepherd_ha.controllers import deployments, namespaces, replica_sets
 from shepherd_ha.controllers.events import EventRecorder
+from shepherd_ha.controllers.namespaces import CONTENT_BATCH
 from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_op
@@ -52,9 +53,9 @@ class Harness(ControllerHarness):
         return {c["type"]: c for c in self.namespace()["status"].get("conditions", [])}
 
     def gather(self):
-        """Changes in a Terminating namespace wake its key after half a second."""
+        """Changes in a Terminating namespace wake its key after a second (CONTENT_BATCH)."""
         self.settle()
-        self.advance(1.0)
+        self.advance(CONTENT_BATCH + 0.1)
 
     def delete_namespace(self, name="team"):
         write(self.store, delete_op("namespaces", None, name))
