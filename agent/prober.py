@@ -72,6 +72,8 @@ class Prober:
                 for probe in (cs.readiness, cs.liveness):
                     if probe is None or id(probe) in self._inflight or not probe.due(now):
                         continue
+                    if not pod_state.pod_ip and needs_pod_ip(probe.spec or {}):
+                        continue    # not yet: a later tick, once the pod has its address (no Unhealthy event)
                     with self._lock:
                         self._inflight.add(id(probe))
                     self._pool.submit(self._probe, pod_state, cs, probe, info.id)
@@ -85,8 +87,6 @@ class Prober:
     def _probe(self, pod_state, cs, probe, container_id):
         try:
             spec = probe.spec or {}
-            if not pod_state.pod_ip and needs_pod_ip(spec):
-                return      # not yet: the next tick, once the pod has its address (no Unhealthy event)
             if self.runtime.simulated and not isinstance(spec.get("exec"), dict):
                 ok, message = True, "not run on a hollow node"
             else:

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from agent.probes import ProbeState, resolve_port, run_probe
+from tests.waiting import wait_for
 
 LOCAL = "127.0.0.1"
 
@@ -275,22 +276,35 @@ def test_a_network_probe_waits_for_the_pod_ip_without_an_unhealthy_event(http_se
 
     class Table:
         queue = types.SimpleNamespace(add=lambda uid: None)
+        pods = []
+
+        def snapshot(self):
+            return list(self.pods)
 
     spec = {"httpGet": {"path": "/ok", "port": http_server.server_address[1]}, "failureThreshold": 1,
             "periodSeconds": 1}
     assert needs_pod_ip(spec) and not needs_pod_ip({"exec": {"command": ["true"]}})
     assert not needs_pod_ip({"httpGet": {"host": LOCAL, "port": 80}})
-    events, stop = Events(), threading.Event()
-    prober = Prober(Table(), events, types.SimpleNamespace(simulated=False), stop, workers=1)
+    events, stop, table = Events(), threading.Event(), Table()
+    prober = Prober(table, events, types.SimpleNamespace(simulated=False), stop, workers=1)
     try:
         probe = prober.state_for(spec, "readiness")
-        cs = types.SimpleNamespace(name="c", probe_instance="cid")
+        cs = types.SimpleNamespace(name="c", probe_instance="cid", readiness=probe, liveness=None,
+                                   instance=types.SimpleNamespace(running=True, id="cid"))
         pod_state = types.SimpleNamespace(pod={"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}},
-                                          pod_ip="", key="default/p", uid="u")
-        prober._probe(pod_state, cs, probe, "cid")
-        assert events.emitted == [] and probe.result is False      # not run: still its initial result
+                                          pod_ip="", key="default/p", uid="u", removed=False, terminal=False,
+                                          containers={"c": cs})
+        table.pods.append(pod_state)
+        submitted = []
+        real_submit = prober._pool.submit
+        prober._pool.submit = lambda *a: submitted.append(a) or real_submit(*a)
+        for tick in range(3):
+            prober.tick(time.monotonic() + 2 * tick)
+        # Not handed to the pool at all (each tick would have, 10 times a second), nor failed.
+        assert submitted == [] and events.emitted == [] and probe.result is False
         pod_state.pod_ip = LOCAL
-        prober._probe(pod_state, cs, probe, "cid")
-        assert events.emitted == [] and probe.result is True
+        prober.tick(time.monotonic() + 10)
+        wait_for("the probe run once the pod has its address", lambda: probe.result is True, 10)
+        assert len(submitted) == 1 and events.emitted == []
     finally:
         stop.set()
