@@ -317,6 +317,8 @@ def _node_pods(t, client, n, now):
 
 def _describe_namespace(t, ns):
     t.field("Status", status(ns).get("phase") or "Active")
+    if status(ns).get("conditions"):        # a Terminating namespace: what its deletion waits for
+        _conditions(t, ns)
 
 
 def _describe_endpoints(t, ep):

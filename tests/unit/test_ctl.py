@@ -305,6 +305,12 @@ def test_describe_other_kinds(ctl, store):
     assert "192.168.1.10" in out and "8Gi" in out and "Ready" in out
     out = ctl("describe", "svc", "web")[1]
     assert "TargetPort:     8080/TCP" in out
+    store.put("namespaces", {"metadata": {"name": "team"}, "status": {"phase": "Terminating", "conditions": [
+        {"type": "NamespaceContentRemaining", "status": "True", "reason": "SomeResourcesRemain",
+         "message": "Some resources are remaining: pods has 2 resource instances"}]}})
+    out = ctl("describe", "ns", "team")[1]
+    assert "Terminating" in out and "SomeResourcesRemain" in out and "pods has 2 resource instances" in out
+    assert "Conditions" not in ctl("describe", "ns", "default")[1]
 
 
 # -- apply / create ----------------------------------------------------------
