@@ -15,6 +15,8 @@ import docker
 import docker.errors
 import docker.types
 
+from .routes import inside
+
 log = logging.getLogger(__name__)
 
 LABEL_NETWORK = "shepherd.io/pod-network"   # on every network we make; its value is the node name
@@ -122,7 +124,13 @@ class BridgeNetwork:
         return found
 
 
-def our_networks(api, node=None):
-    """Every pod network this agent code made on the engine (for one node, or all)."""
+def our_networks(api, node=None, cluster_cidr=None):
+    """Every pod network this agent code made on the engine (for one node, or all; with
+    `cluster_cidr`, only those whose block lies in it)."""
     label = LABEL_NETWORK if node is None else "%s=%s" % (LABEL_NETWORK, node)
-    return api.networks(filters={"label": [label]})
+    found = api.networks(filters={"label": [label]})
+    if cluster_cidr is None:
+        return found
+    within = ipaddress.ip_network(cluster_cidr, strict=False)
+    return [n for n in found if any(inside(c.get("Subnet"), within)
+                                    for c in ((n.get("IPAM") or {}).get("Config") or []))]

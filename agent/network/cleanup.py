@@ -49,7 +49,7 @@ def _iptables(context):
 
 
 def _routes(context):
-    table = RouteTable(IpCommand(prefix=context.command_prefix))
+    table = RouteTable(IpCommand(prefix=context.command_prefix), within=context.cluster_cidr)
     current = table.current()
     if context.dry_run:
         return ["would remove route %s via %s (proto %s)" % (c, v, ROUTE_PROTO) for c, v in sorted(current.items())]
@@ -63,7 +63,7 @@ def _routes(context):
 def _networks(context):
     api = context.docker()
     removed, busy = [], []
-    for network in our_networks(api, context.node):
+    for network in our_networks(api, context.node, context.cluster_cidr):
         details = api.inspect_network(network["Id"])
         if details.get("Containers"):
             busy.append("%s (%d container(s))" % (network["Name"], len(details["Containers"])))
@@ -78,7 +78,10 @@ def _networks(context):
 
 
 def _services(context):
-    """The Services part (agent/proxy/cleanup.py): SHEP-* chains, their jumps, the service CIDR route."""
+    """The Services part (agent/proxy/cleanup.py): SHEP-* chains, their jumps, the service CIDR route.
+    Not with --cluster-cidr: those are the host's (one Service proxy per host), maybe another cluster's."""
+    if context.cluster_cidr:
+        return []
     from agent.proxy.cleanup import cleanup_services
     from agent.proxy.iptables import Iptables
     if context.dry_run:
@@ -112,8 +115,8 @@ def main(argv):
                                      description="Remove what the agent added to this machine's network.")
     parser.add_argument("action", choices=["cleanup"])
     parser.add_argument("--node", help="only this node's pod network (default: every one the agent made)")
-    parser.add_argument("--cluster-cidr", help="only the pod network chains of the cluster with this CIDR "
-                        "(default: every cluster's on this host)")
+    parser.add_argument("--cluster-cidr", help="only what the cluster with this CIDR added: its pod networks, "
+                        "routes and iptables chains; the host's Service rules stay (default: every cluster's)")
     parser.add_argument("--docker-url", help="Docker engine URL (default unix:///var/run/docker.sock)")
     parser.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     args = parser.parse_args(argv)

@@ -45,7 +45,7 @@ class PodNetwork:
         self.cluster_cidr = str(ipaddress.IPv4Network(cluster_cidr))
         self.stop = stop
         self.bridge = BridgeNetwork(docker_api, node)
-        self.routes = route_table or RouteTable()
+        self.routes = route_table or RouteTable(within=self.cluster_cidr)
         self.iptables = iptables
         self.state_file = os.path.join(state_dir, "pod-network.json") if state_dir else None
         self.resync = float(resync)
@@ -56,6 +56,7 @@ class PodNetwork:
         self.ready = threading.Event()     # bridge and rules in place: pods may attach
         self.error = "waiting for this node's pod CIDR from the control plane"
         self._nodes = {}                   # name -> Node, from the watch
+        self._legacy_dropped = False       # the pod network chains of an older version: looked at once
         self._changed = threading.Event()
         self._lock = threading.Lock()
         self._threads = []
@@ -195,6 +196,9 @@ class PodNetwork:
         problems = []
         try:
             rules.apply(self.cluster_cidr, self.iptables)
+            if not self._legacy_dropped:
+                rules.drop_own_legacy(self.cluster_cidr, self.iptables)
+                self._legacy_dropped = True
         except OSError as exc:     # not root, or no iptables: say so, keep the pods going
             problems.append("iptables: %s" % exc)
         try:

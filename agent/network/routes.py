@@ -9,6 +9,7 @@ A node whose InternalIP is one of this host's own addresses (two agents on one
 machine, `make up`) gets no route: its bridge is on this host and the kernel's
 connected route for it already delivers.
 """
+import ipaddress
 import json
 import logging
 import subprocess
@@ -58,9 +59,21 @@ class IpCommand:
         return json.loads(out) if out.strip() else []
 
 
+def inside(cidr, network):
+    """Whether the network `cidr` (a string) lies in `network` (an ip_network); False if unreadable."""
+    try:
+        return ipaddress.ip_network(cidr, strict=False).subnet_of(network)
+    except (TypeError, ValueError):
+        return False
+
+
 class RouteTable:
-    def __init__(self, ip=None):
+    """Our routes (proto 186); `within` (a CIDR) keeps it to one cluster's: a second
+    cluster's agents on the same hosts have routes of their own, never touched here."""
+
+    def __init__(self, ip=None, within=None):
         self.ip = ip or IpCommand()
+        self.within = ipaddress.ip_network(within, strict=False) if within else None
 
     def local_addresses(self):
         found = set()
@@ -77,6 +90,8 @@ class RouteTable:
             dst = route.get("dst")
             if dst and "/" not in dst:
                 dst += "/32"
+            if self.within is not None and not inside(dst, self.within):
+                continue
             routes[dst] = route.get("gateway", "")
         return routes
 

@@ -14,7 +14,8 @@ host renders the same text and shares the pair, and a second cluster on the host
 (another CIDR, docs/networking.md) has its own, so neither rewrites the other's.
 Before session 32 every cluster shared one pair, SHEPHERD-PODNET and
 SHEPHERD-PODNET-MASQ (LEGACY_CHAINS): an agent removes that pair when it holds exactly
-its own cluster's rules, and `network cleanup` without --cluster-cidr removes it too.
+its own cluster's rules (once, as it starts: drop_own_legacy), and `network cleanup`
+removes it too (with --cluster-cidr, when it holds that cluster's rules).
 
 `render` (pure) gives the chains whole; `apply` loads a chain that does not hold
 exactly those rules with one `iptables-restore --noflush` per table (our chain is
@@ -120,17 +121,20 @@ def apply(cluster_cidr, ipt=None):
         if ipt.run("-w", "-t", table, "-C", parent, "-j", chain, check=False).returncode != 0:
             ipt.run("-w", "-t", table, "-I", parent, "1", "-j", chain)
             log.info("iptables: %s %s now jumps to %s first", table, parent, chain)
-    _drop_own_legacy(cluster_cidr, ipt)
 
 
-def _drop_own_legacy(cluster_cidr, ipt):
+def drop_own_legacy(cluster_cidr, ipt=None, removed=None):
     """The pair every cluster shared before, once its rules are this cluster's own (this
-    agent's older version made them): the new pair does their job now."""
+    agent's older version made them): the cluster's own pair does their job now. Once
+    per agent (PodNetwork), not at every sync. Returns what it removed."""
+    ipt = ipt or Iptables()
+    removed = [] if removed is None else removed
     legacy = render(cluster_cidr, LEGACY_CHAINS)
     for (table, parent, chain), text in zip(jumps(LEGACY_CHAINS), (legacy["filter"], legacy["nat"])):
         if _holds(ipt, table, text):
-            _remove_pair(ipt, table, parent, chain, [])
+            _remove_pair(ipt, table, parent, chain, removed)
             log.info("iptables: %s chain %s of an older version removed", table, chain)
+    return removed
 
 
 def _remove_pair(ipt, table, parent, chain, removed):
@@ -165,4 +169,6 @@ def remove(ipt=None, cluster_cidr=None):
     targets = jumps(chains(cluster_cidr)) if cluster_cidr else ours(ipt)
     for table, parent, chain in targets:
         _remove_pair(ipt, table, parent, chain, removed)
+    if cluster_cidr:
+        drop_own_legacy(cluster_cidr, ipt, removed)
     return removed

@@ -1,7 +1,8 @@
 """The iptables binaries the proxy runs: one atomic `iptables-restore --noflush`
 per sync, `iptables -C/-I` for the jumps from the built-in chains, `iptables-save`
 only to learn which of our chains exist (names, never rule text: the kernel prints
-rules differently from how they were fed in), and the cleanup.
+rules differently from how they were fed in; the one exception is the OWNER chain's
+comment, read for the cluster it names), and the cleanup.
 
 The binaries, not python-iptables: that library writes the legacy tables, which the
 nf_tables backend used by Debian 12 and by Docker does not see. `prefix` runs them
@@ -13,7 +14,7 @@ import re
 import shlex
 import subprocess
 
-from .rules import DOCKER_USER_JUMP, JUMPS, PREFIX, SERVICES, TABLES
+from .rules import DOCKER_USER_JUMP, JUMPS, OWNER, PREFIX, SERVICES, TABLES, owner_of
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +51,10 @@ class Iptables:
             found[table] = set(re.findall(r"^:(%s\S+)" % re.escape(PREFIX), out, re.M))
         return found
 
-    def cluster_ips(self):
-        """The cluster IPs the kernel's SHEP-SERVICES (nat) sends to a Service chain, whoever
-        rendered them: how a proxy sees that another cluster's proxy owns this host's rules."""
-        proc = self.run(["iptables", "-w", "-t", "nat", "-S", SERVICES], check=False)
-        return set(re.findall(r"^-A %s -d (\S+)/32 .*-j %s" % (re.escape(SERVICES), re.escape(PREFIX + "SVC-")),
-                              proc.stdout if proc.returncode == 0 else "", re.M))
+    def owner(self):
+        """The cluster named in the kernel's OWNER chain (nat), or None (no chain, or no name)."""
+        proc = self.run(["iptables", "-w", "-t", "nat", "-S", OWNER], check=False)
+        return owner_of(proc.stdout.splitlines()) if proc.returncode == 0 else None
 
     def ensure_jumps(self):
         """The jumps into our chains, each once (inserted first, so Docker's own

@@ -12,8 +12,8 @@ time, never with iptables-save's text.
 After the restore, conntrack entries of removed UDP endpoints are deleted.
 A failed sync is logged and retried (next time in full); the loop never dies.
 """
-import ipaddress
 import logging
+import re
 import threading
 import time
 
@@ -29,23 +29,18 @@ MIN_INTERVAL = 1.0       # seconds between two syncs at least
 FULL_INTERVAL = 30.0     # seconds between full syncs (jumps, chain set)
 REWRITE_INTERVAL = 600.0  # seconds between full syncs that rewrite every chain (7 s for 11,000 chains)
 RETRY = 2.0              # seconds after a failed sync
+CONFLICT_RETRY = 10.0    # seconds between looks while another cluster owns the host's rules
 
 
 class ProxyConflict(Exception):
     """Another cluster's proxy owns this host's Service rules: this one stands down."""
 
 
-def foreign_cluster_ip(iptables, service_cidr):
-    """A cluster IP in this host's rules outside `service_cidr` (another cluster's), or None.
-    Clusters sharing a host have service CIDRs of their own (docs/networking.md)."""
-    network = ipaddress.ip_network(service_cidr, strict=False)
-    for ip in sorted(iptables.cluster_ips()):
-        try:
-            if ipaddress.ip_address(ip) not in network:
-                return ip
-        except ValueError:
-            return ip
-    return None
+def owner_name(cluster_id, service_cidr):
+    """What this proxy writes in the OWNER chain: its cluster's id, or (an agent given no
+    --cluster-id) its service CIDR, which clusters sharing a host do not share."""
+    name = cluster_id or "service-cidr-" + str(service_cidr or "")
+    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def _without_missing(applied, present):
@@ -130,13 +125,14 @@ def watch_into(client, resource, state, stop, on_synced=None):
 class Proxier:
     def __init__(self, state, iptables, node_ips=(), cluster_cidr=None, min_interval=MIN_INTERVAL,
                  full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic,
-                 service_cidr=None):
+                 owner=None):
         self.state = state
         self.iptables = iptables
         self.conntrack = Conntrack(iptables)
         self.node_ips = tuple(node_ips)
         self.cluster_cidr = cluster_cidr
-        self.service_cidr = service_cidr    # set: stand down if the host's rules are another cluster's
+        self.owner = owner          # the cluster named in the OWNER chain (None: not checked, not written)
+        self.conflict = None        # why this proxy stands down (another cluster owns the host's rules), or None
         self.min_interval = min_interval
         self.full_interval = full_interval
         self.rewrite_interval = rewrite_interval
@@ -156,11 +152,11 @@ class Proxier:
         services, endpoints, version = self.state.snapshot()
         started = self.clock()
         ports = rules.service_ports(services, endpoints)
-        ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr)
+        ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr, self.owner)
         rendered = self.clock()
-        if self.applied is None and self.service_cidr:
-            self._check_owner()
         full = full or self.applied is None
+        if full and self.owner:
+            self._check_owner()
         rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval
         present, before = None, self.applied
         if full:
@@ -195,16 +191,17 @@ class Proxier:
     def _check_owner(self):
         """One Service proxy per host, as one kube-proxy per node: this host's SHEP-* chains
         are shared by name, so a second cluster's proxy would rewrite the first one's
-        rules at every sync. A proxy finding another cluster's Services there before its
-        first sync (or after a failed one) stands down (each retry looks again), and
-        whichever came first keeps working."""
-        ip = foreign_cluster_ip(self.iptables, self.service_cidr)
-        if ip is not None:
+        rules at every sync. Every full sync reads the OWNER chain first; a proxy finding
+        another cluster named there stands down (and looks again at each retry), so the
+        one that wrote it first keeps working. (Two that start together both write; at
+        their next full sync the one whose name was overwritten stands down, and the
+        other's full sync deletes what the first left.)"""
+        found = self.iptables.owner()
+        if found is not None and found != self.owner:
             raise ProxyConflict(
-                "this host's Service rules (the SHEP-* chains) belong to another cluster: cluster IP %s is outside "
-                "this agent's --service-cidr %s. One Service proxy runs per host: start this agent with "
-                "--proxy-mode none, or, if that cluster is gone, remove its rules with `shepherd-agent network "
-                "cleanup`" % (ip, self.service_cidr))
+                "this host's Service rules (the SHEP-* chains) belong to another cluster (%s), not to this agent's "
+                "(%s). One Service proxy runs per host: start this agent with --proxy-mode none, or, if that "
+                "cluster is gone, remove its rules with `shepherd-agent network cleanup`" % (found, self.owner))
 
     def _node_setup(self):
         if self.setup is None:
@@ -244,6 +241,16 @@ class Proxier:
                 if full:
                     last_full = last_sync
                 log.debug("proxy sync: %s", figures)
+                if self.conflict is not None:
+                    log.info("service proxy: this host's Service rules are no other cluster's now; proxying")
+                    self.conflict = None
+            except ProxyConflict as exc:
+                self.failures += 1
+                self.applied = None
+                if str(exc) != self.conflict:      # said once, not at every look
+                    log.warning("service proxy stands down: %s (looking again every %.0fs)", exc, CONFLICT_RETRY)
+                self.conflict = str(exc)
+                stop.wait(CONFLICT_RETRY)
             except Exception as exc:  # noqa: BLE001 - retried; the loop must not die
                 self.failures += 1
                 self.applied = None

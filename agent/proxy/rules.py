@@ -24,10 +24,16 @@ no longer rendered is flushed and deleted (-X) in the same atomic restore.
 import base64
 import collections
 import hashlib
+import re
 
 PREFIX = "SHEP-"
 SERVICES, NODEPORTS, POSTROUTING = "SHEP-SERVICES", "SHEP-NODEPORTS", "SHEP-POSTROUTING"
 MARK_MASQ, EXTERNAL, FORWARD = "SHEP-MARK-MASQ", "SHEP-EXTERNAL-SERVICES", "SHEP-FORWARD"
+# Whose rules these are: one rule naming the cluster (nothing jumps to it). The chains are
+# the host's, one proxy's per host; a proxy finding another cluster's name here stands down
+# (agent/proxy/proxier.py).
+OWNER = "SHEP-OWNER"
+_OWNER_COMMENT = "shepherd service proxy of cluster "
 MASQ_BIT = "0x4000"            # Kubernetes' masquerade bit; our chains set and clear it
 UDP_LIKE = ("UDP", "SCTP")     # connectionless: their conntrack entries outlive an endpoint
 TABLES = ("nat", "filter")
@@ -130,7 +136,21 @@ def _ready(subsets, port_name, protocol):
 
 # ---- the rules ----
 
-def render(ports, node_ips=(), cluster_cidr=None, cache=None):
+def owner_rule(owner):
+    """The rule of the OWNER chain naming cluster `owner` (letters, digits, '.', '_', '-')."""
+    return '-A %s -m comment --comment "%s%s" -j RETURN' % (OWNER, _OWNER_COMMENT, owner)
+
+
+def owner_of(lines):
+    """The cluster named by the OWNER chain's rules as `iptables -S` prints them, or None."""
+    for line in lines:
+        found = re.search(r'--comment "?%s(\S+?)"? ' % re.escape(_OWNER_COMMENT), line)
+        if found:
+            return found.group(1)
+    return None
+
+
+def render(ports, node_ips=(), cluster_cidr=None, cache=None, owner=None):
     """{table: {chain: [rule, ...]}} of every chain we own, in a fixed order.
 
     node_ips: addresses node ports answer on (none: every local address);
@@ -138,8 +158,11 @@ def render(ports, node_ips=(), cluster_cidr=None, cache=None):
     masqueraded (None: no such rule, as kube-proxy without --cluster-cidr).
     cache: a dict kept between calls (Renderer): a Service port rendered before
     with the same inputs is reused, not rendered again. Callers must not modify
-    the returned rule lists."""
+    the returned rule lists.
+    owner: the cluster these rules are for, written in the OWNER chain (None: no such chain)."""
     nat = collections.OrderedDict((c, []) for c in (SERVICES, NODEPORTS, POSTROUTING, MARK_MASQ))
+    if owner:
+        nat[OWNER] = [owner_rule(owner)]
     filt = collections.OrderedDict((c, []) for c in (SERVICES, EXTERNAL, FORWARD))
     nat[MARK_MASQ].append("-A %s -j MARK --or-mark %s" % (MARK_MASQ, MASQ_BIT))
     nat[POSTROUTING] += ["-A %s -m mark ! --mark %s/%s -j RETURN" % (POSTROUTING, MASQ_BIT, MASQ_BIT),
@@ -208,9 +231,9 @@ class Renderer:
     def __init__(self):
         self._cache = {}
 
-    def render(self, ports, node_ips=(), cluster_cidr=None):
+    def render(self, ports, node_ips=(), cluster_cidr=None, owner=None):
         fresh = _Reuse(self._cache)
-        ruleset = render(ports, node_ips, cluster_cidr, fresh)
+        ruleset = render(ports, node_ips, cluster_cidr, fresh, owner)
         self._cache = fresh.kept
         return ruleset
 

@@ -8,6 +8,8 @@ import ipaddress
 
 from flask import g, request
 
+from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
+                                          spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.service_allocation import AllocationError, allocate
@@ -73,8 +75,8 @@ def _simulate(replica, op):
             if ns is None:
                 raise ApiError(404, 'namespace "%s" not found: create it first' % meta["namespace"])
             if ns["metadata"].get("deletionTimestamp"):
-                raise ApiError(403, '%s "%s" is forbidden: unable to create new content in namespace %s because '
-                               'it is being terminated' % (resource, meta["name"], meta["namespace"]))
+                message, details = terminating_refusal(resource, meta["name"], meta["namespace"])
+                raise ApiError(403, message, details=details)
         if _get(replica, resource, meta.get("namespace"), meta["name"]) is not None:
             raise ApiError(409, '%s "%s" already exists' % (resource, meta["name"]), "AlreadyExists")
         meta["generation"] = 1
@@ -91,8 +93,13 @@ def _simulate(replica, op):
                 or obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
         if op.get("terminate"):      # a namespace: marked, as the store would (store/fsm.py)
+            if op["name"] in IMMORTAL_NAMESPACES:
+                raise ApiError(403, immortal_message(op["name"]))
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
             obj["status"] = dict(obj.get("status") or {}, phase="Terminating")
+            finalizers = spec_finalizers(obj)
+            obj["spec"] = dict(obj.get("spec") or {}, finalizers=finalizers + [NAMESPACE_FINALIZER]
+                               if NAMESPACE_FINALIZER not in finalizers else finalizers)
         return {"code": 200, "object": obj}
     updated = _updated(info, op, current)
     if op.get("subresource") != "status":
@@ -142,6 +149,14 @@ def _updated(info, op, current):
         obj["spec"] = dict(obj.get("spec") if isinstance(obj.get("spec"), dict) else {},
                            finalizers=incoming["spec"]["finalizers"])
         return obj
+    if info.plural == "namespaces":      # spec.finalizers and status: the store keeps its own
+        incoming["spec"] = dict(incoming.get("spec") or {})
+        incoming["spec"].pop("finalizers", None)
+        if "finalizers" in (current.get("spec") or {}):
+            incoming["spec"]["finalizers"] = copy.deepcopy(current["spec"]["finalizers"])
+        incoming.pop("status", None)
+        if "status" in current:
+            incoming["status"] = copy.deepcopy(current["status"])
     meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in _SERVER_METADATA}
     meta.update({k: current["metadata"][k] for k in _SERVER_METADATA if k in current["metadata"]})
     incoming["metadata"] = meta

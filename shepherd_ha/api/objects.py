@@ -19,7 +19,7 @@ from shepherd_ha.model.validation import validate_object, validate_scale, valida
 from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.store.replica import IMMORTAL_NAMESPACES
+from shepherd_ha.model.namespaces import IMMORTAL_NAMESPACES, immortal_message
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store.stamping import stamp_new
@@ -362,8 +362,7 @@ class ObjectApi:
     def delete_with(self, target, options):
         """Delete with DeleteOptions (a DELETE's body, an Eviction's deleteOptions); the object as it was."""
         if target.plural == "namespaces" and target.name in IMMORTAL_NAMESPACES:
-            raise ApiError(403, 'namespaces "%s" is forbidden: this namespace may not be deleted' % target.name,
-                           details={"name": target.name, "kind": "namespaces"})
+            raise ApiError(403, immortal_message(target.name), details={"name": target.name, "kind": "namespaces"})
         dry_run.from_options(options)
         pre = options.get("preconditions") or {}
         if not isinstance(pre, dict):

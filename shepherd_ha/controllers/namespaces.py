@@ -9,32 +9,36 @@ pods on a node gracefully (their agents stop them within their grace periods and
 then delete them), other objects at once unless finalizers hold them. It reports
 what is left in the namespace's status conditions (NamespaceContentRemaining,
 NamespaceFinalizersRemaining, NamespaceDeletionContentFailure, as Kubernetes names
-them) and looks again when something in the namespace changes. Once nothing is
-left, it removes its finalizer (finalize, guarded by the resourceVersion it read);
-the store then deletes the namespace, unless a metadata finalizer of someone else
-still holds it.
+them). Once nothing is left, it removes its finalizer (finalize, guarded by the
+resourceVersion it read); the store then deletes the namespace, unless a metadata
+finalizer of someone else still holds it.
+
+A look lists the whole namespace, so it is not repeated for every change in it: a
+pass counts what it left, each deletion in the namespace counts down, and the key
+comes back when the count reaches zero (or after LOOK_AGAIN, whatever was missed).
 """
+import threading
+
+from shepherd_ha.model.namespaces import NAMESPACE_FINALIZER, spec_finalizers
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_object_op
-from shepherd_ha.store.fsm import NAMESPACE_FINALIZER
 
 from .controller import Controller, Retry, WriteFailed
 
 NAMESPACED = tuple(plural for plural, info in RESOURCES.items() if info.namespaced)
-LOOK_AGAIN = 5.0     # seconds: a safety net; changes in the namespace wake it sooner
-CONTENT_BATCH = 1.0   # seconds a burst of changes in a Terminating namespace is gathered for (each look lists it)
+LOOK_AGAIN = 10.0    # seconds between looks at a namespace whose contents are still going (a safety net)
+CONTENT_BATCH = 1.0   # seconds the last deletions in a Terminating namespace are gathered for
 
 
 def _terminating(namespace):
     return bool(((namespace or {}).get("metadata") or {}).get("deletionTimestamp"))
 
 
-def _spec_finalizers(namespace):
-    spec = namespace.get("spec") if isinstance(namespace.get("spec"), dict) else {}
-    finalizers = spec.get("finalizers")
-    return [f for f in finalizers if isinstance(f, str)] if isinstance(finalizers, list) else []
+def _finalizers(obj):
+    found = obj["metadata"].get("finalizers")
+    return [f for f in found if isinstance(f, str)] if isinstance(found, list) else []
 
 
 def _count_phrase(counts):
@@ -51,31 +55,51 @@ class NamespaceController(Controller):
         if settings is not None:
             self.resync_period = settings.resync_period
         self.now = now
-        self._terminating = set()     # names of namespaces seen Terminating: their content's changes wake them
+        self._lock = threading.Lock()
+        # Terminating namespaces -> objects its last look left in them (None: not looked at yet)
+        self._left = {}
 
     def keys_for(self, change):
         obj = change.object or change.previous
         if change.resource == "namespaces":
-            name = obj["metadata"]["name"]
-            if change.object is not None and _terminating(change.object):
-                self._terminating.add(name)
-                return [name]
-            self._terminating.discard(name)
-            return []
+            return self._namespace_changed(obj["metadata"]["name"], change)
         namespace = obj["metadata"].get("namespace")
-        return [namespace] if namespace in self._terminating else []
+        if change.object is not None:
+            return []       # nothing new gets into a Terminating namespace; a change in one is not what it waits for
+        with self._lock:
+            if namespace not in self._left:
+                return []
+            left = self._left[namespace]
+            if left is not None:
+                self._left[namespace] = left = left - 1
+        return [namespace] if left is None or left <= 0 else []
+
+    def _namespace_changed(self, name, change):
+        now, before = change.object, change.previous
+        with self._lock:
+            if now is None or not _terminating(now):
+                self._left.pop(name, None)
+                return []
+            self._left.setdefault(name, None)
+        # Its own status writes change nothing a look depends on: only the marking, and finalizers.
+        if before is not None and _terminating(before) and _finalizers(before) == _finalizers(now) \
+                and spec_finalizers(before) == spec_finalizers(now):
+            return []
+        return [name]
 
     def all_keys(self):
         names = [n["metadata"]["name"] for n in self.store.list("namespaces") if _terminating(n)]
-        self._terminating.update(names)
+        with self._lock:
+            for name in names:
+                self._left.setdefault(name, None)
         return names
 
     def reconcile(self, name):
         namespace = self.store.get("namespaces", None, name)
         if not _terminating(namespace):
-            self._terminating.discard(name)
+            with self._lock:
+                self._left.pop(name, None)
             return None
-        self._terminating.add(name)
         left, to_delete = [], []
         for plural in NAMESPACED:
             for obj in self.store.list(plural, name):
@@ -84,14 +108,16 @@ class NamespaceController(Controller):
         if to_delete:
             kept, failures = self._delete(to_delete)
             left += kept
+        with self._lock:
+            if name in self._left:
+                self._left[name] = len(left)
         if not left:
             return self._finalize(namespace)
         waiting, finalizers = {}, {}
         for plural, obj in left:
             waiting[plural] = waiting.get(plural, 0) + 1
-            for finalizer in obj["metadata"].get("finalizers") or []:
-                if isinstance(finalizer, str):
-                    finalizers[finalizer] = finalizers.get(finalizer, 0) + 1
+            for finalizer in _finalizers(obj):
+                finalizers[finalizer] = finalizers.get(finalizer, 0) + 1
         self._report(namespace, waiting, finalizers, failures)
         raise Retry("namespace %s: waiting for %s" % (name, _count_phrase(waiting)), delay=LOOK_AGAIN)
 
@@ -107,26 +133,30 @@ class NamespaceController(Controller):
                 outcome = result["results"][0]
                 if outcome.get("terminating") or outcome.get("finalizing"):
                     kept.append((plural, outcome["object"]))
-            elif result.get("reason") in ("NotFound", "Conflict"):
-                kept.append((plural, obj))      # gone or replaced meanwhile: the next look sees which
+            elif result.get("reason") == "NotFound":
+                continue           # gone meanwhile
             else:
-                kept.append((plural, obj))
-                failures.append('%s "%s": %s' % (plural, obj["metadata"]["name"], result.get("message")))
+                kept.append((plural, obj))      # (a Conflict: replaced meanwhile; the next look sees it)
+                if result.get("reason") != "Conflict":
+                    failures.append('%s "%s": %s' % (plural, obj["metadata"]["name"], result.get("message")))
         return kept, failures
 
     def _finalize(self, namespace):
         meta = namespace["metadata"]
-        finalizers = _spec_finalizers(namespace)
+        finalizers = spec_finalizers(namespace)
         if NAMESPACE_FINALIZER not in finalizers:
-            return None       # finalized already; a metadata finalizer of someone else holds it
+            self._report(namespace, {}, {}, [])    # empty: what holds it is in metadata.finalizers
+            return None
         kept = [f for f in finalizers if f != NAMESPACE_FINALIZER]
         result = self.write([commands.finalize(meta["name"], kept,
                                                precondition={"resourceVersion": meta.get("resourceVersion")})])
         outcome = result["results"][0]
         if outcome.get("deleted"):
-            self._terminating.discard(meta["name"])
+            with self._lock:
+                self._left.pop(meta["name"], None)
             return "namespace %s: empty, deleted" % meta["name"]
-        held = kept + list(meta.get("finalizers") or [])
+        self._report(outcome["object"], {}, {}, [])
+        held = kept + _finalizers(namespace)
         return "namespace %s: empty, finalized; still held by finalizers %s" % (meta["name"], ", ".join(held))
 
     def _report(self, namespace, waiting, finalizers, failures):
@@ -147,7 +177,8 @@ class NamespaceController(Controller):
              if finalizers else "All content-preserving finalizers finished"),
         ]
         status = namespace.get("status") if isinstance(namespace.get("status"), dict) else {}
-        old = {c.get("type"): c for c in status.get("conditions") or [] if isinstance(c, dict)}
+        conds = status.get("conditions") if isinstance(status.get("conditions"), list) else []
+        old = {c.get("type"): c for c in conds if isinstance(c, dict)}
         conditions, changed = [], False
         for kind, true, reason, message in wanted:
             value = "True" if true else "False"

@@ -19,6 +19,8 @@ import copy
 import hashlib
 import json
 
+from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
+                                          spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
@@ -35,8 +37,7 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 # Fields a client may not set on the main resource: the store owns them.
 FOREGROUND_FINALIZER = "foregroundDeletion"
-NAMESPACE_FINALIZER = "kubernetes"     # spec.finalizers: the namespace controller's, removed once it is empty
-NAMESPACE_TERMINATING = "NamespaceTerminating"     # the cause Kubernetes' clients look for in a 403
+LIFECYCLE_FORMAT = 3        # the command format from which namespaces follow Kubernetes' lifecycle
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
@@ -178,12 +179,12 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             result = _failure(409, "Fenced", "write from controller epoch %s refused: current epoch is %s"
                               % (list(epoch), self.epoch))
         else:
-            result = self._write_atomically(command["ops"], changes)
+            result = self._write_atomically(command["ops"], changes, command.get("version", 1))
         if key is not None:
             self._remember(key, result, digest)
         return result
 
-    def _write_atomically(self, ops, changes):
+    def _write_atomically(self, ops, changes, version=1):
         if not isinstance(ops, list) or not ops:
             raise ValueError("a write needs a non-empty list of ops")
         staged = {}           # (resource, key) -> new object or None (deleted)
@@ -194,7 +195,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 handler = getattr(self, "_op_" + str(op.get("op")), None)
                 if handler is None:
                     raise ValueError("unknown op %r" % (op.get("op"),))
-                results.append(handler(op, staged, planned, index))
+                results.append(handler(op, staged, planned, index, version))
             if self._frees_a_block(planned):
                 self._stage_waiting_nodes(staged, planned)
         except _Failure as f:
@@ -297,7 +298,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                            % (_describe(resource, namespace, name), current["metadata"].get("uid"),
                               want_uid), index)
 
-    def _op_create(self, op, staged, planned, index):
+    def _op_create(self, op, staged, planned, index, version):
         resource = op["resource"]
         info = RESOURCES[resource]
         # The command was unpickled from the log for this apply: shallow copies suffice.
@@ -312,10 +313,10 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                 raise _Failure(404, "NotFound", 'namespace "%s" not found: create it first '
                                '(sheepctl create namespace %s)' % (namespace, namespace), index)
             if ns["metadata"].get("deletionTimestamp"):
-                why = "unable to create new content in namespace %s because it is being terminated" % namespace
-                raise _Failure(403, "Forbidden", '%s "%s" is forbidden: %s' % (resource, name, why), index,
-                               {"name": name, "kind": resource, "causes": [
-                                   {"reason": NAMESPACE_TERMINATING, "message": why, "field": "metadata.namespace"}]})
+                if version < LIFECYCLE_FORMAT:      # as a log of an older format was answered
+                    raise _Failure(409, "Conflict", 'namespace "%s" is being deleted' % namespace, index)
+                message, details = terminating_refusal(resource, name, namespace)
+                raise _Failure(403, "Forbidden", message, index, details)
         else:
             meta.pop("namespace", None)
         if self._current(staged, resource, namespace, name) is not None:
@@ -342,7 +343,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self._check_precondition(op, current, index, resource, namespace, name)
         return resource, namespace, name, current
 
-    def _op_update(self, op, staged, planned, index):
+    def _op_update(self, op, staged, planned, index, version):
         resource, namespace, name, current = self._existing(op, staged, index)
         info = RESOURCES[resource]
         incoming = op["object"]
@@ -354,6 +355,10 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         elif op.get("subresource") == "finalize":
             obj = dict(current, spec=dict(_mapping(current.get("spec")),
                                           finalizers=list(incoming["spec"]["finalizers"])))
+        elif resource == "namespaces" and version >= LIFECYCLE_FORMAT:
+            # Kubernetes' namespace update strategy: spec.finalizers only through finalize,
+            # the status (phase, what a deletion waits for) only through the store's own writes.
+            obj = _namespace_update(incoming, current, name)
         else:
             obj = dict(incoming)
             meta = dict(obj.get("metadata") or {})
@@ -370,8 +375,6 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                     obj["status"] = current["status"]
                 else:
                     obj.pop("status", None)
-            if resource == "namespaces":       # only finalize sets them (Kubernetes' update strategy)
-                obj = _with_spec_finalizers(obj, current)
         if resource == "nodes" and op.get("subresource") != "status":
             obj = self._checked(self._pod_cidr_for_update(obj, current, staged), index)
         if resource == "services" and op.get("subresource") != "status":
@@ -381,8 +384,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         if current["metadata"].get("deletionTimestamp"):
             lists = [("metadata.finalizers", (current["metadata"].get("finalizers") or []),
                       ((obj.get("metadata") or {}).get("finalizers") or []))]
-            if resource == "namespaces":
-                lists.append(("spec.finalizers", _spec_finalizers(current), _spec_finalizers(obj)))
+            if resource == "namespaces" and version >= LIFECYCLE_FORMAT:
+                lists.append(("spec.finalizers", spec_finalizers(current), spec_finalizers(obj)))
             for field, before, after in lists:
                 added = sorted(set(after) - set(before))
                 if added:
@@ -434,7 +437,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             raise _Failure(422, "Invalid", 'Service "%s" is invalid: %s: %s' % (meta["name"], exc.field, exc.message),
                            index)
 
-    def _op_delete(self, op, staged, planned, index):
+    def _op_delete(self, op, staged, planned, index, version):
         resource, namespace, name, current = self._existing(op, staged, index)
         graceful = op.get("graceful")
         if graceful and resource == "pods" and (current.get("spec") or {}).get("nodeName"):
@@ -446,6 +449,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                                               staged, planned)
         if resource == "namespaces":
             if op.get("terminate"):
+                if name in IMMORTAL_NAMESPACES:     # whoever asks: a person, or the garbage collector
+                    raise _Failure(403, "Forbidden", immortal_message(name), index)
                 return self._mark_namespace_terminating(current, op, staged, planned)
             self._delete_namespace_contents(name, staged, planned)      # logged by version 1 or 2
         elif op.get("propagationPolicy") == "Orphan":
@@ -484,7 +489,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         meta = current["metadata"]
         if meta.get("deletionTimestamp"):
             return {"code": 200, "resource": "namespaces", "object": current, "unchanged": True}
-        finalizers = _spec_finalizers(current)
+        finalizers = spec_finalizers(current)
         if NAMESPACE_FINALIZER not in finalizers:
             finalizers.append(NAMESPACE_FINALIZER)
         revision = self._next_revision(planned)
@@ -576,21 +581,27 @@ def _mapping(value):
     return value if isinstance(value, dict) else {}
 
 
-def _spec_finalizers(namespace):
-    """A namespace's spec.finalizers as a new list (what is not a string list counts as none)."""
-    finalizers = _mapping(namespace.get("spec")).get("finalizers")
-    return [f for f in finalizers if isinstance(f, str)] if isinstance(finalizers, list) else []
-
-
-def _with_spec_finalizers(obj, current):
-    """`obj` (a namespace update) with the spec.finalizers of `current`, the stored one."""
-    if "finalizers" not in _mapping(obj.get("spec")) and "finalizers" not in _mapping(current.get("spec")):
-        return obj
+def _namespace_update(incoming, current, name):
+    """A namespace update (format 3 on): the incoming object with the stored server
+    metadata, spec.finalizers and status."""
+    obj = dict(incoming)
+    meta = dict(obj.get("metadata") or {})
+    for field in _SERVER_METADATA:
+        meta.pop(field, None)
+        if field in current["metadata"]:
+            meta[field] = current["metadata"][field]
+    meta["name"] = name
+    obj["metadata"] = meta
     spec = dict(_mapping(obj.get("spec")))
     spec.pop("finalizers", None)
     if "finalizers" in _mapping(current.get("spec")):
         spec["finalizers"] = current["spec"]["finalizers"]
-    return dict(obj, spec=spec)
+    if spec or "spec" in obj or "spec" in current:
+        obj["spec"] = spec
+    obj.pop("status", None)
+    if "status" in current:
+        obj["status"] = current["status"]
+    return obj
 
 
 def _same_content(a, b):

@@ -7,7 +7,7 @@ import dataclasses
 import threading
 import uuid
 
-from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.model.namespaces import BOOTSTRAP_NAMESPACES, NAMESPACE_FINALIZER
 from shepherd_ha.model.times import now_rfc3339
 
 from . import commands, gc_tuning
@@ -18,10 +18,6 @@ from .read_barrier import ReadBarrier
 from .fsm import MODIFIED
 from .watch_log import DecodedWatchLog, WatchLog
 
-BOOTSTRAP_NAMESPACES = ("default", LEASE_NAMESPACE)
-# Namespaces a delete is refused for (403), as Kubernetes' NamespaceLifecycle refuses its
-# three; the node leases' too, since every agent's heartbeat lives there.
-IMMORTAL_NAMESPACES = BOOTSTRAP_NAMESPACES + ("kube-system", "kube-public")
 WRITE_TIMEOUT = 2.0      # seconds a write or linearizable read may wait for Raft before 503
 
 
@@ -225,7 +221,7 @@ class Replica:
                 obj = {"apiVersion": "v1", "kind": "Namespace",
                        "metadata": {"name": name, "uid": str(uuid.uuid4()),
                                     "creationTimestamp": now_rfc3339()},
-                       "spec": {}, "status": {"phase": "Active"}}
+                       "spec": {"finalizers": [NAMESPACE_FINALIZER]}, "status": {"phase": "Active"}}
                 self.write([commands.create("namespaces", obj)],
                            key="bootstrap-namespace-%s-term-%d" % (name, self.node.term()), timeout=5.0)
             except Unavailable:

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from agent.network import cleanup, rules
+from agent.network.routes import IpCommand, RouteTable
 
 pytestmark = pytest.mark.integration
 
@@ -73,12 +74,36 @@ def test_the_pair_an_older_agent_made_for_its_cluster_is_taken_over(ipt):
         ipt.restore(legacy[table])
         ipt.run("-w", "-t", table, "-I", "FORWARD" if table == "filter" else parent, "1", "-j", chain)
     rules.apply(B, ipt)       # an agent of another cluster leaves a pair holding A's rules alone
+    assert rules.drop_own_legacy(B, ipt) == []
     assert listed(ipt, "filter", rules.LEGACY_CHAINS.forward) is not None
     rules.apply(A, ipt)
+    assert rules.drop_own_legacy(A, ipt) == [
+        "filter FORWARD -j SHEPHERD-PODNET", "filter chain SHEPHERD-PODNET",
+        "nat POSTROUTING -j SHEPHERD-PODNET-MASQ", "nat chain SHEPHERD-PODNET-MASQ"]
     assert listed(ipt, "filter", rules.LEGACY_CHAINS.forward) is None
     assert listed(ipt, "nat", rules.LEGACY_CHAINS.masq) is None
     assert rules.LEGACY_CHAINS.masq not in jumps_in(ipt, "nat", "POSTROUTING")
     assert listed(ipt, "nat", rules.chains(A).masq) is not None
-    # Cleanup of every cluster takes a legacy pair too.
+    # Cleanup takes a legacy pair too: of one cluster when it holds that cluster's rules, and of all.
+    ipt.restore(legacy["nat"])
+    assert "nat chain %s" % rules.LEGACY_CHAINS.masq not in rules.remove(ipt, B)
+    assert "nat chain %s" % rules.LEGACY_CHAINS.masq in rules.remove(ipt, A)
     ipt.restore(legacy["nat"])
     assert "nat chain %s" % rules.LEGACY_CHAINS.masq in rules.remove(ipt)
+
+
+def test_a_clusters_route_table_sees_and_removes_only_routes_into_its_cidr(ipt):
+    ip = IpCommand(prefix=ipt.prefix)
+    ip.run("link", "add", "shpv0", "type", "veth", "peer", "name", "shpv1")   # a link for the gateways' subnet
+    ip.run("addr", "add", "192.0.2.1/24", "dev", "shpv0")
+    for link in ("shpv0", "shpv1"):
+        ip.run("link", "set", link, "up")
+    mine, theirs = RouteTable(ip, within=A), RouteTable(ip, within=B)
+    mine.sync({"10.244.1.0/24": "192.0.2.2"})
+    theirs.sync({"10.232.1.0/24": "192.0.2.3"})
+    mine.sync({"10.244.2.0/24": "192.0.2.4"})        # a sync replaces only its own cluster's
+    assert RouteTable(ip).current() == {"10.244.2.0/24": "192.0.2.4", "10.232.1.0/24": "192.0.2.3"}
+    removed = cleanup.run(cleanup.CleanupContext(cluster_cidr=B, command_prefix=tuple(ipt.prefix)),
+                          [("pod routes", cleanup._routes)])
+    assert removed == (["route 10.232.1.0/24"], [])
+    assert RouteTable(ip).current() == {"10.244.2.0/24": "192.0.2.4"}
