@@ -232,8 +232,10 @@ class EventSink:
         except ApiError as err:
             if err.code >= 500 or err.code == 429:
                 raise                 # no leader, overloaded: retried like an unreachable API
-            log.warning("event %s for pod %s/%s refused by the API (dropped): %s", entry.reason, namespace,
-                        entry.ref.get("name"), err)
+            # A namespace being deleted refuses new content, its pods' events too: expected, not a warning.
+            level = logging.DEBUG if err.code == 403 and "being terminated" in str(err.message) else logging.WARNING
+            log.log(level, "event %s for pod %s/%s refused by the API (dropped): %s", entry.reason, namespace,
+                    entry.ref.get("name"), err)
 
     def _body(self, entry):
         return new_event(entry.ref, entry.reason, entry.message, entry.type, entry.first, entry.last,

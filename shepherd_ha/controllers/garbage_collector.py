@@ -23,8 +23,9 @@ none is left (terminating pods included), removes the finalizer, which completes
 the owner's deletion. Those keys are ("foreground", resource, namespace, name).
 
 All deletes for one owner go in one write_many. Orphan deletes strip
-the references inside the FSM in the owner's own write, and namespace deletes
-remove everything in the namespace there too, so neither needs anything here.
+the references inside the FSM in the owner's own write, so they need nothing here;
+a namespace's contents are the namespace controller's (controllers/namespaces.py), and
+the store refuses to delete a built-in namespace whoever asks.
 """
 import threading
 

@@ -101,3 +101,20 @@ def test_discovery_names_the_finalize_subresource(api):
     resources = api.get("/api/v1").get_json()["resources"]
     assert {"name": "namespaces/finalize", "verbs": ["update"]}.items() <= \
         next(r for r in resources if r["name"] == "namespaces/finalize").items()
+
+
+def test_a_put_of_a_terminating_namespace_keeps_its_phase_and_conditions(api):
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    assert api.post(NS + "/team/configmaps", json=held).status_code == 201
+    api.delete(NS + "/team")
+    with pytest.raises(Retry):
+        api.controller.reconcile("team")
+    before = api.get(NS + "/team").get_json()
+    resp = api.put(NS + "/team", json={"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": "team", "labels": {"owner": "ops"}}})
+    assert resp.status_code == 200, resp.get_json()
+    after = api.get(NS + "/team").get_json()
+    assert after["status"] == before["status"] and after["status"]["phase"] == "Terminating"
+    assert after["spec"]["finalizers"] == ["kubernetes"] and after["metadata"]["labels"] == {"owner": "ops"}
+    dry = api.put(NS + "/team?dryRun=All", json={"metadata": {"name": "team"}, "spec": {"finalizers": []}})
+    assert dry.get_json()["spec"]["finalizers"] == ["kubernetes"], "a dry run answers as the store would"

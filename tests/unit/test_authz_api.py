@@ -194,3 +194,25 @@ def test_any_authenticated_user_may_discover_the_api_and_nothing_more():
     assert c.get("/api", headers={"Authorization": "Bearer not-a-token-at-all"}).status_code == 401
     names = [b["metadata"]["name"] for b in c.get(RBAC + "/clusterrolebindings", headers=bearer("admin")).json["items"]]
     assert "system:discovery" in names
+
+
+def test_finalizing_a_namespace_needs_update_on_namespaces_finalize():
+    _, c = make()
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    assert c.post("/api/v1/namespaces", json=ns, headers=bearer("admin")).status_code == 201
+    editor = role("ns-editor", [{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get", "update"]}],
+                  kind="ClusterRole")
+    assert c.post(RBAC + "/clusterroles", json=editor, headers=bearer("admin")).status_code == 201
+    grant = binding("alice-ns", "ns-editor", [user("alice")], role_kind="ClusterRole")
+    assert c.post(RBAC + "/clusterrolebindings", json=grant, headers=bearer("admin")).status_code == 201
+    body = dict(ns, spec={"finalizers": []})
+    resp = c.put("/api/v1/namespaces/team/finalize", json=body, headers=bearer("alice"))
+    assert resp.status_code == 403, resp.json
+    assert 'cannot update resource "namespaces/finalize"' in resp.json["message"]
+    finalizer = role("ns-finalizer", [{"apiGroups": [""], "resources": ["namespaces/finalize"], "verbs": ["update"]}],
+                     kind="ClusterRole")
+    assert c.post(RBAC + "/clusterroles", json=finalizer, headers=bearer("admin")).status_code == 201
+    grant = binding("alice-fin", "ns-finalizer", [user("alice")], role_kind="ClusterRole")
+    assert c.post(RBAC + "/clusterrolebindings", json=grant, headers=bearer("admin")).status_code == 201
+    assert c.put("/api/v1/namespaces/team/finalize", json=body, headers=bearer("alice")).status_code == 200
+    assert c.get("/api/v1/namespaces/team", headers=bearer("admin")).json["spec"]["finalizers"] == []

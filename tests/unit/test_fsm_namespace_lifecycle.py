@@ -121,3 +121,58 @@ def test_a_namespace_delete_logged_before_the_lifecycle_replays_as_it_did(fsm):
     assert fsm.get("namespaces", None, "team") is None and fsm.get("pods", "team", "a") is None
     assert {(c.resource, c.type) for c in changes} == {
         ("pods", "DELETED"), ("configmaps", "DELETED"), ("namespaces", "DELETED")}
+
+
+@pytest.mark.parametrize("name", ["default", "kube-node-lease", "kube-system", "kube-public"])
+def test_no_writer_may_terminate_a_built_in_namespace(name):
+    """The API refuses it too, but a controller's delete (the garbage collector judging an
+    ownerReference someone put on kube-node-lease) reaches the store directly."""
+    f = StoreFSM()
+    assert f.apply(write(C.create("namespaces", ns(name))))["ok"]
+    refused = f.apply(write(delete_op("namespaces", None, name)))
+    assert refused["code"] == 403 and refused["message"] == \
+        'namespaces "%s" is forbidden: this namespace may not be deleted' % name
+    assert "deletionTimestamp" not in f.get("namespaces", None, name)["metadata"]
+
+
+def test_an_update_keeps_the_status_of_a_terminating_namespace(fsm):
+    terminate(fsm)
+    marked = fsm.get("namespaces", None, "team")
+    replaced = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"a": "b"}},
+                "spec": {}, "status": {"phase": "Active"}}         # what a PUT of the manifest sends
+    assert fsm.apply(write(C.update("namespaces", None, "team", replaced)))["ok"]
+    now = fsm.get("namespaces", None, "team")
+    assert now["status"] == marked["status"] and now["metadata"]["labels"] == {"a": "b"}
+    assert now["metadata"]["deletionTimestamp"] == STAMP and now["spec"]["finalizers"] == ["kubernetes"]
+
+
+def test_namespace_updates_logged_before_the_lifecycle_replay_as_they_did(fsm):
+    """Version 2 stored a namespace update's spec.finalizers and status as sent, and deleted
+    a marked namespace when its last metadata finalizer went: a replica replaying such a
+    log must end where one that applied it then did."""
+    def v2(op):
+        return dict(C.write([op]), version=2)
+    current = fsm.get("namespaces", None, "team")
+    sent = dict(current, metadata=dict(current["metadata"], finalizers=["example.com/x"]),
+                spec={"finalizers": ["kubernetes"]}, status={"phase": "Active", "note": "as sent"})
+    assert fsm.apply(v2(C.update("namespaces", None, "team", sent)))["ok"]
+    stored = fsm.get("namespaces", None, "team")
+    assert stored["spec"] == {"finalizers": ["kubernetes"]} and stored["status"]["note"] == "as sent"
+    # An old delete of a namespace with a finalizer: contents gone, the namespace marked ...
+    assert fsm.apply(v2(C.delete("namespaces", None, "team", deletionTimestamp=STAMP)))["ok"]
+    marked = fsm.get("namespaces", None, "team")
+    assert marked["metadata"]["deletionTimestamp"] and fsm.get("pods", "team", "a") is None
+    # ... and gone with its last metadata finalizer, spec.finalizers notwithstanding.
+    done = dict(marked, metadata=dict(marked["metadata"], finalizers=[]))
+    assert fsm.apply(v2(C.update("namespaces", None, "team", done)))["results"][0].get("deleted")
+    assert fsm.get("namespaces", None, "team") is None
+
+
+def test_a_create_in_a_namespace_being_deleted_logged_before_the_lifecycle_is_answered_as_then(fsm):
+    current = fsm.get("namespaces", None, "team")
+    held = dict(current, metadata=dict(current["metadata"], finalizers=["example.com/x"]))
+    assert fsm.apply(write(C.update("namespaces", None, "team", held)))["ok"]
+    terminate(fsm)
+    old = dict(C.write([C.create("configmaps", {"metadata": {"name": "late", "namespace": "team"}})]), version=2)
+    refused = fsm.apply(old)
+    assert (refused["code"], refused["reason"]) == (409, "Conflict") and "details" not in refused

@@ -1,12 +1,13 @@
 """Namespace controller: a Terminating namespace is emptied as single deletes would empty
 it, reports what is left, and goes once nothing is; against an in-memory store, with the
 Deployment and ReplicaSet controllers beside it (they must not re-create what it deletes)."""
-from controller_kit import ControllerHarness, create, write
+from controller_kit import ControllerHarness, FakeClock, create, write
 
-from shepherd_ha.controllers import deployments, namespaces, replica_sets
+from shepherd_ha.controllers import deployments, garbage_collector, namespaces, replica_sets
 from shepherd_ha.controllers.events import EventRecorder
 from shepherd_ha.controllers.namespaces import CONTENT_BATCH, LOOK_AGAIN
 from shepherd_ha.controllers.settings import ControllerSettings
+from shepherd_ha.controllers.store_access import MemoryStore
 from shepherd_ha.store import commands
 from shepherd_ha.store.deletion import delete_op
 
@@ -34,14 +35,15 @@ def deployment(name, replicas=3):
 
 
 class Harness(ControllerHarness):
-    def __init__(self, namespaces_=("default", "team")):
+    def __init__(self, namespaces_=("default", "team"), store=None, clock=None, extra=None):
         settings = ControllerSettings()
 
         def build(store):
             recorder = EventRecorder(store, "test")
             return (namespaces.controllers(store, recorder, settings) + deployments.controllers(store, recorder, settings)
-                    + replica_sets.controllers(store, recorder, settings))
-        super().__init__(build, namespaces=namespaces_)
+                    + replica_sets.controllers(store, recorder, settings)
+                    + (extra(store, recorder, settings) if extra else []))
+        super().__init__(build, store=store, clock=clock, namespaces=namespaces_)
 
     def in_team(self, resource):
         return sorted(o["metadata"]["name"] for o in self.store.list(resource, "team"))
@@ -134,6 +136,9 @@ def test_someone_elses_metadata_finalizer_holds_the_emptied_namespace():
     held = h.namespace()
     assert held is not None and held["spec"]["finalizers"] == [] and h.in_team("configmaps") == []
     assert any("still held by finalizers example.com/audit" in s for s in h.controller.sentences)
+    cond = h.conditions()      # not "resources are remaining": what holds it now is the finalizer
+    assert cond["NamespaceContentRemaining"]["status"] == "False"
+    assert cond["NamespaceContentRemaining"]["message"] == "All content successfully removed"
     write(h.store, commands.update("namespaces", None, "team",
                                    dict(held, metadata=dict(held["metadata"], finalizers=[]))))
     assert h.namespace() is None
@@ -149,3 +154,47 @@ def test_a_new_leader_finishes_a_namespace_a_former_one_left_terminating():
                                store=h.store, clock=h.clock)
     fresh.settle()
     assert fresh.store.get("namespaces", None, "team") is None and h.in_team("configmaps") == []
+
+
+class RefusingStore(MemoryStore):
+    """The in-memory store, refusing deletes of ConfigMap "stuck" as a store might refuse a
+    write it cannot take (the reason is not one the controller expects)."""
+
+    def _apply_many(self, batch, timeout):
+        results = super()._apply_many([c for c in batch if not self._stuck(c)], timeout)
+        refused = {"ok": False, "code": 500, "reason": "InternalError", "message": "disk full"}
+        it = iter(results)
+        return [refused if self._stuck(c) else next(it) for c in batch]
+
+    @staticmethod
+    def _stuck(command):
+        op = command["ops"][0]
+        return op["op"] == "delete" and op["resource"] == "configmaps" and op["name"] == "stuck"
+
+
+def test_a_refused_delete_is_reported_and_the_rest_goes_on():
+    clock = FakeClock()
+    store = RefusingStore(clock=clock, namespaces=("default", "team"))
+    h = Harness(store=store, clock=clock)
+    create(h.store, "configmaps", configmap("stuck"))
+    create(h.store, "configmaps", configmap("fine"))
+    h.delete_namespace()
+    assert h.in_team("configmaps") == ["stuck"]
+    cond = h.conditions()["NamespaceDeletionContentFailure"]
+    assert (cond["status"], cond["reason"]) == ("True", "ContentDeletionFailed")
+    assert cond["message"] == 'Failed to delete all resource types, 1 remaining: configmaps "stuck": disk full'
+    assert h.namespace() is not None
+
+
+def test_the_garbage_collector_cannot_take_kube_node_lease_with_it():
+    """An ownerReference to a Node that does not exist, put on the namespace that holds
+    every node's lease: the collector's delete is refused (403) and the namespace stays."""
+    h = Harness(namespaces_=("default", "team", "kube-node-lease"),
+                extra=lambda store, recorder, settings: garbage_collector.controllers(store, recorder, settings))
+    lease_ns = h.store.get("namespaces", None, "kube-node-lease")
+    orphan_ref = {"apiVersion": "v1", "kind": "Node", "name": "gone", "uid": "no-such-uid"}
+    write(h.store, commands.update("namespaces", None, "kube-node-lease",
+                                   dict(lease_ns, metadata=dict(lease_ns["metadata"], ownerReferences=[orphan_ref]))))
+    h.settle()
+    kept = h.store.get("namespaces", None, "kube-node-lease")
+    assert kept is not None and not kept["metadata"].get("deletionTimestamp")
