@@ -26,6 +26,7 @@ import time
 from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
 from shepherd_ha.model.events import event_name, new_event
+from shepherd_ha.model.namespaces import NAMESPACE_TERMINATING
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.token_bucket import TokenBucket
 
@@ -233,7 +234,9 @@ class EventSink:
             if err.code >= 500 or err.code == 429:
                 raise                 # no leader, overloaded: retried like an unreachable API
             # A namespace being deleted refuses new content, its pods' events too: expected, not a warning.
-            level = logging.DEBUG if err.code == 403 and "being terminated" in str(err.message) else logging.WARNING
+            causes = (err.details or {}).get("causes") or []
+            terminating = any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
+            level = logging.DEBUG if err.code == 403 and terminating else logging.WARNING
             log.log(level, "event %s for pod %s/%s refused by the API (dropped): %s", entry.reason, namespace,
                     entry.ref.get("name"), err)
 

@@ -4,7 +4,7 @@ A list of steps, each `(name, step(context) -> [what it removed])`, run in order
 one failing is reported and the others still run. The Services and DNS parts add
 their own with `add_step` (before "pod networks" if their rules point at pods).
 
-    shepherd-agent network cleanup [--node NAME] [--cluster-cidr CIDR] [--docker-url URL] [--dry-run]
+    shepherd-agent network cleanup [--node NAME] [--cluster-cidr CIDR] [--services-only] [--docker-url URL] [--dry-run]
 
 Pods still running on a pod network keep it (Docker refuses to remove a network
 with containers): stop the agent's pods first (`sheepctl drain`, then stop the
@@ -12,6 +12,7 @@ agent), or remove them with `docker rm -f`.
 """
 import argparse
 import dataclasses
+import ipaddress
 import logging
 import sys
 
@@ -42,7 +43,8 @@ class CleanupContext:
 def _iptables(context):
     ipt = rules.Iptables(prefix=context.command_prefix)
     if context.dry_run:
-        targets = rules.jumps(rules.chains(context.cluster_cidr)) if context.cluster_cidr else rules.ours(ipt)
+        targets = rules.jumps(rules.chains(context.cluster_cidr)) + rules.jumps(rules.LEGACY_CHAINS) \
+            if context.cluster_cidr else rules.ours(ipt)
         return ["would remove %s chain %s and its jump" % (table, chain) for table, _, chain in targets
                 if ipt.chain_exists(table, chain)]
     return rules.remove(ipt, context.cluster_cidr)
@@ -117,11 +119,22 @@ def main(argv):
     parser.add_argument("--node", help="only this node's pod network (default: every one the agent made)")
     parser.add_argument("--cluster-cidr", help="only what the cluster with this CIDR added: its pod networks, "
                         "routes and iptables chains; the host's Service rules stay (default: every cluster's)")
+    parser.add_argument("--services-only", action="store_true",
+                        help="only the host's Service rules (SHEP-* chains, their jumps, the service route): "
+                             "what a cluster that is gone left to a proxy that stands down")
     parser.add_argument("--docker-url", help="Docker engine URL (default unix:///var/run/docker.sock)")
     parser.add_argument("--dry-run", action="store_true", help="say what would go, remove nothing")
     args = parser.parse_args(argv)
+    if args.cluster_cidr:
+        try:        # as the agent writes it (and iptables prints it): 10.244.7.0/16 is 10.244.0.0/16
+            args.cluster_cidr = str(ipaddress.ip_network(args.cluster_cidr, strict=False))
+        except ValueError as exc:
+            parser.error("--cluster-cidr %r: %s" % (args.cluster_cidr, exc))
+    if args.services_only and (args.node or args.cluster_cidr):
+        parser.error("--services-only removes the host's Service rules alone: leave out --node and --cluster-cidr")
+    steps = [step for step in STEPS if step[0] == "service rules"] if args.services_only else None
     removed, failures = run(CleanupContext(docker_url=args.docker_url, node=args.node,
-                                           cluster_cidr=args.cluster_cidr, dry_run=args.dry_run))
+                                           cluster_cidr=args.cluster_cidr, dry_run=args.dry_run), steps)
     for line in removed:
         print("removed %s" % line if not args.dry_run else line)
     for line in failures:

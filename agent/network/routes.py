@@ -98,6 +98,8 @@ class RouteTable:
     def sync(self, desired):
         """Make our routes exactly `desired`; returns (replaced, deleted). A route that fails
         (its gateway unreachable, say) is logged and the others still go in."""
+        if self.within is not None:       # another cluster's blocks are not this table's to add
+            desired = {cidr: via for cidr, via in desired.items() if inside(cidr, self.within)}
         replace, delete = route_diff(self.current(), desired)
         done_replace, done_delete = {}, []
         for cidr in delete:

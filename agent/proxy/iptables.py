@@ -51,10 +51,13 @@ class Iptables:
             found[table] = set(re.findall(r"^:(%s\S+)" % re.escape(PREFIX), out, re.M))
         return found
 
-    def owner(self):
-        """The cluster named in the kernel's OWNER chain (nat), or None (no chain, or no name)."""
-        proc = self.run(["iptables", "-w", "-t", "nat", "-S", OWNER], check=False)
-        return owner_of(proc.stdout.splitlines()) if proc.returncode == 0 else None
+    def owner(self, present=None):
+        """The rules.Owner named in the kernel's OWNER chain (nat), or None (no such chain, or
+        no name in it); `present`: our_chains() when the caller has it. Any other failure raises: a proxy that cannot read the claim must not
+        take a host that may be another's."""
+        if OWNER not in (present or self.our_chains())["nat"]:
+            return None
+        return owner_of(self.run(["iptables", "-w", "-t", "nat", "-S", OWNER]).stdout.splitlines())
 
     def ensure_jumps(self):
         """The jumps into our chains, each once (inserted first, so Docker's own

@@ -13,7 +13,6 @@ After the restore, conntrack entries of removed UDP endpoints are deleted.
 A failed sync is logged and retried (next time in full); the loop never dies.
 """
 import logging
-import re
 import threading
 import time
 
@@ -34,13 +33,6 @@ CONFLICT_RETRY = 10.0    # seconds between looks while another cluster owns the 
 
 class ProxyConflict(Exception):
     """Another cluster's proxy owns this host's Service rules: this one stands down."""
-
-
-def owner_name(cluster_id, service_cidr):
-    """What this proxy writes in the OWNER chain: its cluster's id, or (an agent given no
-    --cluster-id) its service CIDR, which clusters sharing a host do not share."""
-    name = cluster_id or "service-cidr-" + str(service_cidr or "")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", name)
 
 
 def _without_missing(applied, present):
@@ -131,7 +123,7 @@ class Proxier:
         self.conntrack = Conntrack(iptables)
         self.node_ips = tuple(node_ips)
         self.cluster_cidr = cluster_cidr
-        self.owner = owner          # the cluster named in the OWNER chain (None: not checked, not written)
+        self.owner = owner          # the rules.Owner named in the OWNER chain (None: not checked, not written)
         self.conflict = None        # why this proxy stands down (another cluster owns the host's rules), or None
         self.min_interval = min_interval
         self.full_interval = full_interval
@@ -155,15 +147,15 @@ class Proxier:
         ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr, self.owner)
         rendered = self.clock()
         full = full or self.applied is None
-        if full and self.owner:
-            self._check_owner()
         rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval
         present, before = None, self.applied
         if full:
-            self._node_setup()
             # Before the jumps: ensure_jumps creates missing chains empty, and an empty
             # chain must not pass for one holding what was applied.
             present = self.iptables.our_chains()
+            if self.owner:
+                self._check_owner(present)
+            self._node_setup()
             self.iptables.ensure_jumps()
             before = None if rewrite else _without_missing(self.applied, present)
         text = rules.restore_text(ruleset, before, present)
@@ -188,7 +180,7 @@ class Proxier:
             self.synced.notify_all()
         return self.last
 
-    def _check_owner(self):
+    def _check_owner(self, present):
         """One Service proxy per host, as one kube-proxy per node: this host's SHEP-* chains
         are shared by name, so a second cluster's proxy would rewrite the first one's
         rules at every sync. Every full sync reads the OWNER chain first; a proxy finding
@@ -196,12 +188,16 @@ class Proxier:
         one that wrote it first keeps working. (Two that start together both write; at
         their next full sync the one whose name was overwritten stands down, and the
         other's full sync deletes what the first left.)"""
-        found = self.iptables.owner()
-        if found is not None and found != self.owner:
+        found = self.iptables.owner(present)
+        # This node's own claim, whatever cluster id it names, is this proxy's: a restore
+        # (`shepherd-ha restore` gives the cluster a new id) or a new data dir must not
+        # lock a node out of its own host.
+        if found is not None and found.cluster != self.owner.cluster and found.node != self.owner.node:
             raise ProxyConflict(
-                "this host's Service rules (the SHEP-* chains) belong to another cluster (%s), not to this agent's "
-                "(%s). One Service proxy runs per host: start this agent with --proxy-mode none, or, if that "
-                "cluster is gone, remove its rules with `shepherd-agent network cleanup`" % (found, self.owner))
+                "this host's Service rules (the SHEP-* chains) belong to another cluster (%s, node %s), not to this "
+                "agent's (%s, node %s). One Service proxy runs per host: start this agent with --proxy-mode none, or, "
+                "if that cluster is gone, remove its rules with `shepherd-agent network cleanup --services-only`"
+                % (found.cluster, found.node, self.owner.cluster, self.owner.node))
 
     def _node_setup(self):
         if self.setup is None:

@@ -29,11 +29,12 @@ import re
 PREFIX = "SHEP-"
 SERVICES, NODEPORTS, POSTROUTING = "SHEP-SERVICES", "SHEP-NODEPORTS", "SHEP-POSTROUTING"
 MARK_MASQ, EXTERNAL, FORWARD = "SHEP-MARK-MASQ", "SHEP-EXTERNAL-SERVICES", "SHEP-FORWARD"
-# Whose rules these are: one rule naming the cluster (nothing jumps to it). The chains are
-# the host's, one proxy's per host; a proxy finding another cluster's name here stands down
-# (agent/proxy/proxier.py).
+# Whose rules these are: one rule naming the cluster and the node (nothing jumps to it).
+# The chains are the host's, one proxy's per host; a proxy finding another cluster's and
+# another node's names here stands down (agent/proxy/proxier.py).
 OWNER = "SHEP-OWNER"
 _OWNER_COMMENT = "shepherd service proxy of cluster "
+Owner = collections.namedtuple("Owner", "cluster node")
 MASQ_BIT = "0x4000"            # Kubernetes' masquerade bit; our chains set and clear it
 UDP_LIKE = ("UDP", "SCTP")     # connectionless: their conntrack entries outlive an endpoint
 TABLES = ("nat", "filter")
@@ -136,17 +137,25 @@ def _ready(subsets, port_name, protocol):
 
 # ---- the rules ----
 
-def owner_rule(owner):
-    """The rule of the OWNER chain naming cluster `owner` (letters, digits, '.', '_', '-')."""
-    return '-A %s -m comment --comment "%s%s" -j RETURN' % (OWNER, _OWNER_COMMENT, owner)
+def owner(cluster_id, service_cidr, node):
+    """The Owner a proxy writes: its cluster's id (an agent given no --cluster-id: its
+    service CIDR, which clusters sharing a host do not share) and its node's name."""
+    def safe(text):
+        return re.sub(r"[^A-Za-z0-9._-]", "_", text)
+    return Owner(safe(cluster_id or "service-cidr-" + str(service_cidr or "")), safe(node or ""))
+
+
+def owner_rule(who):
+    """The rule of the OWNER chain naming `who` (an Owner)."""
+    return '-A %s -m comment --comment "%s%s node %s" -j RETURN' % (OWNER, _OWNER_COMMENT, who.cluster, who.node)
 
 
 def owner_of(lines):
-    """The cluster named by the OWNER chain's rules as `iptables -S` prints them, or None."""
+    """The Owner named by the OWNER chain's rules as `iptables -S` prints them, or None."""
     for line in lines:
-        found = re.search(r'--comment "?%s(\S+?)"? ' % re.escape(_OWNER_COMMENT), line)
+        found = re.search(r'--comment "?%s(\S+) node (\S*?)"? ' % re.escape(_OWNER_COMMENT), line)
         if found:
-            return found.group(1)
+            return Owner(found.group(1), found.group(2))
     return None
 
 

@@ -5,7 +5,8 @@ import logging
 
 from .iptables import Iptables
 from .node_setup import ensure_service_route, prepare_node
-from .proxier import ServiceProxy, owner_name
+from .proxier import ServiceProxy
+from .rules import owner
 
 log = logging.getLogger(__name__)
 
@@ -25,4 +26,4 @@ def build_proxy(settings, client, stop, iptables=None):
     log.info("service proxy: iptables, service CIDR %s, node ports on %s", settings.service_cidr,
              ", ".join(node_ips) or "every local address")
     return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None, setup=setup,
-                        owner=owner_name(settings.cluster_id, settings.service_cidr))
+                        owner=owner(settings.cluster_id, settings.service_cidr, settings.node_name))

@@ -35,6 +35,7 @@ def register(sub, common):
                    help="with --wait: give up (exit 1) after this long (default 300)")
     p.set_defaults(func=run)
 
+
 POLL = 0.5       # seconds between two looks at an object being deleted
 
 
@@ -50,7 +51,8 @@ def _targets(args, ctx):
             if m.resource.namespaced:
                 ns = m.namespace or ctx.namespace
             out.append((m.resource, m.name, ns))
-        # namespaces last: deleting them first would delete the rest underneath us
+        # namespaces last: their contents then go by name (a namespace deleted first would
+        # refuse nothing, but its controller's deletes would race ours into NotFounds)
         return [t for t in out if t[0].plural != "namespaces"] + \
                [t for t in out if t[0].plural == "namespaces"]
     if not args.resource:
@@ -118,10 +120,12 @@ def _wait_gone(ctx, r, name, namespace, uid, deadline):
         except ApiError as exc:
             if exc.code == 404:
                 return True
-            raise
-        if uid and printers.meta(obj).get("uid") != uid:
+            if exc.code < 500 and exc.code != 429:
+                raise
+            obj = None            # an election, an overloaded replica: look again until the deadline
+        if obj is not None and uid and printers.meta(obj).get("uid") != uid:
             return True
-        why = _waiting_for(r, name, obj)
+        why = _waiting_for(r, name, obj) if obj is not None else said
         if why != said:
             ctx.error(why)
             said = why

@@ -13,13 +13,13 @@ from flask import Response, g, request
 
 from shepherd_ha.model.defaults import apply_defaults
 from shepherd_ha.model import server_side_apply as ssa
+from shepherd_ha.model.namespaces import IMMORTAL_NAMESPACES, immortal_message
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.selectors import SelectorError, parse_field_selector, parse_label_selector
 from shepherd_ha.model.validation import validate_object, validate_scale, validate_update
 from shepherd_ha.store import commands
 from shepherd_ha.store.entry_size import CommandTooLarge
 from shepherd_ha.store.raft_node import Unavailable
-from shepherd_ha.model.namespaces import IMMORTAL_NAMESPACES, immortal_message
 from shepherd_ha.store.deletion import delete_op
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.store.stamping import stamp_new

@@ -39,6 +39,10 @@ from .controller import Controller, Retry
 BATCH = 500     # dependents per write_many
 
 
+class RefusedForGood(Exception):
+    """The store refused a dependent's deletion for a reason a retry cannot change."""
+
+
 def _refs(obj):
     refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or []
     if not isinstance(refs, list):       # stored past validation: it names no owner we can judge
@@ -262,7 +266,9 @@ class GarbageCollector(Controller):
             results.extend(self.write_many(writes[start:start + BATCH]))
         keys = doomed + trimmed
         done = [k for k, r in zip(keys, results) if r.get("ok")]
-        lost = [(k, r) for k, r in zip(keys, results) if not r.get("ok") and r.get("reason") != "NotFound"]
+        refused = [(k, r) for k, r in zip(keys, results) if r.get("reason") == "Forbidden"]
+        lost = [(k, r) for k, r in zip(keys, results)
+                if not r.get("ok") and r.get("reason") not in ("NotFound", "Forbidden")]
         deleted = [k for k in done if k in set(doomed)]
         updated = [k for k in done if k not in set(doomed)]
         parts = []
@@ -272,6 +278,12 @@ class GarbageCollector(Controller):
         if updated:
             parts.append("removed the reference to deleted %s (uid %s) from %d dependent(s) with other owners: %s"
                          % (owner, uid, len(updated), ", ".join(_describe(k) for k in updated[:10])))
+        for dkey, result in refused:
+            # The store will never take it (a built-in namespace): reported once, not retried.
+            resource, namespace, name = dkey
+            stub = {"metadata": {"namespace": namespace, "name": name}}
+            self.object_failed("delete", resource, self.store.get(resource, namespace or None, name) or stub,
+                               RefusedForGood(result.get("message")))
         if lost:
             # Changed meanwhile (Conflict): look again with what it is now.
             if parts:

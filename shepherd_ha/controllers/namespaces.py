@@ -14,8 +14,8 @@ resourceVersion it read); the store then deletes the namespace, unless a metadat
 finalizer of someone else still holds it.
 
 A look lists the whole namespace, so it is not repeated for every change in it: a
-pass counts what it left, each deletion in the namespace counts down, and the key
-comes back when the count reaches zero (or after LOOK_AGAIN, whatever was missed).
+pass remembers what it left, each of those deleted is crossed off, and the key comes
+back when none is left (or after LOOK_AGAIN, whatever was missed).
 """
 import threading
 
@@ -56,7 +56,7 @@ class NamespaceController(Controller):
             self.resync_period = settings.resync_period
         self.now = now
         self._lock = threading.Lock()
-        # Terminating namespaces -> objects its last look left in them (None: not looked at yet)
+        # Terminating namespace -> {(resource, name)} its last look left in it (None: not looked at yet)
         self._left = {}
 
     def keys_for(self, change):
@@ -70,9 +70,12 @@ class NamespaceController(Controller):
             if namespace not in self._left:
                 return []
             left = self._left[namespace]
-            if left is not None:
-                self._left[namespace] = left = left - 1
-        return [namespace] if left is None or left <= 0 else []
+            if left is None:
+                return [namespace]
+            if (change.resource, obj["metadata"]["name"]) not in left:
+                return []        # not one the last look waits for (one it deleted at once, say)
+            left.discard((change.resource, obj["metadata"]["name"]))
+        return [] if left else [namespace]
 
     def _namespace_changed(self, name, change):
         now, before = change.object, change.previous
@@ -110,7 +113,7 @@ class NamespaceController(Controller):
             left += kept
         with self._lock:
             if name in self._left:
-                self._left[name] = len(left)
+                self._left[name] = {(plural, obj["metadata"]["name"]) for plural, obj in left}
         if not left:
             return self._finalize(namespace)
         waiting, finalizers = {}, {}
@@ -151,7 +154,8 @@ class NamespaceController(Controller):
         result = self.write([commands.finalize(meta["name"], kept,
                                                precondition={"resourceVersion": meta.get("resourceVersion")})])
         outcome = result["results"][0]
-        if outcome.get("deleted"):
+        # (A retried write answered from the store's memory of it carries no "deleted": look.)
+        if outcome.get("deleted") or self.store.get("namespaces", None, meta["name"]) is None:
             with self._lock:
                 self._left.pop(meta["name"], None)
             return "namespace %s: empty, deleted" % meta["name"]

@@ -322,6 +322,8 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         if self._current(staged, resource, namespace, name) is not None:
             raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
                            "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
+        if resource == "namespaces" and version >= LIFECYCLE_FORMAT:
+            obj["status"] = {"phase": "Active"}      # as Kubernetes: a new namespace's status is the store's
         if resource == "nodes":
             obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
         if resource == "services":
@@ -360,16 +362,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             # the status (phase, what a deletion waits for) only through the store's own writes.
             obj = _namespace_update(incoming, current, name)
         else:
-            obj = dict(incoming)
-            meta = dict(obj.get("metadata") or {})
-            for field in _SERVER_METADATA:
-                meta.pop(field, None)
-                if field in current["metadata"]:
-                    meta[field] = current["metadata"][field]
-            meta["name"] = name
-            if namespace:
-                meta["namespace"] = namespace
-            obj["metadata"] = meta
+            obj = _with_server_metadata(incoming, current, name, namespace)
             if info.has_status:
                 if "status" in current:
                     obj["status"] = current["status"]
@@ -451,7 +444,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             if op.get("terminate"):
                 if name in IMMORTAL_NAMESPACES:     # whoever asks: a person, or the garbage collector
                     raise _Failure(403, "Forbidden", immortal_message(name), index)
-                return self._mark_namespace_terminating(current, op, staged, planned)
+                return self._mark_namespace_terminating(current, op, staged, planned, index)
             self._delete_namespace_contents(name, staged, planned)      # logged by version 1 or 2
         elif op.get("propagationPolicy") == "Orphan":
             self._orphan_dependents(current, staged, planned)
@@ -481,20 +474,24 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
         return {"code": 200, "resource": resource, "object": obj, "finalizing": True}
 
-    def _mark_namespace_terminating(self, current, op, staged, planned):
+    def _mark_namespace_terminating(self, current, op, staged, planned, index):
         """Kubernetes' namespace lifecycle: the namespace is marked (deletionTimestamp,
         phase Terminating, the `kubernetes` spec finalizer), refuses new content, and the
         namespace controller deletes what is in it as single deletes would, pods with
         their grace periods, then removes its finalizer (controllers/namespaces.py)."""
         meta = current["metadata"]
         if meta.get("deletionTimestamp"):
+            if spec_finalizers(current):        # Kubernetes' answer while its content is being removed
+                raise _Failure(409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": The system is '
+                               'ensuring all content is removed from this namespace.  Upon completion, this '
+                               'namespace will automatically be purged by the system.' % meta["name"], index)
             return {"code": 200, "resource": "namespaces", "object": current, "unchanged": True}
         finalizers = spec_finalizers(current)
         if NAMESPACE_FINALIZER not in finalizers:
             finalizers.append(NAMESPACE_FINALIZER)
         revision = self._next_revision(planned)
-        obj = dict(current, metadata=dict(meta, resourceVersion=str(revision),
-                                          deletionTimestamp=op.get("deletionTimestamp") or meta.get("creationTimestamp")),
+        stamp = op.get("deletionTimestamp") or meta.get("creationTimestamp")
+        obj = dict(current, metadata=dict(meta, resourceVersion=str(revision), deletionTimestamp=stamp),
                    spec=dict(_mapping(current.get("spec")), finalizers=finalizers),
                    status=dict(_mapping(current.get("status")), phase="Terminating"))
         self._stage(staged, planned, Change(revision, MODIFIED, "namespaces", obj, current))
@@ -581,9 +578,8 @@ def _mapping(value):
     return value if isinstance(value, dict) else {}
 
 
-def _namespace_update(incoming, current, name):
-    """A namespace update (format 3 on): the incoming object with the stored server
-    metadata, spec.finalizers and status."""
+def _with_server_metadata(incoming, current, name, namespace):
+    """`incoming` (an update's object) with the metadata the store owns taken from `current`."""
     obj = dict(incoming)
     meta = dict(obj.get("metadata") or {})
     for field in _SERVER_METADATA:
@@ -591,7 +587,16 @@ def _namespace_update(incoming, current, name):
         if field in current["metadata"]:
             meta[field] = current["metadata"][field]
     meta["name"] = name
+    if namespace:
+        meta["namespace"] = namespace
     obj["metadata"] = meta
+    return obj
+
+
+def _namespace_update(incoming, current, name):
+    """A namespace update (format 3 on): the incoming object with the stored server
+    metadata, spec.finalizers and status."""
+    obj = _with_server_metadata(incoming, current, name, None)
     spec = dict(_mapping(obj.get("spec")))
     spec.pop("finalizers", None)
     if "finalizers" in _mapping(current.get("spec")):

@@ -172,11 +172,21 @@ def test_namespace_deletion_waits_for_its_contents(kubectl):
     assert "example.com/hold in 1 resource instances" in conditions["NamespaceFinalizersRemaining"]["message"]
     assert run("get", "deployments", "-o", "name").stdout == "", "the rest went at once"
 
-    waiting = kube.popen("delete", "namespace", ns)     # kubectl waits by default
+    again = kube.kubectl("delete", "namespace", ns, check=False)     # Kubernetes' answer while it empties
+    assert again.returncode != 0 and "The system is ensuring all content is removed from this namespace" \
+        in again.stderr
+
+    waiting = kube.popen("wait", "--for=delete", "namespace/" + ns, "--timeout=60s")
     run("patch", "configmap", "held", "--type=merge", "-p", '{"metadata": {"finalizers": null}}')
-    out, err = waiting.communicate(timeout=60)
+    out, err = waiting.communicate(timeout=90)
     assert waiting.returncode == 0, err
     expect(kube.api("GET", "/api/v1/namespaces/" + ns), 404)
+
+    # Without --wait=false kubectl returns once the namespace is gone.
+    kube.ensure_namespace(ns + "-2")
+    kube.kubectl_for(ns + "-2")("create", "configmap", "c", "--from-literal=a=b")
+    assert kube.kubectl("delete", "namespace", ns + "-2").returncode == 0
+    expect(kube.api("GET", "/api/v1/namespaces/%s-2" % ns), 404)
 
     refused = kube.kubectl("delete", "namespace", "default", check=False)
     assert refused.returncode != 0 and 'namespaces "default" is forbidden: this namespace may not be deleted' \

@@ -228,18 +228,20 @@ def test_a_full_sync_removes_chains_nobody_rendered_and_keeps_one_jump_each(clus
 def test_a_second_clusters_proxy_on_the_host_stands_down_and_changes_nothing(cluster):
     state, proxier, run = cluster
     publish(state, proxier, service("owned", "10.96.0.30", 80, 8080), endpoints("owned", [PODS["svpod1"]], 8080))
-    mine = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner="cluster-a")
+    a, b = rules.owner("cluster-a", None, "a-1"), rules.owner("cluster-b", None, "b-1")
+    mine = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner=a)
     mine.sync()
-    assert run.owner() == "cluster-a"
+    assert run.owner() == a
     before = sh("iptables-save", "-t", "nat", ns=NODE)
     other_state = ProxyState()
     other_state.put("services", service("theirs", "10.112.0.30", 80, 8080))
     other_state.put("endpoints", endpoints("theirs", [PODS["svpod2"]], 8080))
-    other = Proxier(other_state, run, node_ips=[NODE_IP], cluster_cidr="10.232.0.0/16", owner="cluster-b")
+    other = Proxier(other_state, run, node_ips=[NODE_IP], cluster_cidr="10.232.0.0/16", owner=b)
     for _ in range(2):          # its first sync, and a retry: it looks again, and stands down again
         with pytest.raises(ProxyConflict) as refused:
             other.sync()
-        assert "belong to another cluster (cluster-a), not to this agent's (cluster-b)" in str(refused.value)
+        assert "belong to another cluster (cluster-a, node a-1), not to this agent's (cluster-b, node b-1)" \
+            in str(refused.value)
         assert "--proxy-mode none" in str(refused.value)
     after = sh("iptables-save", "-t", "nat", ns=NODE)
     assert [ln for ln in after.splitlines() if ln.startswith("-A")] == \
@@ -247,10 +249,10 @@ def test_a_second_clusters_proxy_on_the_host_stands_down_and_changes_nothing(clu
     assert ask(CLIENT, "tcp", "10.96.0.30", 80) == ["svpod1"]
     # The owner itself, restarted (a new Proxier), goes on; and once that cluster's rules
     # are gone, the other may take the host.
-    assert Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner="cluster-a").sync()["full"]
+    assert Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner=a).sync()["full"]
     cleanup_services(run)
     other.sync()
-    assert run.owner() == "cluster-b"
+    assert run.owner() == b
     assert ask(CLIENT, "tcp", "10.112.0.30", 80) == ["svpod2"]
     cleanup_services(run)
     proxier.sync(full=True)       # the module's proxier (no owner) takes the host back for the tests after

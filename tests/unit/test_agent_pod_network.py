@@ -259,3 +259,19 @@ def test_hairpin_is_set_only_on_the_bridge_ports_that_lack_it():
              {"ifname": "veth2", "linkinfo": {"info_slave_data": {"hairpin": False}}},
              {"ifname": "veth3"}]
     assert ports_without_hairpin(links) == ["veth2", "veth3"]
+
+
+def test_network_cleanup_scopes_are_checked_and_the_cluster_cidr_read_as_the_agent_writes_it(capsys, monkeypatch):
+    import pytest
+    with pytest.raises(SystemExit):
+        cleanup.main(["cleanup", "--services-only", "--node", "n1"])
+    assert "leave out --node and --cluster-cidr" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cleanup.main(["cleanup", "--cluster-cidr", "10.244.0.0/33"])
+    assert "--cluster-cidr '10.244.0.0/33'" in capsys.readouterr().err
+    seen = []
+    monkeypatch.setattr(cleanup, "run", lambda context, steps=None: seen.append((context, steps)) or ([], []))
+    assert cleanup.main(["cleanup", "--cluster-cidr", "10.244.7.0/16", "--dry-run"]) == 0
+    assert seen[-1][0].cluster_cidr == "10.244.0.0/16" and seen[-1][1] is None
+    assert cleanup.main(["cleanup", "--services-only"]) == 0
+    assert [name for name, _ in seen[-1][1]] == ["service rules"]

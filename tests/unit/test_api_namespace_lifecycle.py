@@ -45,7 +45,8 @@ def test_delete_answers_with_the_terminating_namespace_and_refuses_new_content(a
                                                        "it is being terminated"}]
     dry = api.post(NS + "/team/configmaps?dryRun=All", json={"metadata": {"name": "d"}})
     assert dry.status_code == 403 and "being terminated" in dry.get_json()["message"]
-    assert api.delete(NS + "/team").status_code == 200, "deleting again is no error"
+    again = api.delete(NS + "/team")
+    assert again.status_code == 409 and "ensuring all content is removed" in again.get_json()["message"]
 
     # What goes at once goes, and the emptied namespace with it, in one look.
     assert api.controller.reconcile("team") == "namespace team: empty, deleted"

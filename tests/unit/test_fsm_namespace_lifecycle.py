@@ -49,10 +49,12 @@ def test_a_delete_marks_the_namespace_terminating_and_keeps_its_contents(fsm):
     assert marked["spec"]["finalizers"] == ["kubernetes"]
     assert result["results"][0]["object"] == marked
     assert fsm.get("pods", "team", "a") is not None and fsm.get("configmaps", "team", "c") is not None
-    # A second delete changes nothing (and does not move the timestamp).
+    # A second delete is Kubernetes' 409 while the content is being removed, and changes nothing.
     again, changes = fsm.apply_with_changes(write(C.delete("namespaces", None, "team",
                                                            deletionTimestamp="2030-01-01T00:00:00Z", terminate=True)))
-    assert again["ok"] and again["results"][0].get("unchanged") and changes == []
+    assert again["code"] == 409 and changes == []
+    assert again["message"].startswith('Operation cannot be fulfilled on namespaces "team": The system is ensuring '
+                                       'all content is removed from this namespace.')
     assert fsm.get("namespaces", None, "team")["metadata"]["deletionTimestamp"] == STAMP
 
 
@@ -87,6 +89,8 @@ def test_metadata_finalizers_hold_the_namespace_after_finalize(fsm):
     assert fsm.apply(write(C.finalize("team", [])))["ok"]
     kept = fsm.get("namespaces", None, "team")
     assert kept is not None and kept["spec"]["finalizers"] == []
+    again = fsm.apply(write(delete_op("namespaces", None, "team")))     # only someone's finalizer holds it
+    assert again["ok"] and again["results"][0].get("unchanged")
     # The last finalizer of either kind going completes it.
     done = dict(kept, metadata=dict(kept["metadata"], finalizers=[]))
     assert fsm.apply(write(C.update("namespaces", None, "team", done)))["results"][0].get("deleted")
@@ -176,3 +180,11 @@ def test_a_create_in_a_namespace_being_deleted_logged_before_the_lifecycle_is_an
     old = dict(C.write([C.create("configmaps", {"metadata": {"name": "late", "namespace": "team"}})]), version=2)
     refused = fsm.apply(old)
     assert (refused["code"], refused["reason"]) == (409, "Conflict") and "details" not in refused
+
+
+def test_a_new_namespace_starts_active_whatever_its_body_says():
+    f = StoreFSM()
+    body = dict(ns("team"), status={"phase": "Terminating", "conditions": [{"type": "Made", "status": "True"}]})
+    assert f.apply(write(C.create("namespaces", body)))["ok"]
+    assert f.get("namespaces", None, "team")["status"] == {"phase": "Active"}
+    assert f.apply(write(C.create("configmaps", {"metadata": {"name": "c", "namespace": "team"}})))["ok"]

@@ -198,3 +198,24 @@ def test_the_garbage_collector_cannot_take_kube_node_lease_with_it():
     h.settle()
     kept = h.store.get("namespaces", None, "kube-node-lease")
     assert kept is not None and not kept["metadata"].get("deletionTimestamp")
+    collector = h.controllers[-1]
+    assert collector.name == "garbage-collector"
+    assert collector.faults.counts() == [("garbage-collector", "delete", "namespaces", "", "kube-node-lease", 1)], \
+        "tried, refused, reported"
+    h.advance(60)            # and not tried again and again (the store would refuse each)
+    assert collector.faults.counts()[0][-1] == 1
+
+
+def test_a_look_comes_back_when_what_it_waits_for_is_gone_not_at_every_deletion():
+    h = Harness()
+    for i in range(5):
+        create(h.store, "configmaps", configmap("c%d" % i))
+    create(h.store, "pods", pod("on-node", node="n1"))
+    looks, look = [], h.controller.reconcile
+    h.controller.reconcile = lambda key: looks.append(key) or look(key)
+    h.delete_namespace()
+    h.gather()
+    assert looks == ["team"], "the five ConfigMaps it deleted itself wake nothing"
+    write(h.store, commands.delete("pods", "team", "on-node"))     # the agent is done with its pod
+    h.gather()
+    assert looks == ["team", "team"] and h.namespace() is None
