@@ -14,7 +14,7 @@ import re
 import shlex
 import subprocess
 
-from .rules import DOCKER_USER_JUMP, JUMPS, OWNER, PREFIX, SERVICES, TABLES, owner_of
+from .rules import DOCKER_USER_JUMP, JUMPS, OWNER, PREFIX, SERVICES, TABLES, claim_of
 
 log = logging.getLogger(__name__)
 
@@ -51,13 +51,20 @@ class Iptables:
             found[table] = set(re.findall(r"^:(%s\S+)" % re.escape(PREFIX), out, re.M))
         return found
 
-    def owner(self, present=None):
-        """The rules.Owner named in the kernel's OWNER chain (nat), or None (no such chain, or
-        no name in it); `present`: our_chains() when the caller has it. Any other failure raises: a proxy that cannot read the claim must not
-        take a host that may be another's."""
+    def claim(self, present=None):
+        """The rules.Claim in the kernel's OWNER chain (nat), or None (no such chain, or no
+        claim in it); `present`: our_chains() when the caller has it. Any other failure
+        raises: a proxy that cannot read the claim must not take a host that may be another's."""
         if OWNER not in (present or self.our_chains())["nat"]:
             return None
-        return owner_of(self.run(["iptables", "-w", "-t", "nat", "-S", OWNER]).stdout.splitlines())
+        return claim_of(self.run(["iptables", "-w", "-t", "nat", "-S", OWNER]).stdout.splitlines())
+
+    def release(self, owner):
+        """Delete the OWNER chain if it holds `owner`'s claim (a proxy stopping): the next
+        cluster's proxy need not wait for the claim to go stale."""
+        found = self.claim()
+        if found is not None and found.owner == owner:
+            self.restore("*nat\n:%s - [0:0]\n-X %s\nCOMMIT\n" % (OWNER, OWNER))
 
     def ensure_jumps(self):
         """The jumps into our chains, each once (inserted first, so Docker's own

@@ -29,6 +29,8 @@ FULL_INTERVAL = 30.0     # seconds between full syncs (jumps, chain set)
 REWRITE_INTERVAL = 600.0  # seconds between full syncs that rewrite every chain (7 s for 11,000 chains)
 RETRY = 2.0              # seconds after a failed sync
 CONFLICT_RETRY = 10.0    # seconds between looks while another cluster owns the host's rules
+CLAIM_RENEWAL = 10       # seconds: the claim's time is rounded to this, so it is rewritten at most that often
+CLAIM_TTL = 3 * FULL_INTERVAL + CLAIM_RENEWAL   # a claim not renewed for this long is a dead proxy's
 
 
 class ProxyConflict(Exception):
@@ -117,13 +119,14 @@ def watch_into(client, resource, state, stop, on_synced=None):
 class Proxier:
     def __init__(self, state, iptables, node_ips=(), cluster_cidr=None, min_interval=MIN_INTERVAL,
                  full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic,
-                 owner=None):
+                 owner=None, wall=time.time):
         self.state = state
         self.iptables = iptables
         self.conntrack = Conntrack(iptables)
         self.node_ips = tuple(node_ips)
         self.cluster_cidr = cluster_cidr
         self.owner = owner          # the rules.Owner named in the OWNER chain (None: not checked, not written)
+        self.wall = wall            # wall clock: a claim's time is compared between processes
         self.conflict = None        # why this proxy stands down (another cluster owns the host's rules), or None
         self.min_interval = min_interval
         self.full_interval = full_interval
@@ -144,7 +147,10 @@ class Proxier:
         services, endpoints, version = self.state.snapshot()
         started = self.clock()
         ports = rules.service_ports(services, endpoints)
-        ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr, self.owner)
+        claim = None
+        if self.owner:       # renewed by the syncs (a full one at least every full_interval)
+            claim = rules.Claim(self.owner, int(self.wall()) // CLAIM_RENEWAL * CLAIM_RENEWAL)
+        ruleset = self.renderer.render(ports, self.node_ips, self.cluster_cidr, claim)
         rendered = self.clock()
         full = full or self.applied is None
         rewrite = self.applied is None or self.clock() - self.rewritten >= self.rewrite_interval
@@ -184,20 +190,27 @@ class Proxier:
         """One Service proxy per host, as one kube-proxy per node: this host's SHEP-* chains
         are shared by name, so a second cluster's proxy would rewrite the first one's
         rules at every sync. Every full sync reads the OWNER chain first; a proxy finding
-        another cluster named there stands down (and looks again at each retry), so the
-        one that wrote it first keeps working. (Two that start together both write; at
-        their next full sync the one whose name was overwritten stands down, and the
-        other's full sync deletes what the first left.)"""
-        found = self.iptables.owner(present)
+        another cluster's fresh claim there stands down (and looks again every
+        CONFLICT_RETRY), so the one that claimed first keeps working. (Two that start
+        together both write; at their next full sync the one whose claim was overwritten
+        stands down, and the other's syncs put back what the first changed.) A proxy that
+        stops releases its claim; one killed leaves it to go stale after CLAIM_TTL."""
+        found = self.iptables.claim(present)
+        if found is None:
+            return
+        other = found.owner
         # This node's own claim, whatever cluster id it names, is this proxy's: a restore
         # (`shepherd-ha restore` gives the cluster a new id) or a new data dir must not
-        # lock a node out of its own host.
-        if found is not None and found.cluster != self.owner.cluster and found.node != self.owner.node:
-            raise ProxyConflict(
-                "this host's Service rules (the SHEP-* chains) belong to another cluster (%s, node %s), not to this "
-                "agent's (%s, node %s). One Service proxy runs per host: start this agent with --proxy-mode none, or, "
-                "if that cluster is gone, remove its rules with `shepherd-agent network cleanup --services-only`"
-                % (found.cluster, found.node, self.owner.cluster, self.owner.node))
+        # lock a node out of its own host. A claim nobody renewed is a dead proxy's.
+        if other.cluster == self.owner.cluster or other.node == self.owner.node \
+                or self.wall() - found.renewed > CLAIM_TTL:
+            return
+        raise ProxyConflict(
+            "this host's Service rules (the SHEP-* chains) belong to another cluster (%s, node %s), not to this "
+            "agent's (%s, node %s). One Service proxy runs per host: start this agent with --proxy-mode none; if "
+            "that cluster is gone, this proxy takes the host once its claim is %ds old, or at once after "
+            "`shepherd-agent network cleanup --services-only`"
+            % (other.cluster, other.node, self.owner.cluster, self.owner.node, CLAIM_TTL))
 
     def _node_setup(self):
         if self.setup is None:
@@ -253,6 +266,16 @@ class Proxier:
                 log.warning("proxy sync failed: %s; retrying in %.0fs", exc, RETRY)
                 self.state.changed.set()
                 stop.wait(RETRY)
+        self.release()
+
+    def release(self):
+        """Give up this proxy's claim on the host (it stops; its rules stay, as kube-proxy's)."""
+        if self.owner is None or self.conflict is not None:
+            return
+        try:
+            self.iptables.release(self.owner)
+        except Exception as exc:  # noqa: BLE001 - stopping: the claim goes stale instead
+            log.warning("service proxy: could not release its claim on the host: %s", exc)
 
 
 class ServiceProxy:

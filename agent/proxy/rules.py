@@ -29,12 +29,14 @@ import re
 PREFIX = "SHEP-"
 SERVICES, NODEPORTS, POSTROUTING = "SHEP-SERVICES", "SHEP-NODEPORTS", "SHEP-POSTROUTING"
 MARK_MASQ, EXTERNAL, FORWARD = "SHEP-MARK-MASQ", "SHEP-EXTERNAL-SERVICES", "SHEP-FORWARD"
-# Whose rules these are: one rule naming the cluster and the node (nothing jumps to it).
-# The chains are the host's, one proxy's per host; a proxy finding another cluster's and
-# another node's names here stands down (agent/proxy/proxier.py).
+# Whose rules these are: one rule naming the cluster and the node, and when the owner last
+# renewed its claim (nothing jumps to it). The chains are the host's, one proxy's per host;
+# a proxy finding another cluster's and another node's fresh claim here stands down
+# (agent/proxy/proxier.py).
 OWNER = "SHEP-OWNER"
 _OWNER_COMMENT = "shepherd service proxy of cluster "
 Owner = collections.namedtuple("Owner", "cluster node")
+Claim = collections.namedtuple("Claim", "owner renewed")     # renewed: wall-clock seconds
 MASQ_BIT = "0x4000"            # Kubernetes' masquerade bit; our chains set and clear it
 UDP_LIKE = ("UDP", "SCTP")     # connectionless: their conntrack entries outlive an endpoint
 TABLES = ("nat", "filter")
@@ -145,17 +147,18 @@ def owner(cluster_id, service_cidr, node):
     return Owner(safe(cluster_id or "service-cidr-" + str(service_cidr or "")), safe(node or ""))
 
 
-def owner_rule(who):
-    """The rule of the OWNER chain naming `who` (an Owner)."""
-    return '-A %s -m comment --comment "%s%s node %s" -j RETURN' % (OWNER, _OWNER_COMMENT, who.cluster, who.node)
+def owner_rule(claim):
+    """The rule of the OWNER chain holding `claim` (a Claim)."""
+    return '-A %s -m comment --comment "%s%s node %s renewed %d" -j RETURN' % (
+        OWNER, _OWNER_COMMENT, claim.owner.cluster, claim.owner.node, claim.renewed)
 
 
-def owner_of(lines):
-    """The Owner named by the OWNER chain's rules as `iptables -S` prints them, or None."""
+def claim_of(lines):
+    """The Claim held by the OWNER chain's rules as `iptables -S` prints them, or None."""
     for line in lines:
-        found = re.search(r'--comment "?%s(\S+) node (\S*?)"? ' % re.escape(_OWNER_COMMENT), line)
+        found = re.search(r'--comment "?%s(\S+) node (\S*) renewed (\d+)"? ' % re.escape(_OWNER_COMMENT), line)
         if found:
-            return Owner(found.group(1), found.group(2))
+            return Claim(Owner(found.group(1), found.group(2)), int(found.group(3)))
     return None
 
 
@@ -168,7 +171,7 @@ def render(ports, node_ips=(), cluster_cidr=None, cache=None, owner=None):
     cache: a dict kept between calls (Renderer): a Service port rendered before
     with the same inputs is reused, not rendered again. Callers must not modify
     the returned rule lists.
-    owner: the cluster these rules are for, written in the OWNER chain (None: no such chain)."""
+    owner: the Claim written in the OWNER chain (None: no such chain)."""
     nat = collections.OrderedDict((c, []) for c in (SERVICES, NODEPORTS, POSTROUTING, MARK_MASQ))
     if owner:
         nat[OWNER] = [owner_rule(owner)]

@@ -185,6 +185,8 @@ class ObjectApi:
             meta["name"] = meta["generateName"] + "".join(
                 random.choice(string.ascii_lowercase + string.digits) for _ in range(5))
         obj = stamp_new(self._defaulted_valid(target, obj))
+        if target.plural == "namespaces":       # as Kubernetes: a new namespace's status is the server's
+            obj["status"] = {"phase": "Active"}
         if managed is None:
             obj = ssa.record_update(target.plural, None, obj, field_manager(), target.info.api_version,
                                     now_rfc3339())

@@ -322,8 +322,6 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         if self._current(staged, resource, namespace, name) is not None:
             raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
                            "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
-        if resource == "namespaces" and version >= LIFECYCLE_FORMAT:
-            obj["status"] = {"phase": "Active"}      # as Kubernetes: a new namespace's status is the store's
         if resource == "nodes":
             obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
         if resource == "services":

@@ -231,7 +231,7 @@ def test_a_second_clusters_proxy_on_the_host_stands_down_and_changes_nothing(clu
     a, b = rules.owner("cluster-a", None, "a-1"), rules.owner("cluster-b", None, "b-1")
     mine = Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner=a)
     mine.sync()
-    assert run.owner() == a
+    assert run.claim().owner == a
     before = sh("iptables-save", "-t", "nat", ns=NODE)
     other_state = ProxyState()
     other_state.put("services", service("theirs", "10.112.0.30", 80, 8080))
@@ -250,9 +250,9 @@ def test_a_second_clusters_proxy_on_the_host_stands_down_and_changes_nothing(clu
     # The owner itself, restarted (a new Proxier), goes on; and once that cluster's rules
     # are gone, the other may take the host.
     assert Proxier(state, run, node_ips=[NODE_IP], cluster_cidr="10.244.0.0/16", owner=a).sync()["full"]
-    cleanup_services(run)
+    mine.release()              # a proxy that stops gives its claim up: the other may take the host
     other.sync()
-    assert run.owner() == b
+    assert run.claim().owner == b
     assert ask(CLIENT, "tcp", "10.112.0.30", 80) == ["svpod2"]
     cleanup_services(run)
     proxier.sync(full=True)       # the module's proxier (no owner) takes the host back for the tests after

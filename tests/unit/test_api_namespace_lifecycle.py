@@ -119,3 +119,11 @@ def test_a_put_of_a_terminating_namespace_keeps_its_phase_and_conditions(api):
     assert after["spec"]["finalizers"] == ["kubernetes"] and after["metadata"]["labels"] == {"owner": "ops"}
     dry = api.put(NS + "/team?dryRun=All", json={"metadata": {"name": "team"}, "spec": {"finalizers": []}})
     assert dry.get_json()["spec"]["finalizers"] == ["kubernetes"], "a dry run answers as the store would"
+
+
+def test_a_new_namespace_starts_active_whatever_its_body_says(api):
+    body = {"metadata": {"name": "odd"}, "status": {"phase": "Terminating", "conditions": [{"type": "Made"}]}}
+    resp = api.post(NS, json=body)
+    assert resp.status_code == 201, resp.get_json()
+    assert api.get(NS + "/odd").get_json()["status"] == {"phase": "Active"}
+    assert api.post(NS + "/odd/configmaps", json={"metadata": {"name": "c"}}).status_code == 201

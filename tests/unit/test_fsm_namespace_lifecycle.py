@@ -180,11 +180,3 @@ def test_a_create_in_a_namespace_being_deleted_logged_before_the_lifecycle_is_an
     old = dict(C.write([C.create("configmaps", {"metadata": {"name": "late", "namespace": "team"}})]), version=2)
     refused = fsm.apply(old)
     assert (refused["code"], refused["reason"]) == (409, "Conflict") and "details" not in refused
-
-
-def test_a_new_namespace_starts_active_whatever_its_body_says():
-    f = StoreFSM()
-    body = dict(ns("team"), status={"phase": "Terminating", "conditions": [{"type": "Made", "status": "True"}]})
-    assert f.apply(write(C.create("namespaces", body)))["ok"]
-    assert f.get("namespaces", None, "team")["status"] == {"phase": "Active"}
-    assert f.apply(write(C.create("configmaps", {"metadata": {"name": "c", "namespace": "team"}})))["ok"]

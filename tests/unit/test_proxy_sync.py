@@ -9,7 +9,7 @@ import pytest
 from agent import config
 from agent.proxy import rules
 from agent.proxy.iptables import IptablesError
-from agent.proxy.proxier import Proxier, ProxyConflict, ProxyState
+from agent.proxy.proxier import CLAIM_TTL, Proxier, ProxyConflict, ProxyState
 
 
 class FakeIptables:
@@ -221,61 +221,78 @@ def test_br_netfilter_is_loaded_only_when_its_sysctl_is_missing(tmp_path, monkey
 
 # ---- one proxy per host: the SHEP-OWNER claim ----
 
-def test_the_owner_rule_names_cluster_and_node_and_reads_back_as_iptables_prints_it():
+def test_the_claim_names_cluster_node_and_time_and_reads_back_as_iptables_prints_it():
     who = rules.owner("3f9c0a1b2c", "10.96.0.0/12", "node-1")
     assert who == rules.Owner("3f9c0a1b2c", "node-1")
-    line = rules.owner_rule(who)
-    assert line == '-A SHEP-OWNER -m comment --comment "shepherd service proxy of cluster 3f9c0a1b2c node node-1" -j RETURN'
-    assert rules.owner_of(["-N SHEP-OWNER", line]) == who
-    assert rules.owner_of(["-N SHEP-OWNER"]) is None
+    line = rules.owner_rule(rules.Claim(who, 1765000000))
+    assert line == ('-A SHEP-OWNER -m comment --comment "shepherd service proxy of cluster 3f9c0a1b2c node node-1 '
+                    'renewed 1765000000" -j RETURN')
+    assert rules.claim_of(["-N SHEP-OWNER", line]) == rules.Claim(who, 1765000000)
+    assert rules.claim_of(["-N SHEP-OWNER"]) is None
     # No --cluster-id: the service CIDR stands in, made safe for a comment like any odd id.
     assert rules.owner(None, "10.112.0.0/12", "b-1") == rules.Owner("service-cidr-10.112.0.0_12", "b-1")
     assert rules.owner('x" -j ACCEPT', None, "n")[0] == "x__-j_ACCEPT"
 
 
 class ClaimedIptables(FakeIptables):
-    """The kernel's SHEP-OWNER chain holds `claim` (an Owner, or None: no chain)."""
+    """The kernel's SHEP-OWNER chain holds `held` (a Claim, or None: no chain)."""
 
-    def __init__(self, claim=None):
+    def __init__(self, held=None):
         super().__init__()
-        self.claim = claim
+        self.held, self.released = held, []
 
-    def owner(self, present=None):
-        return self.claim
+    def claim(self, present=None):
+        return self.held
+
+    def release(self, owner):
+        self.released.append(owner)
 
 
-def test_a_proxy_stands_down_for_another_clusters_claim_but_not_for_its_own_nodes():
+NOW = 1765000000.0
+
+
+def test_a_proxy_stands_down_for_another_clusters_fresh_claim_only():
     mine = rules.owner("cluster-a", None, "a-1")
+    other = rules.Owner("cluster-b", "b-1")
     state = ProxyState()
     state.put("services", svc("dns", "10.96.0.10"))
-    for claim, conflict in ((None, False), (mine, False),
-                            (rules.Owner("restored-id", "a-1"), False),     # its node, the cluster re-made
-                            (rules.Owner("cluster-b", "b-1"), True)):
-        iptables = ClaimedIptables(claim)
-        proxier = Proxier(state, iptables, owner=mine)
+    for held, conflict in ((None, False), (rules.Claim(mine, NOW - 5), False),
+                           (rules.Claim(rules.Owner("restored-id", "a-1"), NOW - 5), False),   # its node, re-made
+                           (rules.Claim(other, NOW - 5), True),
+                           (rules.Claim(other, NOW - CLAIM_TTL - 1), False)):                 # a dead proxy's
+        iptables = ClaimedIptables(held)
+        proxier = Proxier(state, iptables, owner=mine, wall=lambda: NOW)
         if conflict:
             with pytest.raises(ProxyConflict, match=r"another cluster \(cluster-b, node b-1\).*--services-only"):
                 proxier.sync()
             assert iptables.restores == [], "nothing of the other's rules touched"
         else:
             proxier.sync()
-            assert "SHEP-OWNER" in iptables.chains["nat"] and rules.owner_rule(mine) in iptables.restores[0]
+            assert "SHEP-OWNER" in iptables.chains["nat"]
+            assert rules.owner_rule(rules.Claim(mine, NOW)) in iptables.restores[0], "claimed, as of now"
 
 
-def test_the_owners_own_full_syncs_keep_its_claim():
+def test_the_owners_syncs_keep_and_renew_its_claim():
     state, iptables = ProxyState(), ClaimedIptables()
-    proxier = Proxier(state, iptables, owner=rules.owner("cluster-a", None, "a-1"), rewrite_interval=3600)
+    now = [NOW]
+    proxier = Proxier(state, iptables, owner=rules.owner("cluster-a", None, "a-1"), rewrite_interval=3600,
+                      wall=lambda: now[0])
     proxier.sync()
+    now[0] += 30
     state.put("services", svc("dns", "10.96.0.10"))
     proxier.sync(full=True)            # a full sync deletes chains of ours it did not render
     assert "SHEP-OWNER" in iptables.chains["nat"]
+    assert "renewed %d" % (NOW + 30) in iptables.restores[-1]
 
 
-def test_a_standing_down_proxy_says_so_once_and_takes_over_when_the_claim_goes(caplog, monkeypatch):
+def test_a_standing_down_proxy_says_so_once_takes_over_when_the_claim_goes_and_releases_its_own(caplog,
+                                                                                                  monkeypatch):
     from agent.proxy import proxier as module
     monkeypatch.setattr(module, "CONFLICT_RETRY", 0.05)
-    state, iptables = ProxyState(), ClaimedIptables(rules.Owner("cluster-b", "b-1"))
-    proxier = Proxier(state, iptables, owner=rules.owner("cluster-a", None, "a-1"), min_interval=0.01)
+    mine = rules.owner("cluster-a", None, "a-1")
+    state = ProxyState()
+    iptables = ClaimedIptables(rules.Claim(rules.Owner("cluster-b", "b-1"), time.time()))
+    proxier = Proxier(state, iptables, owner=mine, min_interval=0.01)
     stop = threading.Event()
     thread = threading.Thread(target=proxier.run, args=(stop,), daemon=True)
     with caplog.at_level("INFO", logger="agent.proxy.proxier"):
@@ -285,7 +302,7 @@ def test_a_standing_down_proxy_says_so_once_and_takes_over_when_the_claim_goes(c
             while proxier.failures < 3 and time.monotonic() < deadline:
                 time.sleep(0.02)
             assert proxier.failures >= 3 and proxier.conflict and iptables.restores == []
-            iptables.claim = None        # that cluster's rules were cleaned up
+            iptables.held = None        # that cluster's rules were cleaned up
             assert proxier.wait_applied(state.version, 5)
         finally:
             stop.set()
@@ -293,3 +310,4 @@ def test_a_standing_down_proxy_says_so_once_and_takes_over_when_the_claim_goes(c
     said = [r.getMessage() for r in caplog.records]
     assert sum("stands down" in m for m in said) == 1, said
     assert any("no other cluster's now; proxying" in m for m in said)
+    assert iptables.released == [mine], "a proxy that stops gives its claim up"
