@@ -11,6 +11,7 @@ from flask import g, request
 from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
                                           spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.store.fsm import namespace_update
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.service_allocation import AllocationError, allocate
 
@@ -150,13 +151,7 @@ def _updated(info, op, current):
                            finalizers=incoming["spec"]["finalizers"])
         return obj
     if info.plural == "namespaces":      # spec.finalizers and status: the store keeps its own
-        incoming["spec"] = dict(incoming.get("spec") or {})
-        incoming["spec"].pop("finalizers", None)
-        if "finalizers" in (current.get("spec") or {}):
-            incoming["spec"]["finalizers"] = copy.deepcopy(current["spec"]["finalizers"])
-        incoming.pop("status", None)
-        if "status" in current:
-            incoming["status"] = copy.deepcopy(current["status"])
+        incoming = namespace_update(incoming, current, op["name"])
     meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in _SERVER_METADATA}
     meta.update({k: current["metadata"][k] for k in _SERVER_METADATA if k in current["metadata"]})
     incoming["metadata"] = meta

@@ -358,7 +358,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         elif resource == "namespaces" and version >= LIFECYCLE_FORMAT:
             # Kubernetes' namespace update strategy: spec.finalizers only through finalize,
             # the status (phase, what a deletion waits for) only through the store's own writes.
-            obj = _namespace_update(incoming, current, name)
+            obj = namespace_update(incoming, current, name)
         else:
             obj = _with_server_metadata(incoming, current, name, namespace)
             if info.has_status:
@@ -591,7 +591,7 @@ def _with_server_metadata(incoming, current, name, namespace):
     return obj
 
 
-def _namespace_update(incoming, current, name):
+def namespace_update(incoming, current, name):
     """A namespace update (format 3 on): the incoming object with the stored server
     metadata, spec.finalizers and status."""
     obj = _with_server_metadata(incoming, current, name, None)
