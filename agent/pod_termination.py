@@ -1,5 +1,5 @@
 """Terminating a pod. A pod with deletionTimestamp gets SIGTERM, then SIGKILL once
-its grace period (deletionGracePeriodSeconds from deletionTimestamp) is over; its
+its grace period is over (at its deletionTimestamp, the deadline the server set); its
 containers are removed and the pod is deleted for good (gracePeriodSeconds=0, uid
 precondition). A pod that disappears outright (forced delete, eviction) has its
 containers killed and removed at once. Each pod is terminated by a thread of its
@@ -46,9 +46,11 @@ class Terminator:
         t.start()
 
     def _deadline_of(self, state, first_seen, first_seen_wall):
-        """Monotonic deadline of the pod's grace period (0 when gone from the API):
-        the grace period from when this agent first saw the deletion, less how long
-        the delete had already waited then (an agent that was down meanwhile)."""
+        """Monotonic deadline of the pod's grace period (0 when gone from the API): the
+        pod's deletionTimestamp, which the API server sets to when the grace period ends
+        (as Kubernetes does), never more than the grace period from when this agent
+        first saw the deletion (clocks differ) and less only for an agent that was down
+        meanwhile. One second of slack covers the timestamp's whole seconds."""
         if state.removed:
             return 0.0
         meta = state.pod.get("metadata") or {}
@@ -56,12 +58,10 @@ class Terminator:
         if grace is None:
             grace = (state.pod.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
         grace = max(0.0, float(grace or 0))
-        requested = parse_seconds(meta.get("deletionTimestamp"))
-        if requested is not None:
-            # the timestamp has whole seconds (and clocks differ a little): a second of slack
-            elapsed = min(grace, max(0.0, first_seen_wall - requested - 1.0))
-            return first_seen - elapsed + grace
-        return first_seen + grace
+        due = parse_seconds(meta.get("deletionTimestamp"))
+        if due is None:
+            return first_seen + grace
+        return first_seen + min(grace, max(0.0, due + 1.0 - first_seen_wall))
 
     def _terminator(self, state):
         first_seen, first_seen_wall = time.monotonic(), time.time()

@@ -11,7 +11,9 @@ from flask import g, request
 from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
                                           spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
+from shepherd_ha.store.commands import VERSION
 from shepherd_ha.store.fsm import namespace_update
+from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.service_allocation import AllocationError, allocate
 
@@ -90,8 +92,12 @@ def _simulate(replica, op):
     _check_precondition(op, current)
     if op["op"] == "delete":
         obj = copy.deepcopy(current)
-        if (op.get("graceful") and resource == "pods" and (obj.get("spec") or {}).get("nodeName")) \
-                or obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
+        graceful = op.get("graceful")
+        if graceful and resource == "pods" and (obj.get("spec") or {}).get("nodeName") \
+                and grace_seconds(graceful, obj) > 0:       # marked as the store would
+            obj["metadata"] = terminating_metadata(obj["metadata"], graceful["deletionTimestamp"],
+                                                   grace_seconds(graceful, obj), VERSION) or obj["metadata"]
+        elif obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
         if op.get("terminate"):      # a namespace: marked, as the store would (store/fsm.py)
             if op["name"] in IMMORTAL_NAMESPACES:

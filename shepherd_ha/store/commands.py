@@ -32,16 +32,23 @@ Ops:
            "terminate" (namespaces, version 3): mark the namespace Terminating and leave its
            contents to the namespace controller; a namespace delete without it (logged by
            versions 1 and 2) deletes everything in the namespace at once, as it did then
+           "graceful" {"deletionTimestamp": when asked, "gracePeriodSeconds": int|None}: a
+           pod on a node is only marked; from version 4 its deletionTimestamp is when the
+           grace period ends, as in Kubernetes (store/grace_periods.py), before it was the
+           request's time
 Optional fields are left out when unset (the FSM reads them with .get). A command
 logged before the version field existed has none: it is version 1. Version 2 added the
-binding update, version 3 the namespace lifecycle (finalize, terminate); the FSM applies
-all three (a log written by an older version replays as it did).
+binding update, version 3 the namespace lifecycle (finalize, terminate), version 4 a pod's
+deadline as its deletionTimestamp; the FSM applies all four (a log written by an older
+version replays as it did).
 """
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import parse_service_cidr
 
-VERSION = 3            # the newest command format: what this code writes
-APPLIED_VERSIONS = (1, 2, 3)   # what it applies (1: before the binding update, 2: before namespace lifecycle)
+VERSION = 4            # the newest command format: what this code writes
+# what it applies (1: before the binding update, 2: before namespace lifecycle, 3: before
+# a pod's deletionTimestamp was its deadline)
+APPLIED_VERSIONS = (1, 2, 3, 4)
 SUBRESOURCES = ("status", "binding", "finalize")
 
 

@@ -26,6 +26,7 @@ from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_servic
 
 from .commands import shape_error
 from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
+from .grace_periods import grace_seconds, terminating_metadata
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
 from .owner_mentions import OwnerMentions
@@ -432,11 +433,9 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         resource, namespace, name, current = self._existing(op, staged, index)
         graceful = op.get("graceful")
         if graceful and resource == "pods" and (current.get("spec") or {}).get("nodeName"):
-            seconds = graceful.get("gracePeriodSeconds")
-            if seconds is None:      # the pod's own setting, as stored
-                seconds = (current.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if int(seconds) > 0:
-                return self._mark_terminating(current, graceful["deletionTimestamp"], int(seconds),
+            seconds = grace_seconds(graceful, current)
+            if seconds > 0:
+                return self._mark_terminating(current, graceful["deletionTimestamp"], seconds, version,
                                               staged, planned)
         if resource == "namespaces":
             if op.get("terminate"):
@@ -502,17 +501,15 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self._stage(staged, planned, Change(revision, DELETED, resource, None, gone))
         return gone
 
-    def _mark_terminating(self, current, timestamp, seconds, staged, planned):
-        """Graceful deletion of a pod on a node: set deletionTimestamp and leave it to the
-        node's agent, which stops its containers and then deletes the pod for good.
-        A second graceful delete may only shorten the grace period."""
-        meta = current["metadata"]
-        if meta.get("deletionTimestamp") and seconds >= meta.get("deletionGracePeriodSeconds", seconds):
+    def _mark_terminating(self, current, timestamp, seconds, version, staged, planned):
+        """Graceful deletion of a pod on a node: mark it (store/grace_periods.py) and leave
+        it to the node's agent, which stops its containers and then deletes the pod for
+        good. A second graceful delete may only shorten the grace period."""
+        new_meta = terminating_metadata(current["metadata"], timestamp, seconds, version)
+        if new_meta is None:
             return {"code": 200, "resource": "pods", "object": current, "unchanged": True}
         revision = self._next_revision(planned)
-        new_meta = dict(meta, resourceVersion=str(revision), deletionTimestamp=meta.get("deletionTimestamp")
-                        or timestamp, deletionGracePeriodSeconds=seconds)
-        obj = dict(current, metadata=new_meta)
+        obj = dict(current, metadata=dict(new_meta, resourceVersion=str(revision)))
         self._stage(staged, planned, Change(revision, MODIFIED, "pods", obj, current))
         return {"code": 200, "resource": "pods", "object": obj, "terminating": True}
 

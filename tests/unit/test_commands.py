@@ -73,7 +73,7 @@ def test_optional_op_fields_are_left_out():
     ("write", "a command is a mapping, not str"),
     ({"type": "launch"}, "unknown command type 'launch'"),
     ({"type": ["write"]}, "unknown command type"),
-    ({"type": "write", "version": 4, "ops": []}, "command format version 4 is not one this replica applies (1, 2, 3)"),
+    ({"type": "write", "version": 5, "ops": []}, "command format version 5 is not one this replica applies (1, 2, 3, 4)"),
     ({"type": "barrier", "version": True}, "version True"),
     ({"type": "write", "ops": []}, "non-empty list of ops"),
     ({"type": "write", "key": 7, "ops": [C.create("pods", pod("x"))]}, "key is a string or None"),

@@ -407,6 +407,7 @@ def graceful_delete(name, seconds=None, uid=None):
 
 
 def test_graceful_delete_of_a_bound_pod_only_marks_it_terminating(fsm):
+    # Commands without a version (format 1) stamp the request time; see test_fsm_grace_deadline.py
     fsm.apply(create("pods", bound_pod("a", grace=20)))
     result, changes = fsm.apply_with_changes(graceful_delete("a"))
     stored = fsm.get("pods", "default", "a")

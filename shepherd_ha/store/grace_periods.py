@@ -1,0 +1,43 @@
+"""A pod's graceful deletion as Kubernetes marks it, for the FSM and for dry runs: pure.
+
+From command format 4 a pod's deletionTimestamp is when its grace period ends (the
+request's time plus deletionGracePeriodSeconds), as Kubernetes writes it; a second delete
+may only shorten the grace period, and moves the deadline back with it. Commands of older
+formats stamped the request's time and kept it on a shorter second delete; a journal of
+them replays as it was answered.
+"""
+from shepherd_ha.model.times import format_time, parse_time
+
+GRACE_DEADLINE_FORMAT = 4      # the command format from which deletionTimestamp is the deadline
+DEFAULT_GRACE_SECONDS = 30     # a pod's terminationGracePeriodSeconds when it has none
+
+
+def grace_seconds(graceful, pod):
+    """The grace period a graceful delete gives `pod`: the request's gracePeriodSeconds,
+    else the pod's own terminationGracePeriodSeconds as stored."""
+    seconds = graceful.get("gracePeriodSeconds")
+    if seconds is None:
+        seconds = (pod.get("spec") or {}).get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    return int(seconds)
+
+
+def _shifted(stamp, seconds):
+    moment = parse_time(stamp)
+    return None if moment is None else format_time(moment.timestamp() + seconds)
+
+
+def terminating_metadata(meta, requested, seconds, version):
+    """The metadata of a pod marked for deletion with a grace period of `seconds` asked at
+    `requested` (an RFC 3339 time), or None when the mark stays as it is (already marked
+    with a grace period no longer than this one)."""
+    marked = meta.get("deletionTimestamp")
+    before = meta.get("deletionGracePeriodSeconds", seconds)
+    if marked and seconds >= before:
+        return None
+    if version < GRACE_DEADLINE_FORMAT:
+        stamp = marked or requested
+    elif marked:     # when the first delete was asked, plus the shorter period (Kubernetes' BeforeDelete)
+        stamp = _shifted(marked, seconds - int(before)) or _shifted(requested, seconds)
+    else:
+        stamp = _shifted(requested, seconds) or requested
+    return dict(meta, deletionTimestamp=stamp, deletionGracePeriodSeconds=seconds)
