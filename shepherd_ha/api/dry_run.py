@@ -12,6 +12,7 @@ from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZ
                                           spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.commands import VERSION
+from shepherd_ha.store.finalizer_rules import finalizer_verdict
 from shepherd_ha.store.fsm import namespace_update
 from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
 from shepherd_ha.store.raft_node import Unavailable
@@ -109,6 +110,10 @@ def _simulate(replica, op):
                                if NAMESPACE_FINALIZER not in finalizers else finalizers)
         return {"code": 200, "object": obj}
     updated = _updated(info, op, current)
+    what = '%s "%s"%s' % (resource, op["name"], " in namespace %s" % op["namespace"] if op.get("namespace") else "")
+    refusal, _ = finalizer_verdict(resource, what, current, updated, VERSION)
+    if refusal:      # the store's 422; an update that removes the last finalizer is answered as made
+        raise ApiError(422, refusal, "Invalid")
     if op.get("subresource") != "status":
         _check_service_allocation(replica, resource, updated, current)
     return {"code": 200, "object": updated}

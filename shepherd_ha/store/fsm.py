@@ -26,6 +26,7 @@ from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_servic
 
 from .commands import shape_error
 from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
+from .finalizer_rules import LIFECYCLE_FORMAT, finalizer_verdict
 from .grace_periods import grace_seconds, terminating_metadata
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .object_reads import ObjectReads
@@ -38,7 +39,6 @@ ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
 # Fields a client may not set on the main resource: the store owns them.
 FOREGROUND_FINALIZER = "foregroundDeletion"
-LIFECYCLE_FORMAT = 3        # the command format from which namespaces follow Kubernetes' lifecycle
 _SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
@@ -373,23 +373,17 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             obj = self._allocate_service(obj, current, staged, index)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
-        if current["metadata"].get("deletionTimestamp"):
-            lists = [("metadata.finalizers", (current["metadata"].get("finalizers") or []),
-                      ((obj.get("metadata") or {}).get("finalizers") or []))]
-            if resource == "namespaces" and version >= LIFECYCLE_FORMAT:
-                lists.append(("spec.finalizers", spec_finalizers(current), spec_finalizers(obj)))
-            for field, before, after in lists:
-                added = sorted(set(after) - set(before))
-                if added:
-                    raise _Failure(422, "Invalid", "%s: %s cannot be added: %s is being deleted"
-                                   % (field, ", ".join(added), _describe(resource, namespace, name)), index)
+        refusal, completes = finalizer_verdict(resource, _describe(resource, namespace, name), current, obj,
+                                                version)
+        if refusal:
+            raise _Failure(422, "Invalid", refusal, index)
+        if completes:
             # The last finalizer is gone: the deletion completes now (a namespace's with
             # whatever is still in it, so no object outlives its namespace).
-            if any(before for _, before, _ in lists) and not any(after for _, _, after in lists):
-                if resource == "namespaces":
-                    self._delete_namespace_contents(name, staged, planned)
-                return {"code": 200, "resource": resource,
-                        "object": self._plan_delete(resource, current, staged, planned), "deleted": True}
+            if resource == "namespaces":
+                self._delete_namespace_contents(name, staged, planned)
+            return {"code": 200, "resource": resource,
+                    "object": self._plan_delete(resource, current, staged, planned), "deleted": True}
         obj["metadata"] = dict(obj["metadata"])
         if _spec_changed(obj, current):
             obj["metadata"]["generation"] = current["metadata"].get("generation", 1) + 1

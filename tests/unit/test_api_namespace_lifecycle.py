@@ -76,6 +76,17 @@ def test_finalize_forces_a_stuck_namespace_and_takes_only_its_finalizers(api):
     more = api.put(NS + "/team/finalize", json={"metadata": {"name": "team"},
                                                 "spec": {"finalizers": ["kubernetes", "example.com/more"]}})
     assert more.status_code == 422 and "cannot be added" in more.get_json()["message"]
+    dry_more = api.put(NS + "/team/finalize?dryRun=All",
+                       json={"metadata": {"name": "team"}, "spec": {"finalizers": ["kubernetes", "example.com/x"]}})
+    assert dry_more.status_code == 422 and "cannot be added" in dry_more.get_json()["message"], \
+        "a dry run refuses what the store would"
+    held_more = api.put(NS + "/team/configmaps/held?dryRun=All",
+                        json={"metadata": {"name": "held", "finalizers": ["example.com/hold", "example.com/x"]}})
+    assert held_more.status_code == 422, held_more.get_json()
+    assert held_more.get_json()["message"] == ('metadata.finalizers: example.com/x cannot be added: configmaps '
+                                               '"held" in namespace team is being deleted')
+    dry_done = api.put(NS + "/team/finalize?dryRun=All", json={"metadata": {"name": "team"}, "spec": {"finalizers": []}})
+    assert dry_done.status_code == 200 and dry_done.get_json()["spec"]["finalizers"] == []
     other = api.put(NS + "/team/finalize", json={"metadata": {"name": "other"}, "spec": {"finalizers": []}})
     assert other.status_code == 400
     assert api.get(NS + "/team").status_code == 200, "refusals changed nothing"
