@@ -13,16 +13,14 @@ from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZ
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.commands import VERSION
 from shepherd_ha.store.finalizer_rules import finalizer_verdict
-from shepherd_ha.store.fsm import namespace_update
 from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
+from shepherd_ha.store.namespace_lifecycle import namespace_update
 from shepherd_ha.store.raft_node import Unavailable
+from shepherd_ha.store.server_metadata import SERVER_METADATA
 from shepherd_ha.store.service_allocation import AllocationError, allocate
 
 from .errors import ApiError, unavailable
 from .write_options import invalid_option
-
-_SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
-
 
 def from_options(options):
     """DeleteOptions may carry dryRun in the body (kubectl delete --dry-run=server does)."""
@@ -163,8 +161,8 @@ def _updated(info, op, current):
         return obj
     if info.plural == "namespaces":      # spec.finalizers and status: the store keeps its own
         incoming = namespace_update(incoming, current, op["name"])
-    meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in _SERVER_METADATA}
-    meta.update({k: current["metadata"][k] for k in _SERVER_METADATA if k in current["metadata"]})
+    meta = {k: v for k, v in (incoming.get("metadata") or {}).items() if k not in SERVER_METADATA}
+    meta.update({k: current["metadata"][k] for k in SERVER_METADATA if k in current["metadata"]})
     incoming["metadata"] = meta
     if info.has_status:
         if "status" in current:

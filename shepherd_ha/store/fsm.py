@@ -13,14 +13,15 @@ references to them outside the store lock.
 Commands and ops (plain dicts, pickled into the Raft log) are built by
 store/commands.py, which documents them; `apply` checks a command's shape there
 first and refuses a malformed one with that message (a value, like every outcome).
+Parts of it live beside it as mixins or pure rules: pod CIDRs (pod_cidrs.py), the
+namespace lifecycle (namespace_lifecycle.py), what may happen to finalizers of an
+object being deleted (finalizer_rules.py), a pod's grace period (grace_periods.py).
 """
 import collections
 import copy
 import hashlib
 import json
 
-from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
-                                          spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
@@ -29,17 +30,17 @@ from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
 from .finalizer_rules import LIFECYCLE_FORMAT, finalizer_verdict
 from .grace_periods import grace_seconds, terminating_metadata
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
+from .namespace_lifecycle import NamespaceLifecycle, namespace_update
 from .object_reads import ObjectReads
 from .owner_mentions import OwnerMentions
 from .pod_cidrs import PodCIDRs
+from .server_metadata import as_mapping, with_server_metadata
 from .service_allocation import AllocationError, allocate
 
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
 
-# Fields a client may not set on the main resource: the store owns them.
 FOREGROUND_FINALIZER = "foregroundDeletion"
-_SERVER_METADATA = ("uid", "creationTimestamp", "deletionTimestamp", "generation", "resourceVersion")
 
 
 class Change(collections.namedtuple("Change", "revision type resource object previous")):
@@ -71,7 +72,7 @@ def _describe(resource, namespace, name):
     return '%s "%s"%s' % (resource, name, where)
 
 
-class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
+class StoreFSM(PodCIDRs, NamespaceLifecycle, ObjectReads, Idempotency):
     # Set by a service_network command; a class attribute, so a snapshot taken before
     # the command existed still reads the default.
     service_cidr = DEFAULT_SERVICE_CIDR
@@ -313,11 +314,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
             if ns is None:
                 raise _Failure(404, "NotFound", 'namespace "%s" not found: create it first '
                                '(sheepctl create namespace %s)' % (namespace, namespace), index)
-            if ns["metadata"].get("deletionTimestamp"):
-                if version < LIFECYCLE_FORMAT:      # as a log of an older format was answered
-                    raise _Failure(409, "Conflict", 'namespace "%s" is being deleted' % namespace, index)
-                message, details = terminating_refusal(resource, name, namespace)
-                raise _Failure(403, "Forbidden", message, index, details)
+            self._checked(self._content_refusal(ns, resource, name, version), index)
         else:
             meta.pop("namespace", None)
         if self._current(staged, resource, namespace, name) is not None:
@@ -354,14 +351,14 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         elif op.get("subresource") == "binding":
             obj = self._checked(_bound(current, incoming, namespace, name), index)
         elif op.get("subresource") == "finalize":
-            obj = dict(current, spec=dict(_mapping(current.get("spec")),
+            obj = dict(current, spec=dict(as_mapping(current.get("spec")),
                                           finalizers=list(incoming["spec"]["finalizers"])))
         elif resource == "namespaces" and version >= LIFECYCLE_FORMAT:
             # Kubernetes' namespace update strategy: spec.finalizers only through finalize,
             # the status (phase, what a deletion waits for) only through the store's own writes.
             obj = namespace_update(incoming, current, name)
         else:
-            obj = _with_server_metadata(incoming, current, name, namespace)
+            obj = with_server_metadata(incoming, current, name, namespace)
             if info.has_status:
                 if "status" in current:
                     obj["status"] = current["status"]
@@ -394,9 +391,10 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
 
     @staticmethod
     def _checked(outcome, index):
-        """An object, or a (code, reason, message) refusal raised as a failure of op `index`."""
+        """An outcome, or a (code, reason, message[, details]) refusal raised as a failure
+        of op `index`."""
         if isinstance(outcome, tuple):
-            raise _Failure(outcome[0], outcome[1], outcome[2], index)
+            raise _Failure(outcome[0], outcome[1], outcome[2], index, outcome[3] if len(outcome) > 3 else None)
         return outcome
 
     def _stage_node_update(self, current, new, staged, planned):
@@ -433,9 +431,7 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
                                               staged, planned)
         if resource == "namespaces":
             if op.get("terminate"):
-                if name in IMMORTAL_NAMESPACES:     # whoever asks: a person, or the garbage collector
-                    raise _Failure(403, "Forbidden", immortal_message(name), index)
-                return self._mark_namespace_terminating(current, op, staged, planned, index)
+                return self._checked(self._terminate_namespace(current, op, staged, planned), index)
             self._delete_namespace_contents(name, staged, planned)      # logged by version 1 or 2
         elif op.get("propagationPolicy") == "Orphan":
             self._orphan_dependents(current, staged, planned)
@@ -465,28 +461,12 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
         self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
         return {"code": 200, "resource": resource, "object": obj, "finalizing": True}
 
-    def _mark_namespace_terminating(self, current, op, staged, planned, index):
-        """Kubernetes' namespace lifecycle: the namespace is marked (deletionTimestamp,
-        phase Terminating, the `kubernetes` spec finalizer), refuses new content, and the
-        namespace controller deletes what is in it as single deletes would, pods with
-        their grace periods, then removes its finalizer (controllers/namespaces.py)."""
-        meta = current["metadata"]
-        if meta.get("deletionTimestamp"):
-            if spec_finalizers(current):        # Kubernetes' answer while its content is being removed
-                raise _Failure(409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": The system is '
-                               'ensuring all content is removed from this namespace.  Upon completion, this '
-                               'namespace will automatically be purged by the system.' % meta["name"], index)
-            return {"code": 200, "resource": "namespaces", "object": current, "unchanged": True}
-        finalizers = spec_finalizers(current)
-        if NAMESPACE_FINALIZER not in finalizers:
-            finalizers.append(NAMESPACE_FINALIZER)
+    def _stage_modified(self, resource, current, obj, staged, planned):
+        """`obj`, the store's own change of `current`, staged at the next revision."""
         revision = self._next_revision(planned)
-        stamp = op.get("deletionTimestamp") or meta.get("creationTimestamp")
-        obj = dict(current, metadata=dict(meta, resourceVersion=str(revision), deletionTimestamp=stamp),
-                   spec=dict(_mapping(current.get("spec")), finalizers=finalizers),
-                   status=dict(_mapping(current.get("status")), phase="Terminating"))
-        self._stage(staged, planned, Change(revision, MODIFIED, "namespaces", obj, current))
-        return {"code": 200, "resource": "namespaces", "object": obj, "terminating": True}
+        obj = dict(obj, metadata=dict(obj["metadata"], resourceVersion=str(revision)))
+        self._stage(staged, planned, Change(revision, MODIFIED, resource, obj, current))
+        return obj
 
     def _plan_delete(self, resource, current, staged, planned):
         revision = self._next_revision(planned)
@@ -550,52 +530,6 @@ class StoreFSM(PodCIDRs, ObjectReads, Idempotency):
     def _note_mentions(self, *change):
         if self._mentions is not None:
             self._mentions.note(*change)
-
-    def _delete_namespace_contents(self, namespace, staged, planned):
-        for plural, info in RESOURCES.items():
-            if not info.namespaced:
-                continue
-            names = {key[1] for key in self.objects.get(plural, {}) if key[0] == namespace}
-            names |= {k[1][1] for k, v in staged.items() if k[0] == plural and k[1][0] == namespace and v}
-            for name in sorted(names):
-                current = self._current(staged, plural, namespace, name)
-                if current is not None:
-                    self._plan_delete(plural, current, staged, planned)
-
-
-def _mapping(value):
-    return value if isinstance(value, dict) else {}
-
-
-def _with_server_metadata(incoming, current, name, namespace):
-    """`incoming` (an update's object) with the metadata the store owns taken from `current`."""
-    obj = dict(incoming)
-    meta = dict(obj.get("metadata") or {})
-    for field in _SERVER_METADATA:
-        meta.pop(field, None)
-        if field in current["metadata"]:
-            meta[field] = current["metadata"][field]
-    meta["name"] = name
-    if namespace:
-        meta["namespace"] = namespace
-    obj["metadata"] = meta
-    return obj
-
-
-def namespace_update(incoming, current, name):
-    """A namespace update (format 3 on): the incoming object with the stored server
-    metadata, spec.finalizers and status."""
-    obj = _with_server_metadata(incoming, current, name, None)
-    spec = dict(_mapping(obj.get("spec")))
-    spec.pop("finalizers", None)
-    if "finalizers" in _mapping(current.get("spec")):
-        spec["finalizers"] = current["spec"]["finalizers"]
-    if spec or "spec" in obj or "spec" in current:
-        obj["spec"] = spec
-    obj.pop("status", None)
-    if "status" in current:
-        obj["status"] = current["status"]
-    return obj
 
 
 def _same_content(a, b):
