@@ -349,6 +349,12 @@ def report(bc, args, converged, terms, final, probes, res, dumps, killed, fleet_
            final["status_posts"], final["status_failures"], final["pod_patches"], final["pod_conflicts"],
            final["pod_failures"], final["pod_gave_up"], final["kubelet_crashes"], final["watch_events"],
            final["relists"]))
+    gaps = sorted(final.get("renew_gaps") or [])
+    grace = float(common_opt(args, "node_grace_period", 15.0))
+    say("  renewal gaps (a node's time between two acknowledged renewals, over 1.5 intervals): %d; over 10 s: %d; "
+        "over the %.0f s grace period: %d; longest %s"
+        % (len(gaps), sum(1 for g in gaps if g > 10.0), grace, sum(1 for g in gaps if g > grace),
+           "%.1f s" % gaps[-1] if gaps else "-"))
     if "node_watches" in final:
         nw = final["node_watches"]
         say("  node watches: %d opened (each watch counts again when it resumes), %d events, %d re-lists, "

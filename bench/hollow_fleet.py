@@ -128,7 +128,7 @@ class HollowFleet:
                 "nodes": len(self.nodes.nodes), "registered": ns.registered, "register_failures": ns.register_failures,
                 "registered_in": self.registered_in,
                 "renewals": len(ns.renewals), "renew_failures": ns.renew_failures, "renew_overruns": ns.overruns,
-                "renew_failure_times": list(ns.renew_failure_times),
+                "renew_failure_times": list(ns.renew_failure_times), "renew_gaps": list(ns.ack_gaps),
                 "renew_latencies": window(ns.renewals, since, until),
                 "status_posts": ns.status_posts, "status_failures": ns.status_failures, "node_gets": ns.node_gets,
                 "never_renewed": sum(1 for n in self.nodes.nodes if n.renewals == 0),

@@ -15,8 +15,9 @@ the same Idempotency-Key, as shepherd_ha/client does. Node loops start at random
 offsets within their interval, so renewals spread evenly.
 
 What is measured here: every renewal's latency (first send to acknowledgement, across
-retries), failures, rounds that overran the interval, and when each node's lease was
-last acknowledged (what the NotReady tracker compares against).
+retries), failures, rounds that overran the interval, when each node's lease was last
+acknowledged (what the NotReady tracker compares against), and each stretch of over 1.5
+intervals between a node's two acknowledged renewals (how close it came to NotReady).
 """
 import asyncio
 import collections
@@ -43,6 +44,7 @@ class NodeStats:
         self.renew_failures = 0
         self.renew_failure_times = []  # wall-clock times of failed renewals (set against dumps)
         self.overruns = 0            # rounds whose renewal took longer than the interval
+        self.ack_gaps = []           # seconds between a node's two acknowledged renewals, when over 1.5 intervals
         self.status_posts = 0
         self.status_failures = 0
         self.status_latencies = []   # seconds
@@ -249,6 +251,8 @@ class NodeFleet:
                                   deadline=started + self.lease_interval)
         done = time.monotonic()
         if code == 200:
+            if node.last_ack is not None and done - node.last_ack > 1.5 * self.lease_interval:
+                self.stats.ack_gaps.append(done - node.last_ack)     # a round or more failed (or ran late)
             node.last_ack = done
             node.acks.append(time.time())
             node.renewals += 1
