@@ -5,6 +5,7 @@ import time
 from flask import Flask, request
 from werkzeug.exceptions import HTTPException
 
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE, lease_age
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.streaming import expose_write
 
@@ -75,6 +76,7 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
     access_review.register(app, authorizer)
     if flow is not None:
         _install_flow_control(app, flow, authenticated=tokens is not None)
+        flow.lease_age = _lease_ages(replica)
     health.register(app, replica, metrics, peer_token, log_grants.log_grant_keys if log_grants else None, outbound)
     membership.register(app, replica, outbound)
     snapshot_endpoint.register(app, replica)
@@ -122,6 +124,16 @@ def create_app(replica, tokens=None, peer_token=None, flow=None, secrets_cipher=
 
 
 _TICKET, _LONG_RUNNING, _HANDED = "shepherd.ticket", "shepherd.long_running", "shepherd.ticket_handed"
+
+
+def _lease_ages(replica):
+    """Flow control's view of how late a node's heartbeat is: the age of its Lease in
+    this replica's copy of the store (no barrier: asked only while the system level is
+    busy, and a copy a moment behind only makes a renewal look later)."""
+    def age(node):
+        lease, _ = replica.get("leases", LEASE_NAMESPACE, node, consistent=False)
+        return lease_age(lease, time.time())
+    return age
 
 
 def _install_flow_control(app, flow, authenticated):

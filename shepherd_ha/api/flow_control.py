@@ -6,6 +6,11 @@ and keeps it until its response is in the server's hands (api/app.py).
 
   system    node leases, Node objects and their status written by agents, agents'
             watches (and their pod lists by node)
+  late      the lease renewal of a node whose heartbeat is late (its stored lease
+            older than model/node_lease.py's renewal_late_after: 7.5 s for 5 s
+            renewals and a 15 s grace period), when every system seat is busy: the
+            renewal that keeps a node from being marked NotReady does not queue
+            behind the fleet's on-time ones
   status    operators' and monitors' view of the replica: /shepherd/v1/replica,
             /metrics, /version (cheap, local); seats of their own so that a fleet
             holding every system seat does not hide which replica leads
@@ -17,7 +22,10 @@ Each level owns a share of --max-requests-inflight seats and a FIFO queue as lon
 its seats. A request that finds every seat taken waits in the queue for at most
 --request-queue-wait seconds; a full queue or a wait that runs out is a 429 with
 `Retry-After`. Levels do not lend seats, so a burst of 30,000-pod lists waits (or is
-refused) in `bulk` while lease renewals still find free `system` seats.
+refused) in `bulk` while lease renewals still find free `system` seats. A late lease
+renewal looks for a `late` seat only while `system` has none free (the age of the lease
+is read from this replica's copy of the store, so only then), and nobody else may take
+one: under a flood of renewals, those whose earlier tries were refused go first.
 
 Long-running requests (watches, followed pod logs) hold their seat only while they
 start (the watch's initial list), like Kubernetes after a watch's init, but they hold
@@ -44,12 +52,12 @@ import time
 
 log = logging.getLogger("shepherd_ha.api")
 
-from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE, renewal_late_after
 from shepherd_ha.options import ConfigError
 
-SYSTEM, STATUS, WORKLOAD, BULK = "system", "status", "workload", "bulk"
+SYSTEM, STATUS, WORKLOAD, BULK, LATE = "system", "status", "workload", "bulk", "late"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 45 / 1 seats). Bulk
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 44 / 1 / 2 seats). Bulk
 # stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
 # than one after the other, and each one more slows everything else down, the Raft
 # tick included (docs/benchmarks.md, flow control). Half the seats to system (32 / 31 / 1)
@@ -57,9 +65,12 @@ LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
 # NotReady or in convergence over two runs each (docs/benchmarks.md, run N).
 # Status got its 2 seats when a 1,000-node fleet's renewals, queued in system, kept
 # /shepherd/v1/replica from answering for a minute (docs/benchmarks.md, run O).
-SHARES = {SYSTEM: 16, STATUS: 2, WORKLOAD: 45, BULK: 1}
+# Late renewals got 2 seats of their own when, at 1,000 nodes, a node whose renewals had
+# failed waited in the same queue as the on-time ones until its grace period ran out
+# (docs/benchmarks.md, run AI).
+SHARES = {SYSTEM: 16, STATUS: 2, WORKLOAD: 45, BULK: 1, LATE: 2}
 SYSTEM_WATCH_SHARE = 0.75
-RETRY_AFTER = {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 2, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
+RETRY_AFTER = {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 2, LATE: 1, LONG_RUNNING_SYSTEM: 1, LONG_RUNNING_OTHER: 2}
 SPARE_THREADS = 16      # exempt paths (/healthz, /readyz) and 429 answers
 GROUP_NODES = "system:nodes"
 AGENT_USER_AGENT = "shepherd-agent/"        # agent/main.py's client
@@ -75,6 +86,7 @@ _DESCRIPTIONS = {
     STATUS: "replica status, metrics and version",
     WORKLOAD: "ordinary reads and writes",
     BULK: "lists of large collections without a label or field selector",
+    LATE: "renewals of node leases that are late",
     LONG_RUNNING_SYSTEM: "agents' watches",
     LONG_RUNNING_OTHER: "watches and followed logs of people and tools",
 }
@@ -83,6 +95,7 @@ _ADVICE = {
     STATUS: "retry after %d s or use another replica",
     WORKLOAD: "retry after %d s or use another replica",
     BULK: "retry after %d s, narrow the list with a label or field selector, or use another replica",
+    LATE: "retry after %d s or use another replica",
     LONG_RUNNING_SYSTEM: "retry after %d s or use another replica",
     LONG_RUNNING_OTHER: "close watches you no longer need, retry after %d s, or use another replica",
 }
@@ -92,6 +105,7 @@ _ADVICE = {
 class Classification:
     level: str                      # priority level of the seat; None: exempt, no seat at all
     long_running: str = None        # the long-running pool it also needs, or None
+    lease: str = None               # a node lease renewal: the node's name (a `late` seat, maybe)
 
 
 class Rejected(Exception):
@@ -150,6 +164,11 @@ class Level:
             self.dispatched += 1
             self.wait_seconds += time.monotonic() - start
             return True, None
+
+    def busy(self):
+        """Every seat taken, or requests waiting for one."""
+        with self._lock:
+            return self.in_flight >= self.seats or bool(self._waiting)
 
     def refuse_if_full(self, timeout):
         """What acquire(timeout) would refuse with right now, counted as its refusal
@@ -276,8 +295,13 @@ class FlowControl:
     requests at once (0: no limit); queue_wait: seconds a request may wait for a seat."""
 
     def __init__(self, max_inflight=MAX_INFLIGHT, max_watches=MAX_WATCHES, queue_wait=QUEUE_WAIT, replica_id=None,
-                 shares=None, max_watches_per_user=MAX_WATCHES_PER_USER):
+                 shares=None, max_watches_per_user=MAX_WATCHES_PER_USER, late_after=None):
         self.max_inflight, self.max_watches, self.queue_wait = max_inflight, max_watches, queue_wait
+        # A lease renewal is late when its stored lease is older than this (None: never;
+        # the server's is from its --node-lease-interval and --node-grace-period).
+        self.late_after = late_after
+        self.lease_age = None       # node name -> seconds since its stored lease's renewTime, or None (app.py)
+        self.lease_age_failures = 0
         self.per_user = PerUser(max_watches_per_user)
         self.where = " on replica %s" % replica_id if replica_id else ""
         self.levels = {}
@@ -300,8 +324,10 @@ class FlowControl:
         per_user = values.get("max_watches_per_user", MAX_WATCHES_PER_USER)
         if per_user < 0:
             raise ConfigError("--max-watches-per-user must be 0 or more (0: no limit)")
+        interval, grace = values.get("node_lease_interval"), values.get("node_grace_period")
+        late_after = None if interval is None or grace is None else renewal_late_after(interval, grace)
         return cls(values["max_requests_inflight"], values["max_watches"], values["request_queue_wait"], replica_id,
-                   max_watches_per_user=per_user)
+                   max_watches_per_user=per_user, late_after=late_after)
 
     def threads_without_watches(self):
         """Server threads that every seat, queued request and spare answer need besides
@@ -359,7 +385,8 @@ class FlowControl:
         if method == "GET" and name is None and _bulk_list(resource, args):
             return Classification(BULK)
         if agent is not False and _liveness(method, resource, namespace, name, args):
-            return Classification(SYSTEM)
+            renewal = resource == "leases" and name is not None and method in ("PUT", "PATCH")
+            return Classification(SYSTEM, lease=name if renewal else None)
         return Classification(WORKLOAD)
 
     # ---- admission ----
@@ -388,7 +415,7 @@ class FlowControl:
                 raise self._rejection(slot, reason)
             if per_user:
                 slot = _UserSlot(self.per_user, user, slot)
-        seat = self.levels.get(classification.level)
+        seat = self._level_of(classification)
         if seat is not None:
             ok, reason = seat.acquire(self.queue_wait)
             if not ok:
@@ -402,9 +429,30 @@ class FlowControl:
         the queue full, or no queue wait), counted as a refusal of that level; None
         otherwise. For requests without a long-running pool: early_refusal.py answers
         these before the app."""
-        seat = self.levels.get(classification.level)
+        seat = self._level_of(classification)
         reason = seat.refuse_if_full(self.queue_wait) if seat is not None else None
         return self._rejection(seat, reason) if reason else None
+
+    def _level_of(self, classification):
+        """The level whose seat the request takes: its own, or `late` for the renewal of a
+        late lease while every system seat is busy."""
+        level = self.levels.get(classification.level)
+        if classification.lease is None or level is None or LATE not in self.levels or not level.busy():
+            return level
+        return self.levels[LATE] if self._late(classification.lease) else level
+
+    def _late(self, node):
+        if self.lease_age is None or self.late_after is None:
+            return False
+        try:
+            age = self.lease_age(node)
+        except Exception:     # noqa: BLE001 - a renewal is never refused for this: it queues as before
+            self.lease_age_failures += 1
+            if self.lease_age_failures <= 3 or self.lease_age_failures % 100 == 0:
+                log.exception("flow control: reading the age of node %s's lease failed (%d times)",
+                              node, self.lease_age_failures)
+            return False
+        return age is not None and age >= self.late_after
 
     def _rejection(self, level, reason):
         retry = RETRY_AFTER[level.name]

@@ -26,7 +26,7 @@ never a ticker over all nodes.
 import copy
 import threading
 
-from shepherd_ha.model.node_lease import LEASE_NAMESPACE
+from shepherd_ha.model.node_lease import LEASE_NAMESPACE, renewal_late_after
 from shepherd_ha.store import commands
 from shepherd_ha.model.times import now_rfc3339
 
@@ -89,11 +89,9 @@ class NodeLifecycleController(Controller):
     def __init__(self, store, events=None, settings=None, now=now_rfc3339):
         super().__init__(store, events)
         self.grace = settings.node_grace_period
-        # A node is at risk once its heartbeat is a quarter of the slack between the
-        # renewal interval and the grace period late (7.5 s of 5 s renewals, 15 s grace):
-        # the controllers' writes yield while any node is (write_pacing.py).
-        interval = settings.node_lease_interval
-        self.at_risk_after = interval + (self.grace - interval) / 4
+        # A node is at risk once its heartbeat is late (model/node_lease.py): the
+        # controllers' writes yield while any node is (write_pacing.py).
+        self.at_risk_after = renewal_late_after(settings.node_lease_interval, self.grace)
         self.eviction = settings.pod_eviction_timeout
         self.resync_period = settings.resync_period
         self.now = now                  # wall time, only for condition timestamps

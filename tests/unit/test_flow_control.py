@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from shepherd_ha.api import flow_control as fc
-from shepherd_ha.api.flow_control import (BULK, LONG_RUNNING_OTHER, LONG_RUNNING_SYSTEM, STATUS, SYSTEM, WORKLOAD,
+from shepherd_ha.api.flow_control import (BULK, LATE, LONG_RUNNING_OTHER, LONG_RUNNING_SYSTEM, STATUS, SYSTEM, WORKLOAD,
                                           Classification, FlowControl, Level, Rejected, seats_by_level)
 from shepherd_ha.options import ConfigError
 from tests import waiting
@@ -34,9 +34,9 @@ class Waiter(threading.Thread):
 # ---- seats ----
 
 def test_seats_are_shares_of_the_limit_rounded_up_at_least_one():
-    assert seats_by_level(64) == {SYSTEM: 16, STATUS: 2, WORKLOAD: 45, BULK: 1}
-    assert seats_by_level(8) == {SYSTEM: 2, STATUS: 1, WORKLOAD: 6, BULK: 1}
-    assert seats_by_level(1) == {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 1}
+    assert seats_by_level(64) == {SYSTEM: 16, STATUS: 2, WORKLOAD: 44, BULK: 1, LATE: 2}
+    assert seats_by_level(8) == {SYSTEM: 2, STATUS: 1, WORKLOAD: 6, BULK: 1, LATE: 1}
+    assert seats_by_level(1) == {SYSTEM: 1, STATUS: 1, WORKLOAD: 1, BULK: 1, LATE: 1}
 
 
 def test_a_level_runs_its_seats_at_once_and_queues_the_rest():
@@ -135,7 +135,7 @@ def test_a_saturated_bulk_level_leaves_system_seats_free():
         flow.admit(bulk)
     assert exc.value.level == BULK and exc.value.reason == "time-out"
     lease = flow.classify("PATCH", LEASE, {})
-    assert lease == Classification(SYSTEM)
+    assert lease == Classification(SYSTEM, lease="n1")
     tickets = [flow.admit(lease), flow.admit(lease)]   # both system seats, at once
     for t in tickets + held:
         t.release()
@@ -221,10 +221,10 @@ def test_zero_turns_a_limit_off():
 
 def test_threads_cover_every_seat_queue_and_slot():
     flow = FlowControl(max_inflight=8, max_watches=4)
-    # seats 2+1+6+1, queues as long, 3+1 long-running slots, spares
-    assert flow.threads_needed() == 2 * 10 + 4 + fc.SPARE_THREADS
-    assert FlowControl().threads_needed() == 2 * 64 + 4096 + fc.SPARE_THREADS
-    assert FlowControl().threads_without_watches() == 2 * 64 + fc.SPARE_THREADS
+    # seats 2+1+6+1+1, queues as long, 3+1 long-running slots, spares
+    assert flow.threads_needed() == 2 * 11 + 4 + fc.SPARE_THREADS
+    assert FlowControl().threads_needed() == 2 * 65 + 4096 + fc.SPARE_THREADS
+    assert FlowControl().threads_without_watches() == 2 * 65 + fc.SPARE_THREADS
 
 
 def test_options_are_checked():
@@ -277,13 +277,16 @@ ANONYMOUS = [
 
 @pytest.mark.parametrize("method,path,args,level,pool", ANONYMOUS)
 def test_without_tokens_paths_decide(method, path, args, level, pool):
-    assert FlowControl().classify(method, path, args) == Classification(level, pool)
+    found = FlowControl().classify(method, path, args)
+    assert (found.level, found.long_running) == (level, pool)
+    # a renewal of a node lease says whose (late ones may take a seat of their own)
+    assert found.lease == ("n1" if path == LEASE and method in ("PATCH", "PUT") else None)
 
 
 def test_with_tokens_only_agents_get_system_seats_for_liveness():
     flow = FlowControl()
     agent, admin = ("system:nodes",), ("system:masters",)
-    assert flow.classify("PATCH", LEASE, {}, agent, True) == Classification(SYSTEM)
+    assert flow.classify("PATCH", LEASE, {}, agent, True) == Classification(SYSTEM, lease="n1")
     assert flow.classify("PATCH", LEASE, {}, admin, True) == Classification(WORKLOAD)
     assert flow.classify("PATCH", "/api/v1/nodes/n1/status", {}, agent, True) == Classification(SYSTEM)
     assert flow.classify("PATCH", "/api/v1/nodes/n1/status", {}, (), True) == Classification(WORKLOAD)
