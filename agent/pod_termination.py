@@ -49,8 +49,9 @@ class Terminator:
         """Monotonic deadline of the pod's grace period (0 when gone from the API): the
         pod's deletionTimestamp, which the API server sets to when the grace period ends
         (as Kubernetes does), never more than the grace period from when this agent
-        first saw the deletion (clocks differ) and less only for an agent that was down
-        meanwhile. One second of slack covers the timestamp's whole seconds."""
+        first saw the deletion (clocks differ), less for an agent that was down meanwhile
+        (or whose clock is ahead of the servers'). One second of slack covers the
+        timestamp's whole seconds."""
         if state.removed:
             return 0.0
         meta = state.pod.get("metadata") or {}

@@ -8,19 +8,19 @@ import ipaddress
 
 from flask import g, request
 
-from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZER, immortal_message,
-                                          spec_finalizers, terminating_refusal)
+from shepherd_ha.model.namespaces import terminating_refusal
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.commands import VERSION
 from shepherd_ha.store.finalizer_rules import finalizer_verdict
 from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
-from shepherd_ha.store.namespace_lifecycle import namespace_update
+from shepherd_ha.store.namespace_lifecycle import namespace_update, terminated_namespace
 from shepherd_ha.store.raft_node import Unavailable
 from shepherd_ha.store.server_metadata import SERVER_METADATA
 from shepherd_ha.store.service_allocation import AllocationError, allocate
 
 from .errors import ApiError, unavailable
 from .write_options import invalid_option
+
 
 def from_options(options):
     """DeleteOptions may carry dryRun in the body (kubectl delete --dry-run=server does)."""
@@ -98,14 +98,11 @@ def _simulate(replica, op):
                                                    grace_seconds(graceful, obj), VERSION) or obj["metadata"]
         elif obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
             obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
-        if op.get("terminate"):      # a namespace: marked, as the store would (store/fsm.py)
-            if op["name"] in IMMORTAL_NAMESPACES:
-                raise ApiError(403, immortal_message(op["name"]))
-            obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
-            obj["status"] = dict(obj.get("status") or {}, phase="Terminating")
-            finalizers = spec_finalizers(obj)
-            obj["spec"] = dict(obj.get("spec") or {}, finalizers=finalizers + [NAMESPACE_FINALIZER]
-                               if NAMESPACE_FINALIZER not in finalizers else finalizers)
+        if op.get("terminate"):      # a namespace: marked (or refused) as the store would
+            refusal, marked = terminated_namespace(obj, op.get("deletionTimestamp"))
+            if refusal:
+                raise ApiError(refusal[0], refusal[2], refusal[1])
+            obj = marked or obj
         return {"code": 200, "object": obj}
     updated = _updated(info, op, current)
     what = '%s "%s"%s' % (resource, op["name"], " in namespace %s" % op["namespace"] if op.get("namespace") else "")

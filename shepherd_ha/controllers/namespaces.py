@@ -2,7 +2,7 @@
 (Kubernetes' namespace lifecycle).
 
 A namespace delete only marks the namespace (deletionTimestamp, phase Terminating,
-the `kubernetes` spec finalizer; store/fsm.py), and from then on the store refuses
+the `kubernetes` spec finalizer; store/namespace_lifecycle.py), and from then on the store refuses
 new content in it (403, cause NamespaceTerminating). Keys are namespace names.
 Reconciling a Terminating one deletes everything in it as single deletes would:
 pods on a node gracefully (their agents stop them within their grace periods and

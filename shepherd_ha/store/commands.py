@@ -49,6 +49,8 @@ VERSION = 4            # the newest command format: what this code writes
 # what it applies (1: before the binding update, 2: before namespace lifecycle, 3: before
 # a pod's deletionTimestamp was its deadline)
 APPLIED_VERSIONS = (1, 2, 3, 4)
+LIFECYCLE_FORMAT = 3        # from this format: namespaces follow Kubernetes' lifecycle
+GRACE_DEADLINE_FORMAT = 4   # from this format: a pod's deletionTimestamp is its deadline
 SUBRESOURCES = ("status", "binding", "finalize")
 
 

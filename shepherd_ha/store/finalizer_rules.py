@@ -3,7 +3,7 @@ for dry runs: pure. No finalizer may be added (Kubernetes' 422); removing the la
 completes the deletion (a namespace's spec.finalizers count from command format 3)."""
 from shepherd_ha.model.namespaces import spec_finalizers
 
-LIFECYCLE_FORMAT = 3        # the command format from which namespaces follow Kubernetes' lifecycle
+from .commands import LIFECYCLE_FORMAT
 
 
 def finalizer_verdict(resource, what, current, updated, version):

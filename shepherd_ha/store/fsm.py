@@ -25,9 +25,9 @@ import json
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.model.service_network import DEFAULT_SERVICE_CIDR, parse_service_cidr
 
-from .commands import shape_error
+from .commands import LIFECYCLE_FORMAT, shape_error
 from .encoded_objects import EncodedBucket, EncodedObjects, as_objects, encode
-from .finalizer_rules import LIFECYCLE_FORMAT, finalizer_verdict
+from .finalizer_rules import finalizer_verdict
 from .grace_periods import grace_seconds, terminating_metadata
 from .idempotency import DEFAULT_DEDUP_LIMIT, KEY_REUSED, SERVER_KEY_LIMIT, Idempotency  # noqa: F401 - names kept here too
 from .namespace_lifecycle import NamespaceLifecycle, namespace_update

@@ -4,12 +4,18 @@ From command format 4 a pod's deletionTimestamp is when its grace period ends (t
 request's time plus deletionGracePeriodSeconds), as Kubernetes writes it; a second delete
 may only shorten the grace period, and moves the deadline back with it. Commands of older
 formats stamped the request's time and kept it on a shorter second delete; a journal of
-them replays as it was answered.
+them replays as it was answered. (A pod marked by an older format and shortened by a
+newer one has its old stamp moved back: a deadline at or before the first request, so
+its agent stops it at once. docs/operations.md: let terminating pods finish first.)
 """
 from shepherd_ha.model.times import format_time, parse_time
 
-GRACE_DEADLINE_FORMAT = 4      # the command format from which deletionTimestamp is the deadline
+from .commands import GRACE_DEADLINE_FORMAT
+
 DEFAULT_GRACE_SECONDS = 30     # a pod's terminationGracePeriodSeconds when it has none
+# A deadline further away than this is written as this far (68 years): a grace period of
+# up to int64 seconds validates, and its deadline would be no date at all.
+LONGEST_SHIFT = 2 ** 31 - 1
 
 
 def grace_seconds(graceful, pod):
@@ -23,7 +29,13 @@ def grace_seconds(graceful, pod):
 
 def _shifted(stamp, seconds):
     moment = parse_time(stamp)
-    return None if moment is None else format_time(moment.timestamp() + seconds)
+    if moment is None:
+        return None
+    seconds = max(-LONGEST_SHIFT, min(LONGEST_SHIFT, seconds))
+    try:
+        return format_time(moment.timestamp() + seconds)
+    except (OverflowError, OSError, ValueError):     # a stored stamp near the end of time
+        return None
 
 
 def terminating_metadata(meta, requested, seconds, version):

@@ -13,7 +13,7 @@ from shepherd_ha.model.namespaces import (IMMORTAL_NAMESPACES, NAMESPACE_FINALIZ
                                           spec_finalizers, terminating_refusal)
 from shepherd_ha.model.resources import RESOURCES
 
-from .finalizer_rules import LIFECYCLE_FORMAT
+from .commands import LIFECYCLE_FORMAT
 from .server_metadata import as_mapping, with_server_metadata
 
 
@@ -31,23 +31,12 @@ class NamespaceLifecycle:
 
     def _terminate_namespace(self, current, op, staged, planned):
         """A namespace delete of format 3 on: an outcome, or a refusal tuple."""
-        meta = current["metadata"]
-        if meta["name"] in IMMORTAL_NAMESPACES:     # whoever asks: a person, or the garbage collector
-            return 403, "Forbidden", immortal_message(meta["name"])
-        if meta.get("deletionTimestamp"):
-            if spec_finalizers(current):        # Kubernetes' answer while its content is being removed
-                return (409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": The system is '
-                        'ensuring all content is removed from this namespace.  Upon completion, this '
-                        'namespace will automatically be purged by the system.' % meta["name"])
+        refusal, marked = terminated_namespace(current, op.get("deletionTimestamp"))
+        if refusal:
+            return refusal
+        if marked is None:
             return {"code": 200, "resource": "namespaces", "object": current, "unchanged": True}
-        finalizers = spec_finalizers(current)
-        if NAMESPACE_FINALIZER not in finalizers:
-            finalizers.append(NAMESPACE_FINALIZER)
-        stamp = op.get("deletionTimestamp") or meta.get("creationTimestamp")
-        obj = dict(current, metadata=dict(meta, deletionTimestamp=stamp),
-                   spec=dict(as_mapping(current.get("spec")), finalizers=finalizers),
-                   status=dict(as_mapping(current.get("status")), phase="Terminating"))
-        obj = self._stage_modified("namespaces", current, obj, staged, planned)
+        obj = self._stage_modified("namespaces", current, marked, staged, planned)
         return {"code": 200, "resource": "namespaces", "object": obj, "terminating": True}
 
     def _delete_namespace_contents(self, namespace, staged, planned):
@@ -61,6 +50,29 @@ class NamespaceLifecycle:
                 current = self._current(staged, plural, namespace, name)
                 if current is not None:
                     self._plan_delete(plural, current, staged, planned)
+
+
+def terminated_namespace(current, stamp):
+    """A namespace delete (format 3 on), for the FSM and dry runs: (refusal, marked). A
+    refusal is (code, reason, message); `marked` is the namespace marked Terminating
+    (deletionTimestamp `stamp`, the `kubernetes` spec finalizer), or None when it stays
+    as it is (already Terminating, nothing left to wait for)."""
+    meta = current["metadata"]
+    if meta["name"] in IMMORTAL_NAMESPACES:     # whoever asks: a person, or the garbage collector
+        return (403, "Forbidden", immortal_message(meta["name"])), None
+    if meta.get("deletionTimestamp"):
+        if spec_finalizers(current):        # Kubernetes' answer while its content is being removed
+            return (409, "Conflict", 'Operation cannot be fulfilled on namespaces "%s": The system is '
+                    'ensuring all content is removed from this namespace.  Upon completion, this '
+                    'namespace will automatically be purged by the system.' % meta["name"]), None
+        return None, None
+    finalizers = spec_finalizers(current)
+    if NAMESPACE_FINALIZER not in finalizers:
+        finalizers.append(NAMESPACE_FINALIZER)
+    marked = dict(current, metadata=dict(meta, deletionTimestamp=stamp or meta.get("creationTimestamp")),
+                  spec=dict(as_mapping(current.get("spec")), finalizers=finalizers),
+                  status=dict(as_mapping(current.get("status")), phase="Terminating"))
+    return None, marked
 
 
 def namespace_update(incoming, current, name):

@@ -95,20 +95,46 @@ def test_the_api_and_a_dry_run_answer_the_deadline():
 
 
 def deadline(due_in, grace, down_for=0.0):
-    """Seconds from when the agent first saw the deletion until it kills the pod."""
+    """Seconds from when the agent first saw the deletion until it kills the pod (a whole
+    second of the wall clock: timestamps have whole seconds)."""
+    wall = float(int(time.time()))
     state = PodState({"metadata": {"uid": "u", "name": "p", "namespace": "default",
                                    "deletionGracePeriodSeconds": grace,
                                    **({} if due_in is None else
-                                      {"deletionTimestamp": format_time(time.time() + due_in - down_for)})},
+                                      {"deletionTimestamp": format_time(wall + due_in - down_for)})},
                       "spec": {}})
     terminator = Terminator(None, None, None, None, None, None, None, threading.Event())
-    first_seen, first_seen_wall = 1000.0, time.time()
-    return terminator._deadline_of(state, first_seen, first_seen_wall) - first_seen
+    return terminator._deadline_of(state, 1000.0, wall) - 1000.0
 
 
 def test_the_agent_kills_at_the_servers_deadline_within_the_grace_period():
-    assert 19.0 <= deadline(20, 30) <= 21.5, "the server's deadline, a second of slack"
+    assert deadline(20, 30) == 21.0, "the server's deadline, a second of slack"
     assert deadline(20, 20) == 20.0, "never more than the grace period (clocks differ)"
     assert deadline(3600, 30) == 30.0, "a server clock far ahead gives the grace period, no more"
     assert deadline(20, 30, down_for=25) == 0.0, "an agent that was down past the deadline kills at once"
     assert deadline(None, 30) == 30.0, "no timestamp: the grace period from now"
+
+
+def test_a_grace_period_beyond_any_date_gets_a_deadline_68_years_on(fsm):
+    p = bound("forever")
+    p["spec"]["terminationGracePeriodSeconds"] = 2 ** 63 - 1       # validation lets int64 through
+    assert fsm.apply(C.write([C.create("pods", p)]))["ok"]
+    result = fsm.apply(graceful("forever"))
+    assert result["ok"], result
+    assert marked(fsm, "forever") == ("2094-12-24T04:14:07Z", 2 ** 63 - 1)
+
+
+def test_a_dry_run_of_a_second_delete_answers_as_the_store_would():
+    client, _ = flask_client(users={"admin": ["system:masters"]})
+    client.post("/api/v1/nodes", json={"metadata": {"name": "n1"}}, headers=bearer("admin"))
+    resp = client.post(PODS, headers=bearer("admin"), json={
+        "metadata": {"name": "p"}, "spec": {"nodeName": "n1", "containers": [{"name": "a", "image": "x"}]}})
+    assert resp.status_code == 201
+    first = client.delete(PODS + "/p", headers=bearer("admin"), json={"gracePeriodSeconds": 60}).get_json()
+    dry = client.delete(PODS + "/p?dryRun=All", headers=bearer("admin"), json={"gracePeriodSeconds": 10})
+    real = client.delete(PODS + "/p", headers=bearer("admin"), json={"gracePeriodSeconds": 10})
+    assert dry.status_code == real.status_code == 200
+    moved = parse_seconds(first["metadata"]["deletionTimestamp"]) - 50
+    for answer in (dry.get_json(), real.get_json()):
+        assert answer["metadata"]["deletionGracePeriodSeconds"] == 10
+        assert parse_seconds(answer["metadata"]["deletionTimestamp"]) == moved
