@@ -25,7 +25,8 @@ its seats. A request that finds every seat taken waits in the queue for at most
 refused) in `bulk` while lease renewals still find free `system` seats. A late lease
 renewal looks for a `late` seat only while `system` has none free (the age of the lease
 is read from this replica's copy of the store, so only then), and nobody else may take
-one: under a flood of renewals, those whose earlier tries were refused go first.
+one: under a flood of renewals, those whose earlier tries failed go first (while `late`
+has room; beyond it they queue in `system` as before).
 
 Long-running requests (watches, followed pod logs) hold their seat only while they
 start (the watch's initial list), like Kubernetes after a watch's init, but they hold
@@ -57,7 +58,8 @@ from shepherd_ha.options import ConfigError
 
 SYSTEM, STATUS, WORKLOAD, BULK, LATE = "system", "status", "workload", "bulk", "late"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 44 / 1 / 2 seats). Bulk
+# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 44 / 1 / 2 seats, 65 once
+# each share is rounded up). Bulk
 # stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
 # than one after the other, and each one more slows everything else down, the Raft
 # tick included (docs/benchmarks.md, flow control). Half the seats to system (32 / 31 / 1)
@@ -169,6 +171,13 @@ class Level:
         """Every seat taken, or requests waiting for one."""
         with self._lock:
             return self.in_flight >= self.seats or bool(self._waiting)
+
+    def has_room(self, timeout):
+        """Whether acquire(timeout) would seat or queue a request now (nothing counted)."""
+        with self._lock:
+            if self.in_flight < self.seats and not self._waiting:
+                return True
+            return len(self._waiting) < self.queue_length and timeout > 0
 
     def refuse_if_full(self, timeout):
         """What acquire(timeout) would refuse with right now, counted as its refusal
@@ -435,11 +444,14 @@ class FlowControl:
 
     def _level_of(self, classification):
         """The level whose seat the request takes: its own, or `late` for the renewal of a
-        late lease while every system seat is busy."""
+        late lease while every system seat is busy and `late` has room (when many nodes
+        are late at once, after a stall, the rest queue in `system` as before)."""
         level = self.levels.get(classification.level)
-        if classification.lease is None or level is None or LATE not in self.levels or not level.busy():
+        late = self.levels.get(LATE)
+        if classification.lease is None or level is None or late is None or not level.busy() \
+                or not late.has_room(self.queue_wait):
             return level
-        return self.levels[LATE] if self._late(classification.lease) else level
+        return late if self._late(classification.lease) else level
 
     def _late(self, node):
         if self.lease_age is None or self.late_after is None:

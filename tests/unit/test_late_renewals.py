@@ -2,6 +2,7 @@
 busy, the renewal of a node whose stored Lease is older than renewal_late_after takes a
 seat of its own instead of queueing behind the fleet's on-time renewals. Alone, and
 through the real app (its early refusal and its admission) over a real store."""
+import threading
 import time
 
 import pytest
@@ -10,8 +11,9 @@ from werkzeug.test import Client
 
 from shepherd_ha.api.app import create_app
 from shepherd_ha.api.flow_control import LATE, SYSTEM, Classification, FlowControl, Rejected
-from shepherd_ha.model.node_lease import LEASE_NAMESPACE, lease_age, renewal_late_after
+from shepherd_ha.model.node_lease import lease_age, renewal_late_after
 from shepherd_ha.model.times import format_micro_time
+from tests.waiting import wait_for
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 MERGE = {"Content-Type": "application/merge-patch+json"}
@@ -67,7 +69,7 @@ def test_a_late_renewal_gets_a_late_seat_while_every_system_seat_is_busy():
     ticket = flow.admit(renewal("late"))
     assert flow.snapshot()[LATE]["inFlight"] == 1
     with pytest.raises(Rejected) as refused:
-        flow.admit(renewal("fresh"))                 # on time: it queues for a system seat, and times out
+        flow.admit(renewal("fresh"))                 # on time: its level, system, is full
     assert refused.value.level == SYSTEM
     with pytest.raises(Rejected):
         flow.admit(renewal("unknown"))               # no lease stored here: not known to be late
@@ -86,15 +88,43 @@ def test_the_lease_is_looked_at_only_while_the_system_level_is_busy():
     ticket.release()
 
 
-def test_late_seats_are_bounded_and_name_their_level():
-    flow = flow_with(Ages(a=30.0, b=30.0, c=30.0))
+def test_late_seats_are_bounded_and_a_renewal_beyond_them_is_the_system_levels():
+    flow = flow_with(Ages(a=30.0, c=30.0))
     fill(flow.levels[SYSTEM])
-    held = [flow.admit(renewal(n)) for n in ("a",) * flow.levels[LATE].seats]
+    late = flow.levels[LATE]
+    late.queue_length = 0
+    held = [flow.admit(renewal("a")) for _ in range(late.seats)]
     with pytest.raises(Rejected) as refused:
         flow.admit(renewal("c"))
-    assert refused.value.level == LATE and "renewals of node leases that are late" in refused.value.message
+    assert refused.value.level == SYSTEM, "late has no room: the renewal is the system level's, as before"
+    assert late.in_flight == late.seats and sum(late.rejected.values()) == 0
     for t in held:
         t.release()
+
+
+def test_late_renewals_beyond_the_late_levels_room_queue_in_system_as_before():
+    flow = flow_with(Ages(a=30.0, b=30.0, c=30.0, d=30.0), queue_wait=5.0)
+    system, late = flow.levels[SYSTEM], flow.levels[LATE]
+    for _ in range(system.seats):
+        assert system.acquire(0) == (True, None)
+    held = [flow.admit(renewal("a"))]                # late's only seat (max_inflight 8)
+    assert late.in_flight == late.seats == 1
+    waiter = threading.Thread(target=lambda: held.append(flow.admit(renewal("b"))), daemon=True)
+    waiter.start()                                   # late's queue
+    assert wait_for("b queued in late", lambda: late.queued == 1, 5)
+    third = threading.Thread(target=lambda: held.append(flow.admit(renewal("c"))), daemon=True)
+    third.start()                                    # late is full: c waits in system's queue, not refused
+    assert wait_for("c queued in system", lambda: system.queued == 1, 5)
+    system.release()                                 # a system seat frees: c takes it
+    held[0].release()                                # a is done: its late seat passes to b
+    third.join(5)
+    waiter.join(5)
+    assert len(held) == 3
+    for t in held[1:]:
+        t.release()
+    for _ in range(system.seats - 1):
+        system.release()
+    assert all(level["inFlight"] == 0 for level in flow.snapshot().values())
 
 
 def test_a_failing_age_reader_leaves_the_renewal_in_its_queue():
