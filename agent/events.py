@@ -25,7 +25,7 @@ import time
 
 from shepherd_ha.backoff import Backoff
 from shepherd_ha.client import ApiError, ClientError
-from shepherd_ha.model.events import event_name, new_event
+from shepherd_ha.model.events import event_name, event_namespace, new_event
 from shepherd_ha.model.namespaces import NAMESPACE_TERMINATING
 from shepherd_ha.model.times import now_rfc3339
 from shepherd_ha.token_bucket import TokenBucket
@@ -50,6 +50,12 @@ def pod_reference(pod, container=None):
     if container:
         ref["fieldPath"] = "spec.containers{%s}" % container
     return ref
+
+
+def node_reference(node):
+    """involvedObject of an event about this agent's Node (the kubelet's: its uid is the
+    node's name, so the reference needs no read of the Node)."""
+    return {"kind": "Node", "apiVersion": "v1", "name": node, "uid": node}
 
 
 @dataclasses.dataclass
@@ -85,9 +91,15 @@ class EventSink:
     # ---- producers (pod workers, prober): never block ----
 
     def emit(self, pod, reason, message, type_="Normal", container=None):
+        self.emit_about(pod_reference(pod, container), reason, message, type_)
+
+    def emit_node(self, reason, message, type_="Normal"):
+        """An event about this agent's Node (what `sheepctl describe node` lists)."""
+        self.emit_about(node_reference(self.node), reason, message, type_)
+
+    def emit_about(self, ref, reason, message, type_="Normal"):
         if self.qps <= 0:
             return                  # --event-qps 0: no events
-        ref = pod_reference(pod, container)
         if not ref["uid"] or not ref["name"]:
             return
         key = (ref["uid"], ref.get("fieldPath") or "", reason, message, type_)
@@ -199,7 +211,7 @@ class EventSink:
     def post(self, key, entry):
         """Write one queued entry. Raises ClientError when no replica answers (or a
         503/429); an ApiError that retrying cannot fix drops the entry."""
-        namespace = entry.ref["namespace"]
+        namespace = event_namespace(entry.ref)
         name = event_name(entry.ref, entry.reason, entry.message, entry.type)
         known = self._known.get(key)
         try:
@@ -237,8 +249,8 @@ class EventSink:
             causes = (err.details or {}).get("causes") or []
             terminating = any(isinstance(c, dict) and c.get("reason") == NAMESPACE_TERMINATING for c in causes)
             level = logging.DEBUG if err.code == 403 and terminating else logging.WARNING
-            log.log(level, "event %s for pod %s/%s refused by the API (dropped): %s", entry.reason, namespace,
-                    entry.ref.get("name"), err)
+            log.log(level, "event %s for %s %s/%s refused by the API (dropped): %s", entry.reason,
+                    (entry.ref.get("kind") or "object").lower(), namespace, entry.ref.get("name"), err)
 
     def _body(self, entry):
         return new_event(entry.ref, entry.reason, entry.message, entry.type, entry.first, entry.last,

@@ -76,7 +76,7 @@ class Agent:
                                 lease_interval=s.lease_interval, status_interval=s.status_interval,
                                 containers=self.pods.running_containers,
                                 runtime_error=lambda: self.pods.runtime_error)
-        self.proxy = build_proxy(s, self.client, self.stop_event)
+        self.proxy = build_proxy(s, self.client, self.stop_event, events=events)
         self.pod_usage = PodUsage(self.runtime, s.node_name)      # `kubectl top pods`, read by the log server
 
     def start(self):

@@ -29,6 +29,8 @@ FULL_INTERVAL = 30.0     # seconds between full syncs (jumps, chain set)
 REWRITE_INTERVAL = 600.0  # seconds between full syncs that rewrite every chain (7 s for 11,000 chains)
 RETRY = 2.0              # seconds after a failed sync
 CONFLICT_RETRY = 10.0    # seconds between looks while another cluster owns the host's rules
+# Reasons of the Events about the node when its proxy stands down and when it proxies again
+STOOD_DOWN, RESUMED = "ServiceProxyStoodDown", "ServiceProxyResumed"
 CLAIM_RENEWAL = 10       # seconds: the claim's time is rounded to this, so it is rewritten at most that often
 CLAIM_TTL = 3 * FULL_INTERVAL + CLAIM_RENEWAL   # a claim not renewed for this long is a dead proxy's
 
@@ -119,7 +121,7 @@ def watch_into(client, resource, state, stop, on_synced=None):
 class Proxier:
     def __init__(self, state, iptables, node_ips=(), cluster_cidr=None, min_interval=MIN_INTERVAL,
                  full_interval=FULL_INTERVAL, rewrite_interval=REWRITE_INTERVAL, setup=None, clock=time.monotonic,
-                 owner=None, wall=time.time):
+                 owner=None, wall=time.time, report=None):
         self.state = state
         self.iptables = iptables
         self.conntrack = Conntrack(iptables)
@@ -128,6 +130,7 @@ class Proxier:
         self.owner = owner          # the rules.Owner named in the OWNER chain (None: not checked, not written)
         self.wall = wall            # wall clock: a claim's time is compared between processes
         self.conflict = None        # why this proxy stands down (another cluster owns the host's rules), or None
+        self.report = report        # report(reason, message, type): an Event about this node (agent/events.py)
         self.min_interval = min_interval
         self.full_interval = full_interval
         self.rewrite_interval = rewrite_interval
@@ -252,12 +255,15 @@ class Proxier:
                 log.debug("proxy sync: %s", figures)
                 if self.conflict is not None:
                     log.info("service proxy: this host's Service rules are no other cluster's now; proxying")
+                    self._report(RESUMED, "this host's Service rules are no other cluster's now: this node's "
+                                 "Service proxy proxies again", "Normal")
                     self.conflict = None
             except ProxyConflict as exc:
                 self.failures += 1
                 self.applied = None
                 if str(exc) != self.conflict:      # said once, not at every look
                     log.warning("service proxy stands down: %s (looking again every %.0fs)", exc, CONFLICT_RETRY)
+                    self._report(STOOD_DOWN, "Service proxy stands down: %s" % exc, "Warning")
                 self.conflict = str(exc)
                 stop.wait(CONFLICT_RETRY)
             except Exception as exc:  # noqa: BLE001 - retried; the loop must not die
@@ -267,6 +273,14 @@ class Proxier:
                 self.state.changed.set()
                 stop.wait(RETRY)
         self.release()
+
+    def _report(self, reason, message, type_):
+        if self.report is None:
+            return
+        try:
+            self.report(reason, message, type_)
+        except Exception:  # noqa: BLE001 - the event is a courtesy: the loop goes on
+            log.exception("service proxy: reporting %s failed", reason)
 
     def release(self):
         """Give up this proxy's claim on the host (it stops; its rules stay, as kube-proxy's)."""

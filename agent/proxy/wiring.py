@@ -11,8 +11,9 @@ from .rules import owner
 log = logging.getLogger(__name__)
 
 
-def build_proxy(settings, client, stop, iptables=None):
-    """A started-later ServiceProxy, or None when --proxy-mode is none."""
+def build_proxy(settings, client, stop, iptables=None, events=None):
+    """A started-later ServiceProxy, or None when --proxy-mode is none. `events`: the
+    agent's EventSink, for the Events about the node when its proxy stands down."""
     if settings.proxy_mode != "iptables":
         return None
     iptables = iptables or Iptables()
@@ -26,4 +27,5 @@ def build_proxy(settings, client, stop, iptables=None):
     log.info("service proxy: iptables, service CIDR %s, node ports on %s", settings.service_cidr,
              ", ".join(node_ips) or "every local address")
     return ServiceProxy(client, iptables, stop, node_ips, settings.cluster_cidr or None, setup=setup,
-                        owner=owner(settings.cluster_id, settings.service_cidr, settings.node_name))
+                        owner=owner(settings.cluster_id, settings.service_cidr, settings.node_name),
+                        report=events.emit_node if events is not None else None)

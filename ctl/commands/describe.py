@@ -370,11 +370,14 @@ def object_events(client, r, obj):
         if exc.code != 400:
             raise
         items = (client.list("events", namespace) or {}).get("items") or []
+    # A node's agent names its Node by its name as uid (as the kubelet does), the control
+    # plane by the Node's uid: kubectl describe node shows both.
+    uids = {m.get("uid"), name} if kind == "Node" else {m.get("uid")}
     out = []
     for ev in items:
         io = ev.get("involvedObject") or ev.get("regarding") or {}
         if io.get("name") == name and (io.get("kind") or kind) == kind and \
-                (not io.get("uid") or not m.get("uid") or io.get("uid") == m.get("uid")):
+                (not io.get("uid") or not m.get("uid") or io.get("uid") in uids):
             out.append(ev)
     return printers.sort_objects(RESOURCES["events"], out)
 

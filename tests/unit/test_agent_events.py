@@ -70,6 +70,18 @@ def test_an_event_has_the_kubelet_shape_and_validates(api):
     assert validate_object("events", ev) == []      # what the real API server checks
 
 
+def test_an_event_about_the_node_goes_to_default_as_the_kubelets_do(api):
+    server, store, client = api
+    sink = EventSink(client, NODE, threading.Event(), now=Clock())
+    sink.emit_node("ServiceProxyStoodDown", "Service proxy stands down: another cluster", "Warning")
+    sink.emit_node("ServiceProxyStoodDown", "Service proxy stands down: another cluster", "Warning")
+    sink.flush()
+    [ev] = events_in(store, "default")
+    assert ev["involvedObject"] == {"kind": "Node", "apiVersion": "v1", "name": NODE, "uid": NODE}
+    assert ev["type"] == "Warning" and ev["count"] == 2 and ev["source"]["host"] == NODE
+    assert validate_object("events", ev) == []
+
+
 def test_repeats_are_one_event_with_a_count(api):
     server, store, client = api
     clock = Clock()

@@ -303,6 +303,15 @@ def test_describe_other_kinds(ctl, store):
     assert "limits: cpu=500m" in out
     out = ctl("describe", "node", "n1")[1]
     assert "192.168.1.10" in out and "8Gi" in out and "Ready" in out
+    # the agent's events name the node by name as uid (the kubelet's way), the control plane's by its uid
+    store.put("events", {"metadata": {"name": "n1.proxy"}, "reason": "ServiceProxyStoodDown", "type": "Warning",
+                         "message": "Service proxy stands down", "count": 1,
+                         "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "n1"}})
+    store.put("events", {"metadata": {"name": "n1.other"}, "reason": "FromAnotherN1", "type": "Normal",
+                         "message": "a node of that name before", "count": 1,
+                         "involvedObject": {"kind": "Node", "apiVersion": "v1", "name": "n1", "uid": "old-uid"}})
+    out = ctl("describe", "node", "n1")[1]
+    assert "ServiceProxyStoodDown" in out and "FromAnotherN1" not in out
     out = ctl("describe", "svc", "web")[1]
     assert "TargetPort:     8080/TCP" in out
     store.put("namespaces", {"metadata": {"name": "team"}, "status": {"phase": "Terminating", "conditions": [

@@ -292,7 +292,9 @@ def test_a_standing_down_proxy_says_so_once_takes_over_when_the_claim_goes_and_r
     mine = rules.owner("cluster-a", None, "a-1")
     state = ProxyState()
     iptables = ClaimedIptables(rules.Claim(rules.Owner("cluster-b", "b-1"), time.time()))
-    proxier = Proxier(state, iptables, owner=mine, min_interval=0.01)
+    reported = []
+    proxier = Proxier(state, iptables, owner=mine, min_interval=0.01,
+                      report=lambda *event: reported.append(event))
     stop = threading.Event()
     thread = threading.Thread(target=proxier.run, args=(stop,), daemon=True)
     with caplog.at_level("INFO", logger="agent.proxy.proxier"):
@@ -311,3 +313,7 @@ def test_a_standing_down_proxy_says_so_once_takes_over_when_the_claim_goes_and_r
     assert sum("stands down" in m for m in said) == 1, said
     assert any("no other cluster's now; proxying" in m for m in said)
     assert iptables.released == [mine], "a proxy that stops gives its claim up"
+    # ... and says so on the node too, once each way (`sheepctl describe node` lists them)
+    assert [(reason, type_) for reason, _, type_ in reported] == \
+        [("ServiceProxyStoodDown", "Warning"), ("ServiceProxyResumed", "Normal")], reported
+    assert "another cluster (cluster-b, node b-1)" in reported[0][1]
