@@ -3,6 +3,7 @@ the network-namespace target on this machine, or the Vagrant VMs, so the same ch
 and checker work on real machines. The nemesis's faults become the target's: a kill is a
 power-off (SIGKILL / `virsh destroy`), a pause SIGSTOP / `virsh suspend`, a cut iptables
 inside the host. The target's own workers are the agents (none are added)."""
+import concurrent.futures
 import os
 import sys
 import time
@@ -105,9 +106,12 @@ class TargetCluster(ReplicaView):
         return ran
 
     def kill_all(self):
+        """Power every control-plane host off at once (a whole-cluster outage: one after
+        another, the last ones could still elect and commit meanwhile)."""
         ran = [ident for ident, host in self._ids.items() if self.target.is_running(host)]
-        for host in self._ids.values():
-            self.target.power_off(host)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(self._ids)) as pool:
+            for done in [pool.submit(self.target.power_off, host) for host in self._ids.values()]:
+                done.result()       # a power-off that failed fails the fault
         return ran
 
     def restart(self, ident):

@@ -1,5 +1,7 @@
 """The harness's own rules, without a cluster: how a write's answer becomes an outcome,
 the fault plan, and refusing a cut it cannot make."""
+import threading
+
 import pytest
 import requests
 
@@ -7,6 +9,7 @@ from shepherd_ha.client import ApiError, NoReplicaReachable, OutcomeUnknown
 
 from . import faults, run
 from .cluster import ChaosSetupError
+from .target_cluster import TargetCluster
 from .workload import RecordingSession, classify, key_names
 
 
@@ -67,3 +70,28 @@ def test_bad_options_name_the_fix(capsys):
     assert "explode" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run.parse_args(["--replicas", "1"])
+
+
+class _PowerBoard:
+    """A drills target whose power-offs meet at a barrier: only calls in flight together pass it."""
+
+    control_planes = ("cp1", "cp2", "cp3")
+
+    def __init__(self):
+        self.barrier = threading.Barrier(len(self.control_planes), timeout=10)
+        self.off = []
+
+    def is_running(self, host):
+        return host not in self.off
+
+    def power_off(self, host):
+        self.barrier.wait()         # BrokenBarrierError if the hosts were powered off one after another
+        self.off.append(host)
+
+
+def test_a_whole_cluster_outage_powers_every_host_off_at_once():
+    board = _PowerBoard()
+    cluster = TargetCluster(board)
+    cluster._ids = {"r%d" % i: host for i, host in enumerate(board.control_planes, 1)}
+    assert sorted(cluster.kill_all()) == ["r1", "r2", "r3"]
+    assert sorted(board.off) == list(board.control_planes)
