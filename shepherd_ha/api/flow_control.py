@@ -136,8 +136,9 @@ class Level:
     def queued(self):
         return len(self._waiting)
 
-    def acquire(self, timeout):
-        """Take a seat, waiting up to `timeout` s in the queue; (True, None) or (False, reason)."""
+    def acquire(self, timeout, count_full=True):
+        """Take a seat, waiting up to `timeout` s in the queue; (True, None) or (False, reason).
+        count_full=False: a full level is not counted as a refusal (the caller tries another)."""
         with self._lock:
             taken = self.in_flight < self.seats and not self._waiting
             if taken:
@@ -146,7 +147,8 @@ class Level:
             elif len(self._waiting) >= self.queue_length or timeout <= 0:
                 # a pool without a queue is simply at its limit
                 reason = "queue-full" if self.queue_length else "concurrency-limit"
-                self.rejected[reason] += 1
+                if count_full:
+                    self.rejected[reason] += 1
                 return False, reason
             else:
                 granted = threading.Event()
@@ -424,14 +426,26 @@ class FlowControl:
                 raise self._rejection(slot, reason)
             if per_user:
                 slot = _UserSlot(self.per_user, user, slot)
-        seat = self._level_of(classification)
-        if seat is not None:
-            ok, reason = seat.acquire(self.queue_wait)
-            if not ok:
-                if slot is not None:
-                    slot.release()
-                raise self._rejection(seat, reason)
+        seat, ok, reason = self._take_seat(classification)
+        if not ok:
+            if slot is not None:
+                slot.release()
+            raise self._rejection(seat, reason)
         return Ticket(seat, slot)
+
+    def _take_seat(self, classification):
+        """(level, ok, reason): a seat at the request's level, or at `late`, waiting up to
+        queue_wait; (None, True, None) for a request that needs none."""
+        level = self._level_of(classification)
+        if level is None:
+            return None, True, None
+        if level.name == LATE:
+            ok, reason = level.acquire(self.queue_wait, count_full=False)
+            if ok or reason == "time-out":
+                return level, ok, reason
+            level = self.levels[classification.level]    # filled since it was chosen: queue in system, as before
+        ok, reason = level.acquire(self.queue_wait)
+        return level, ok, reason
 
     def refuse_if_full(self, classification):
         """Rejected if the request's level would refuse it at once now (every seat busy and
@@ -439,6 +453,8 @@ class FlowControl:
         otherwise. For requests without a long-running pool: early_refusal.py answers
         these before the app."""
         seat = self._level_of(classification)
+        if seat is not None and seat.name == LATE and not seat.has_room(self.queue_wait):
+            seat = self.levels.get(classification.level)     # filled since it was chosen
         reason = seat.refuse_if_full(self.queue_wait) if seat is not None else None
         return self._rejection(seat, reason) if reason else None
 

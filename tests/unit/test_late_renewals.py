@@ -127,6 +127,20 @@ def test_late_renewals_beyond_the_late_levels_room_queue_in_system_as_before():
     assert all(level["inFlight"] == 0 for level in flow.snapshot().values())
 
 
+def test_a_late_level_filled_since_it_was_chosen_sends_the_renewal_to_system_uncounted():
+    flow = flow_with(Ages(a=30.0, c=30.0))
+    fill(flow.levels[SYSTEM])
+    late = flow.levels[LATE]
+    late.queue_length = 0
+    held = [flow.admit(renewal("a")) for _ in range(late.seats)]
+    late.has_room = lambda timeout: True             # as if another thread took the last seat meanwhile
+    with pytest.raises(Rejected) as refused:
+        flow.admit(renewal("c"))
+    assert refused.value.level == SYSTEM and sum(late.rejected.values()) == 0
+    for t in held:
+        t.release()
+
+
 def test_a_failing_age_reader_leaves_the_renewal_in_its_queue():
     def broken(node):
         raise RuntimeError("store gone")
