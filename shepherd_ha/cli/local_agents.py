@@ -68,10 +68,14 @@ class LocalAgents:
         if pid:
             return pid
         config_path, pid_path, log_path = self._agent_paths(name)
+        argv = [sys.executable, "-m", "agent.main", "--config", config_path] + list(agent.get("args") or [])
+        return self._spawn_agent(name, argv, log_path, pid_path)
+
+    def _spawn_agent(self, name, argv, log_path, pid_path):
+        """Start an agent's process, record its PID (cli/netns_cluster.py starts it inside
+        its node's network namespace)."""
         with open(log_path, "ab") as log:
-            proc = subprocess.Popen([sys.executable, "-m", "agent.main", "--config", config_path]
-                                    + list(agent.get("args") or []),
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, close_fds=True)
         with open(pid_path, "w") as fh:
             fh.write(str(proc.pid))

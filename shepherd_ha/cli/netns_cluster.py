@@ -369,14 +369,8 @@ class NetnsCluster(LocalCluster):
             yaml.safe_dump(config, fh, sort_keys=False)
         return config_path
 
-    def start_agent(self, name):
-        agent = self.agent(name)
-        pid = self.agent_pid(name)
-        if pid:
-            return pid
-        config_path, pid_path, log_path = self._agent_paths(name)
-        return self._spawn(name, [sys.executable, "-m", "agent.main", "--config", config_path]
-                           + list(agent.get("args") or []), log_path, pid_path)
+    def _spawn_agent(self, name, argv, log_path, pid_path):
+        return self._spawn(name, argv, log_path, pid_path)      # inside the node's namespace
 
     def kill_host(self, ident):
         """SIGKILL the replica or agent process of host `ident` (power-off drills)."""

@@ -14,18 +14,10 @@ from shepherd_ha.model.times import format_time, parse_seconds
 from shepherd_ha.store import commands as C
 from shepherd_ha.store.fsm import StoreFSM
 
-from test_fsm import ns, pod
+from test_fsm import bound_pod as bound, ns
 
 ASKED = "2026-12-06T01:00:00Z"
 PODS = "/api/v1/namespaces/default/pods"
-
-
-def bound(name, grace=None):
-    p = pod(name)
-    p["spec"]["nodeName"] = "n1"
-    if grace is not None:
-        p["spec"]["terminationGracePeriodSeconds"] = grace
-    return p
 
 
 def graceful(name, seconds=None, version=C.VERSION, asked=ASKED):

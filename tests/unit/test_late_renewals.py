@@ -14,16 +14,10 @@ from shepherd_ha.api.flow_control import LATE, SYSTEM, Classification, FlowContr
 from shepherd_ha.model.node_lease import lease_age, renewal_late_after
 from shepherd_ha.model.times import format_micro_time
 from tests.waiting import wait_for
+from test_early_refusal import fill
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"
 MERGE = {"Content-Type": "application/merge-patch+json"}
-
-
-def fill(level):
-    """Every seat of `level` taken and no queue left: its next request is refused."""
-    for _ in range(level.seats):
-        assert level.acquire(0) == (True, None)
-    level.queue_length = 0
 
 
 class Ages:
@@ -88,12 +82,17 @@ def test_the_lease_is_looked_at_only_while_the_system_level_is_busy():
     ticket.release()
 
 
-def test_late_seats_are_bounded_and_a_renewal_beyond_them_is_the_system_levels():
+def late_level_full():
+    """(flow, late level, tickets holding its seats) with system busy and late full."""
     flow = flow_with(Ages(a=30.0, c=30.0))
     fill(flow.levels[SYSTEM])
     late = flow.levels[LATE]
     late.queue_length = 0
-    held = [flow.admit(renewal("a")) for _ in range(late.seats)]
+    return flow, late, [flow.admit(renewal("a")) for _ in range(late.seats)]
+
+
+def test_late_seats_are_bounded_and_a_renewal_beyond_them_is_the_system_levels():
+    flow, late, held = late_level_full()
     with pytest.raises(Rejected) as refused:
         flow.admit(renewal("c"))
     assert refused.value.level == SYSTEM, "late has no room: the renewal is the system level's, as before"
@@ -128,11 +127,7 @@ def test_late_renewals_beyond_the_late_levels_room_queue_in_system_as_before():
 
 
 def test_a_late_level_filled_since_it_was_chosen_sends_the_renewal_to_system_uncounted():
-    flow = flow_with(Ages(a=30.0, c=30.0))
-    fill(flow.levels[SYSTEM])
-    late = flow.levels[LATE]
-    late.queue_length = 0
-    held = [flow.admit(renewal("a")) for _ in range(late.seats)]
+    flow, late, held = late_level_full()
     late.has_room = lambda timeout: True             # as if another thread took the last seat meanwhile
     with pytest.raises(Rejected) as refused:
         flow.admit(renewal("c"))
