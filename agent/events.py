@@ -114,7 +114,7 @@ class EventSink:
                     _, old = self._pending.popitem(last=False)
                     self.dropped += 1
                     log.warning("event queue full (%d waiting, the API is not answering?): dropped the oldest, "
-                                "%s %s/%s: %s (x%d)", self.cap, old.reason, old.ref.get("namespace"),
+                                "%s %s/%s: %s (x%d)", self.cap, old.reason, event_namespace(old.ref),
                                 old.ref.get("name"), old.message, old.count)
                 self._pending[key] = _Pending(ref, reason, message, type_, 1, now, now)
             self._cond.notify()
@@ -156,7 +156,7 @@ class EventSink:
             if len(self._pending) >= self.cap:
                 self.dropped += 1
                 log.warning("event queue full: dropped %s %s/%s: %s (x%d)", entry.reason,
-                            entry.ref.get("namespace"), entry.ref.get("name"), entry.message, entry.count)
+                            event_namespace(entry.ref), entry.ref.get("name"), entry.message, entry.count)
                 return
             self._pending[key] = entry
             self._pending.move_to_end(key, last=False)

@@ -123,7 +123,8 @@ SERVER_OPTIONS = (
 ) + (
     # ---- flow control: overload gets 429 + Retry-After, by priority (api/flow_control.py) ----
     Option("max_requests_inflight", int, flow_control.MAX_INFLIGHT, "requests worked on at once, shared by priority levels (system: "
-           "leases, node status, agents' watches; workload; bulk: unselected lists of large collections); beyond "
+           "leases, node status, agents' watches; status: replica status, metrics, version; workload; bulk: "
+           "unselected lists of large collections; late: renewals of late node leases while system is busy); beyond "
            "a level's share a request waits up to --request-queue-wait, then gets 429; 0: no limit"),
     Option("max_watches", int, flow_control.MAX_WATCHES, "watches and followed logs open at once (3/4 for agents' watches); beyond, "
            "429; 0: no limit"),

@@ -12,6 +12,7 @@ from shepherd_ha.model.namespaces import terminating_refusal
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.commands import VERSION
 from shepherd_ha.store.finalizer_rules import finalizer_verdict
+from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
 from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
 from shepherd_ha.store.namespace_lifecycle import namespace_update, terminated_namespace
 from shepherd_ha.store.raft_node import Unavailable
@@ -90,20 +91,7 @@ def _simulate(replica, op):
                        details={"name": op["name"], "kind": resource})
     _check_precondition(op, current)
     if op["op"] == "delete":
-        obj = copy.deepcopy(current)
-        graceful = op.get("graceful")
-        if graceful and resource == "pods" and (obj.get("spec") or {}).get("nodeName") \
-                and grace_seconds(graceful, obj) > 0:       # marked as the store would
-            obj["metadata"] = terminating_metadata(obj["metadata"], graceful["deletionTimestamp"],
-                                                   grace_seconds(graceful, obj), VERSION) or obj["metadata"]
-        elif obj["metadata"].get("finalizers") or op.get("propagationPolicy") == "Foreground":
-            obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
-        if op.get("terminate"):      # a namespace: marked (or refused) as the store would
-            refusal, marked = terminated_namespace(obj, op.get("deletionTimestamp"))
-            if refusal:
-                raise ApiError(refusal[0], refusal[2], refusal[1])
-            obj = marked or obj
-        return {"code": 200, "object": obj}
+        return {"code": 200, "object": _deleted(op, resource, current)}
     updated = _updated(info, op, current)
     what = '%s "%s"%s' % (resource, op["name"], " in namespace %s" % op["namespace"] if op.get("namespace") else "")
     refusal, _ = finalizer_verdict(resource, what, current, updated, VERSION)
@@ -112,6 +100,33 @@ def _simulate(replica, op):
     if op.get("subresource") != "status":
         _check_service_allocation(replica, resource, updated, current)
     return {"code": 200, "object": updated}
+
+
+def _deleted(op, resource, current):
+    """The object as the store's delete answers it (store/fsm.py _op_delete): a namespace
+    marked Terminating (or refused), a pod on a node marked with its deadline, an object
+    with finalizers (foregroundDeletion added for Foreground) marked deleted, anything
+    else as it was (it goes)."""
+    obj = copy.deepcopy(current)
+    if op.get("terminate"):
+        refusal, marked = terminated_namespace(obj, op.get("deletionTimestamp"))
+        if refusal:
+            raise ApiError(refusal[0], refusal[2], refusal[1])
+        return marked or obj
+    graceful = op.get("graceful")
+    if graceful and resource == "pods" and (obj.get("spec") or {}).get("nodeName") \
+            and grace_seconds(graceful, obj) > 0:
+        obj["metadata"] = terminating_metadata(obj["metadata"], graceful["deletionTimestamp"],
+                                               grace_seconds(graceful, obj), VERSION) or obj["metadata"]
+        return obj
+    finalizers = list(obj["metadata"].get("finalizers") or [])
+    if op.get("propagationPolicy") == "Foreground" and resource != "namespaces" \
+            and FOREGROUND_FINALIZER not in finalizers:
+        finalizers.append(FOREGROUND_FINALIZER)
+    if finalizers:
+        obj["metadata"].setdefault("deletionTimestamp", op.get("deletionTimestamp"))
+        obj["metadata"]["finalizers"] = finalizers
+    return obj
 
 
 # Any address passes the range checks: the FSM's --service-cidr is not known here, so a

@@ -58,8 +58,8 @@ from shepherd_ha.options import ConfigError
 
 SYSTEM, STATUS, WORKLOAD, BULK, LATE = "system", "status", "workload", "bulk", "late"
 LONG_RUNNING_SYSTEM, LONG_RUNNING_OTHER = "long-running-system", "long-running"
-# Nominal shares of --max-requests-inflight (64 by default: 16 / 2 / 44 / 1 / 2 seats, 65 once
-# each share is rounded up). Bulk
+# Shares of --max-requests-inflight: 16 / 2 / 45 / 1 / 2 of 66, i.e. 16 / 2 / 44 / 1 / 2 seats
+# of the default 64 (65 in all: each level's seats are rounded up). Bulk
 # stays tiny on purpose: a big list is CPU under the GIL, so two at once are no faster
 # than one after the other, and each one more slows everything else down, the Raft
 # tick included (docs/benchmarks.md, flow control). Half the seats to system (32 / 31 / 1)

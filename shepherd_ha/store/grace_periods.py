@@ -49,7 +49,8 @@ def terminating_metadata(meta, requested, seconds, version):
     if version < GRACE_DEADLINE_FORMAT:
         stamp = marked or requested
     elif marked:     # when the first delete was asked, plus the shorter period (Kubernetes' BeforeDelete)
-        stamp = _shifted(marked, seconds - int(before)) or _shifted(requested, seconds)
+        asked = _shifted(marked, -min(int(before), LONGEST_SHIFT))     # as far as the first mark went
+        stamp = (_shifted(asked, seconds) if asked else None) or _shifted(requested, seconds)
     else:
         stamp = _shifted(requested, seconds) or requested
     return dict(meta, deletionTimestamp=stamp, deletionGracePeriodSeconds=seconds)

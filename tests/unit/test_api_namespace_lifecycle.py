@@ -138,3 +138,26 @@ def test_a_new_namespace_starts_active_whatever_its_body_says(api):
     assert resp.status_code == 201, resp.get_json()
     assert api.get(NS + "/odd").get_json()["status"] == {"phase": "Active"}
     assert api.post(NS + "/odd/configmaps", json={"metadata": {"name": "c"}}).status_code == 201
+
+
+def test_dry_run_deletes_answer_as_the_store_would(api):
+    held = {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}}
+    assert api.post(NS, json=held).status_code == 201
+    for name, query in (("team", ""), ("team", "&propagationPolicy=Foreground"), ("held", "")):
+        dry = api.delete(NS + "/%s?dryRun=All%s" % (name, query))
+        assert dry.status_code == 200, (name, query, dry.get_json())
+        answer = dry.get_json()
+        assert answer["status"]["phase"] == "Terminating" and answer["spec"]["finalizers"] == ["kubernetes"]
+        assert answer["metadata"]["deletionTimestamp"]
+        assert "foregroundDeletion" not in (answer["metadata"].get("finalizers") or []), "not for namespaces"
+        assert "deletionTimestamp" not in api.get(NS + "/" + name).get_json()["metadata"], "nothing stored"
+    assert api.delete(NS + "/default?dryRun=All").status_code == 403
+    assert api.delete(NS + "/team").status_code == 200
+    again = api.delete(NS + "/team?dryRun=All")
+    assert again.status_code == 409 and "ensuring all content is removed" in again.get_json()["message"]
+    # Foreground on another kind: the store adds foregroundDeletion, and so does the dry run's answer
+    assert api.post(NS + "/held/configmaps", json={"metadata": {"name": "fg"}}).status_code == 201
+    fg = api.delete(NS + "/held/configmaps/fg?dryRun=All&propagationPolicy=Foreground")
+    assert fg.status_code == 200 and fg.get_json()["metadata"]["finalizers"] == ["foregroundDeletion"]
+    real = api.delete(NS + "/held/configmaps/fg?propagationPolicy=Foreground")
+    assert real.get_json()["metadata"]["finalizers"] == ["foregroundDeletion"]

@@ -114,6 +114,8 @@ def test_a_grace_period_beyond_any_date_gets_a_deadline_68_years_on(fsm):
     result = fsm.apply(graceful("forever"))
     assert result["ok"], result
     assert marked(fsm, "forever") == ("2094-12-24T04:14:07Z", 2 ** 63 - 1)
+    fsm.apply(graceful("forever", seconds=30, asked="2026-12-06T01:05:00Z"))
+    assert marked(fsm, "forever") == ("2026-12-06T01:00:30Z", 30), "the first request's time plus 30 s"
 
 
 def test_a_dry_run_of_a_second_delete_answers_as_the_store_would():

@@ -4,6 +4,7 @@ seat of its own instead of queueing behind the fleet's on-time renewals. Alone, 
 through the real app (its early refusal and its admission) over a real store."""
 import threading
 import time
+import types
 
 import pytest
 from real_api import memory_replica
@@ -11,6 +12,8 @@ from werkzeug.test import Client
 
 from shepherd_ha.api.app import create_app
 from shepherd_ha.api.flow_control import LATE, SYSTEM, Classification, FlowControl, Rejected
+from shepherd_ha.controllers.node_lifecycle import NodeLifecycleController
+from shepherd_ha.controllers.settings import ControllerSettings
 from shepherd_ha.model.node_lease import lease_age, renewal_late_after
 from shepherd_ha.model.times import format_micro_time
 from tests.waiting import wait_for
@@ -40,6 +43,9 @@ def renewal(node):
 
 
 def test_the_late_threshold_is_the_controllers_at_risk_point():
+    settings = ControllerSettings(node_lease_interval=10.0, node_grace_period=40.0)
+    store = types.SimpleNamespace(clock=time.monotonic)
+    assert NodeLifecycleController(store, settings=settings).at_risk_after == renewal_late_after(10.0, 40.0)
     assert renewal_late_after(5.0, 15.0) == 7.5
     assert renewal_late_after(10.0, 40.0) == 17.5
     lease = {"spec": {"renewTime": "2026-12-06T01:00:00.250000Z"}}
