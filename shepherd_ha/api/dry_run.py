@@ -12,7 +12,7 @@ from shepherd_ha.model.namespaces import terminating_refusal
 from shepherd_ha.model.resources import RESOURCES
 from shepherd_ha.store.commands import VERSION
 from shepherd_ha.store.finalizer_rules import finalizer_verdict
-from shepherd_ha.store.fsm import FOREGROUND_FINALIZER
+from shepherd_ha.store.fsm import FOREGROUND_FINALIZER, describe_object
 from shepherd_ha.store.grace_periods import grace_seconds, terminating_metadata
 from shepherd_ha.store.namespace_lifecycle import namespace_update, terminated_namespace
 from shepherd_ha.store.raft_node import Unavailable
@@ -93,8 +93,8 @@ def _simulate(replica, op):
     if op["op"] == "delete":
         return {"code": 200, "object": _deleted(op, resource, current)}
     updated = _updated(info, op, current)
-    what = '%s "%s"%s' % (resource, op["name"], " in namespace %s" % op["namespace"] if op.get("namespace") else "")
-    refusal, _ = finalizer_verdict(resource, what, current, updated, VERSION)
+    refusal, _ = finalizer_verdict(resource, describe_object(resource, op.get("namespace"), op["name"]),
+                                   current, updated, VERSION)
     if refusal:      # the store's 422; an update that removes the last finalizer is answered as made
         raise ApiError(422, refusal, "Invalid")
     if op.get("subresource") != "status":
@@ -114,10 +114,10 @@ def _deleted(op, resource, current):
             raise ApiError(refusal[0], refusal[2], refusal[1])
         return marked or obj
     graceful = op.get("graceful")
-    if graceful and resource == "pods" and (obj.get("spec") or {}).get("nodeName") \
-            and grace_seconds(graceful, obj) > 0:
-        obj["metadata"] = terminating_metadata(obj["metadata"], graceful["deletionTimestamp"],
-                                               grace_seconds(graceful, obj), VERSION) or obj["metadata"]
+    seconds = grace_seconds(graceful, obj) if graceful and resource == "pods" else 0
+    if seconds > 0 and (obj.get("spec") or {}).get("nodeName"):
+        obj["metadata"] = terminating_metadata(obj["metadata"], graceful["deletionTimestamp"], seconds,
+                                               VERSION) or obj["metadata"]
         return obj
     finalizers = list(obj["metadata"].get("finalizers") or [])
     if op.get("propagationPolicy") == "Foreground" and resource != "namespaces" \

@@ -67,7 +67,8 @@ def _key(namespace, name):
     return (namespace or "", name)
 
 
-def _describe(resource, namespace, name):
+def describe_object(resource, namespace, name):
+    """How messages name an object: 'pods "web" in namespace team' (dry runs say it alike)."""
     where = " in namespace %s" % namespace if namespace else ""
     return '%s "%s"%s' % (resource, name, where)
 
@@ -293,11 +294,11 @@ class StoreFSM(PodCIDRs, NamespaceLifecycle, ObjectReads, Idempotency):
         if want_rv not in (None, "") and str(want_rv) != have_rv:
             raise _Failure(409, "Conflict", "%s was modified (resourceVersion %s, you sent %s); "
                            "read it again and re-apply your change"
-                           % (_describe(resource, namespace, name), have_rv, want_rv), index)
+                           % (describe_object(resource, namespace, name), have_rv, want_rv), index)
         want_uid = pre.get("uid")
         if want_uid not in (None, "") and want_uid != current["metadata"].get("uid"):
             raise _Failure(409, "Conflict", "%s has uid %s, not %s: it was deleted and re-created"
-                           % (_describe(resource, namespace, name), current["metadata"].get("uid"),
+                           % (describe_object(resource, namespace, name), current["metadata"].get("uid"),
                               want_uid), index)
 
     def _op_create(self, op, staged, planned, index, version):
@@ -319,7 +320,7 @@ class StoreFSM(PodCIDRs, NamespaceLifecycle, ObjectReads, Idempotency):
             meta.pop("namespace", None)
         if self._current(staged, resource, namespace, name) is not None:
             raise _Failure(409, "AlreadyExists", "%s already exists: pick another name, or "
-                           "update it (sheepctl apply)" % _describe(resource, namespace, name), index)
+                           "update it (sheepctl apply)" % describe_object(resource, namespace, name), index)
         if resource == "nodes":
             obj = self._checked(self._pod_cidr_for_create(obj, staged), index)
         if resource == "services":
@@ -337,7 +338,7 @@ class StoreFSM(PodCIDRs, NamespaceLifecycle, ObjectReads, Idempotency):
         namespace = namespace if RESOURCES[resource].namespaced else None
         current = self._current(staged, resource, namespace, name)
         if current is None:
-            raise _Failure(404, "NotFound", "%s not found" % _describe(resource, namespace, name), index)
+            raise _Failure(404, "NotFound", "%s not found" % describe_object(resource, namespace, name), index)
         self._check_precondition(op, current, index, resource, namespace, name)
         return resource, namespace, name, current
 
@@ -370,7 +371,7 @@ class StoreFSM(PodCIDRs, NamespaceLifecycle, ObjectReads, Idempotency):
             obj = self._allocate_service(obj, current, staged, index)
         if _same_content(obj, current):
             return {"code": 200, "resource": resource, "object": current, "unchanged": True}
-        refusal, completes = finalizer_verdict(resource, _describe(resource, namespace, name), current, obj,
+        refusal, completes = finalizer_verdict(resource, describe_object(resource, namespace, name), current, obj,
                                                 version)
         if refusal:
             raise _Failure(422, "Invalid", refusal, index)
